@@ -1,0 +1,667 @@
+"""Load and validate the zerto-rewind configuration; the only reader of the environment.
+
+The hook imports this module on every tool call, read-only ones included, so it
+imports nothing heavy: plain classes instead of dataclasses, the C JSON scanner
+instead of :mod:`json`, and ``re`` only when a ``vm_arg`` pattern must be checked.
+
+Environment (precedence: variable > config file > default):
+
+``ZERTO_REWIND_CONFIG``       the config file
+                              (default ``$XDG_CONFIG_HOME/zerto-rewind/config.json``)
+``ZERTO_HOOK_UNKNOWN``        unlisted tools: ``prompt`` | ``allow`` | ``deny``
+``ZERTO_HOOK_GUARD_TIMEOUT``  the guard's hard budget in seconds (default 150)
+``ZERTO_HOOK_LOG``            the decision log (default ``~/.zerto-guard-hook.log``)
+``ZERTO_REWIND_STATE_DIR``    token cache, pending tags, locks
+                              (default ``$XDG_STATE_HOME/zerto-rewind``)
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from . import _fastjson
+from .errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, NoReturn
+
+__all__ = [
+    "CatalogSettings",
+    "GuardSettings",
+    "Settings",
+    "ToolSpec",
+    "VmMap",
+    "VmPath",
+    "ZvmSettings",
+    "config_path",
+    "load_settings",
+    "validate_patterns",
+]
+
+UNKNOWN_CHOICES = ("prompt", "allow", "deny")
+ON_PENDING_CHOICES = ("deny", "prompt", "defer")
+PROMPT_AS_CHOICES = ("ask", "deny")
+SITE_KINDS = ("vcenter", "hyperv", "vcd", "aws", "azure", "gcp", "public_cloud", "unknown")
+DEFAULT_SITE_CADENCE_S = {
+    "vcenter": 5.0,
+    "hyperv": 5.0,
+    "vcd": 5.0,
+    "azure": 60.0,
+    "aws": 630.0,
+    "gcp": 630.0,
+    "public_cloud": 630.0,
+    "unknown": 630.0,
+}
+DEFAULT_GUARD_TIMEOUT_S = 150.0
+
+
+class ZvmSettings:
+    """How to reach and authenticate to the ZVM."""
+
+    __slots__ = (
+        "_secret_source",
+        "ca_bundle",
+        "client_id",
+        "connect_timeout_s",
+        "grant",
+        "read_timeout_s",
+        "scope",
+        "url",
+        "username",
+        "verify_tls",
+    )
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        grant: str,
+        client_id: str,
+        username: str | None,
+        secret_source: tuple[str, str],
+        ca_bundle: str | None = None,
+        verify_tls: bool = True,
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float = 30.0,
+        scope: str | None = None,
+    ) -> None:
+        self.url = url
+        self.grant = grant
+        self.client_id = client_id
+        self.username = username
+        self._secret_source = secret_source
+        self.ca_bundle = ca_bundle
+        self.verify_tls = verify_tls
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self.scope = scope
+
+    @property
+    def secret_hint(self) -> str:
+        """Where the secret comes from, for messages (never the secret itself)."""
+        kind, value = self._secret_source
+        return {"env": f"${value}", "file": value}.get(kind, "the config file")
+
+    def secret(self, env: Mapping[str, str] | None = None) -> str:
+        """The client secret or password; ConfigError if it cannot be found."""
+        kind, value = self._secret_source
+        if kind == "inline":
+            return value
+        if kind == "env":
+            found = (os.environ if env is None else env).get(value, "")
+            if not found:
+                msg = f"environment variable {value} (named by the zvm section) is empty or unset"
+                raise ConfigError(msg)
+            return found
+        return _read_secret_file(value)
+
+    def __repr__(self) -> str:  # never print the secret
+        return f"ZvmSettings(url={self.url!r}, grant={self.grant!r}, client_id={self.client_id!r})"
+
+
+class VmPath:
+    """One place to look for the VM name in ``tool_input``: a dotted path, maybe a regex."""
+
+    __slots__ = ("parts", "path", "pattern")
+
+    def __init__(self, path: str, pattern: str | None = None) -> None:
+        self.path = path
+        self.parts = tuple(path.split("."))
+        self.pattern = pattern
+
+
+class VmMap:
+    """Turns what a tool calls a VM into what Zerto calls it."""
+
+    __slots__ = ("aliases", "strip_domain")
+
+    def __init__(self, aliases: dict[str, str], strip_domain: bool | tuple[str, ...]) -> None:
+        self.aliases = aliases  # keys lower-cased
+        self.strip_domain = strip_domain
+
+
+class ToolSpec:
+    """A mutating tool: where its VM names are, and how to map them."""
+
+    __slots__ = ("name", "vm_arg", "vm_map")
+
+    def __init__(self, name: str, vm_arg: tuple[VmPath, ...], vm_map: VmMap | None) -> None:
+        self.name = name
+        self.vm_arg = vm_arg
+        self.vm_map = vm_map
+
+
+class CatalogSettings:
+    """The seed's catalog: read-only tools, mutating tools, and the unlisted rule."""
+
+    __slots__ = ("read_only", "tools", "unknown", "unknown_source", "vm_map")
+
+    def __init__(
+        self,
+        read_only: tuple[str, ...],
+        tools: dict[str, ToolSpec],
+        vm_map: VmMap | None,
+        unknown: str,
+        unknown_source: str,
+    ) -> None:
+        self.read_only = read_only
+        self.tools = tools
+        self.vm_map = vm_map
+        self.unknown = unknown
+        self.unknown_source = unknown_source
+
+
+class GuardSettings:
+    """The guard's policy knobs (see docs/configuration.md)."""
+
+    __slots__ = (
+        "cadence_s",
+        "landing_allowance_s",
+        "on_pending",
+        "overdue_factor",
+        "overdue_min_s",
+        "prompt_as",
+        "site_cadence_s",
+        "site_types",
+        "tag_prefix",
+        "timeout_s",
+        "vm_cache_ttl_s",
+    )
+
+    def __init__(self, **values: Any) -> None:
+        self.timeout_s: float = values.get("timeout_s", DEFAULT_GUARD_TIMEOUT_S)
+        self.on_pending: str = values.get("on_pending", "deny")
+        self.prompt_as: str = values.get("prompt_as", "ask")
+        self.cadence_s: dict[str, float] = values.get("cadence_s", {})
+        self.site_cadence_s: dict[str, float] = {
+            **DEFAULT_SITE_CADENCE_S,
+            **values.get("site_cadence_s", {}),
+        }
+        self.site_types: dict[int, str] = values.get("site_types", {})
+        self.landing_allowance_s: float = values.get("landing_allowance_s", 3.0)
+        self.overdue_factor: float = values.get("overdue_factor", 3.0)
+        self.overdue_min_s: float = values.get("overdue_min_s", 60.0)
+        self.vm_cache_ttl_s: float = values.get("vm_cache_ttl_s", 60.0)
+        self.tag_prefix: str = values.get("tag_prefix", "zerto-rewind")
+
+
+class Settings:
+    """Everything zerto-rewind is configured with, validated."""
+
+    __slots__ = ("allow_live_recovery", "catalog", "guard", "log_path", "path", "state_dir", "zvm")
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        zvm: ZvmSettings,
+        catalog: CatalogSettings,
+        guard: GuardSettings,
+        allow_live_recovery: bool,
+        state_dir: str,
+        log_path: str,
+    ) -> None:
+        self.path = path
+        self.zvm = zvm
+        self.catalog = catalog
+        self.guard = guard
+        self.allow_live_recovery = allow_live_recovery
+        self.state_dir = state_dir
+        self.log_path = log_path
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def config_path(env: Mapping[str, str] | None = None) -> str:
+    """The config file named by ``ZERTO_REWIND_CONFIG``, else the XDG default."""
+    env = os.environ if env is None else env
+    named = env.get("ZERTO_REWIND_CONFIG", "").strip()
+    if named:
+        return os.path.abspath(os.path.expanduser(named))
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(_home(env), ".config")
+    return os.path.join(base, "zerto-rewind", "config.json")
+
+
+def default_log_path(env: Mapping[str, str] | None = None) -> str:
+    """``ZERTO_HOOK_LOG``, else ``~/.zerto-guard-hook.log``; usable without a valid config."""
+    env = os.environ if env is None else env
+    named = env.get("ZERTO_HOOK_LOG", "").strip()
+    return (
+        os.path.abspath(os.path.expanduser(named))
+        if named
+        else os.path.join(_home(env), ".zerto-guard-hook.log")
+    )
+
+
+def load_settings(env: Mapping[str, str] | None = None, *, path: str | None = None) -> Settings:
+    """Read, validate and return the settings; ConfigError names file, key and problem."""
+    env = os.environ if env is None else env
+    path = path or config_path(env)
+    raw, mode = _read_config_file(path, env)
+    parser = _Parser(path, os.path.dirname(path))
+    return parser.settings(raw, env, loose_permissions=bool(mode & 0o077))
+
+
+def validate_patterns(settings: Settings) -> None:
+    """Compile every ``vm_arg`` regex (imports ``re``); ConfigError on the first bad one."""
+    import re
+
+    for spec in settings.catalog.tools.values():
+        for vm_path in spec.vm_arg:
+            if vm_path.pattern is None:
+                continue
+            key = f"tools.{spec.name}.vm_arg.pattern"
+            try:
+                compiled = re.compile(vm_path.pattern)
+            except re.error as exc:
+                msg = f"not a valid regular expression: {exc}"
+                raise ConfigError(msg, path=settings.path, key=key) from None
+            if "vm" not in compiled.groupindex:
+                msg = "the pattern needs a named group (?P<vm>...) that captures the VM name"
+                raise ConfigError(msg, path=settings.path, key=key)
+
+
+def _home(env: Mapping[str, str]) -> str:
+    return env.get("HOME") or os.path.expanduser("~")
+
+
+def _read_config_file(path: str, env: Mapping[str, str]) -> tuple[Any, int]:
+    hint = "" if env.get("ZERTO_REWIND_CONFIG") else " (ZERTO_REWIND_CONFIG is not set)"
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+            mode = os.fstat(fh.fileno()).st_mode
+    except FileNotFoundError:
+        msg = f"config file not found{hint}; create it or point ZERTO_REWIND_CONFIG at it"
+        raise ConfigError(msg, path=path) from None
+    except OSError as exc:
+        msg = f"cannot read the config file: {exc.strerror}"
+        raise ConfigError(msg, path=path) from None
+    try:
+        return _fastjson.loads(data), mode
+    except ValueError as exc:
+        msg = f"not valid JSON: {exc}"
+        raise ConfigError(msg, path=path) from None
+
+
+def _read_secret_file(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            value = fh.read().strip()
+    except OSError as exc:
+        msg = f"cannot read secret file {path}: {exc.strerror}"
+        raise ConfigError(msg) from None
+    if mode & 0o077:
+        octal = f"{stat.S_IMODE(mode):04o}"
+        msg = f"secret file {path} is readable by others (mode {octal}); run chmod 600 {path}"
+        raise ConfigError(msg)
+    if not value:
+        msg = f"secret file {path} is empty"
+        raise ConfigError(msg)
+    return value
+
+
+class _Parser:
+    """Validates the raw JSON; every error names the file and the dotted key."""
+
+    def __init__(self, path: str, base_dir: str) -> None:
+        self.path = path
+        self.base_dir = base_dir
+
+    def fail(self, key: str, message: str) -> NoReturn:
+        raise ConfigError(message, path=self.path, key=key)
+
+    # ---- scalar helpers
+
+    def obj(self, value: Any, key: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail(key, f"must be a JSON object, not {_kind(value)}")
+        for name in value:
+            if name not in allowed and not name.startswith(("_", "$")):
+                hint = ", ".join(allowed)
+                self.fail(f"{key}.{name}" if key else name, f"unknown key (known keys: {hint})")
+        return value
+
+    def string(self, value: Any, key: str, *, choices: tuple[str, ...] = ()) -> str:
+        if not isinstance(value, str) or not value.strip():
+            self.fail(key, f"must be a non-empty string, not {_kind(value)}")
+        if choices and value not in choices:
+            self.fail(key, f"must be one of {', '.join(choices)}, not {value!r}")
+        return value
+
+    def number(self, value: Any, key: str, *, minimum: float = 0.0) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= minimum:
+            self.fail(key, f"must be a number greater than {minimum:g}, not {value!r}")
+        return float(value)
+
+    def boolean(self, value: Any, key: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(key, f"must be true or false, not {value!r}")
+        return value
+
+    def file_path(self, value: Any, key: str) -> str:
+        text = os.path.expanduser(self.string(value, key))
+        return text if os.path.isabs(text) else os.path.normpath(os.path.join(self.base_dir, text))
+
+    # ---- sections
+
+    def settings(self, raw: Any, env: Mapping[str, str], *, loose_permissions: bool) -> Settings:
+        top = self.obj(
+            raw,
+            "",
+            (
+                "zvm",
+                "read_only_tools",
+                "tools",
+                "vm_map",
+                "unknown_tools",
+                "guard",
+                "recovery",
+                "state_dir",
+                "log",
+            ),
+        )
+        if "zvm" not in top:
+            self.fail("zvm", "missing: the ZVM's url and credentials are required")
+        zvm = self.zvm(top["zvm"], loose_permissions=loose_permissions)
+        catalog = self.catalog(top, env)
+        guard = self.guard(top.get("guard", {}), env)
+        recovery = self.obj(top.get("recovery", {}), "recovery", ("allow_live",))
+        allow_live = self.boolean(recovery.get("allow_live", False), "recovery.allow_live")
+        return Settings(
+            path=self.path,
+            zvm=zvm,
+            catalog=catalog,
+            guard=guard,
+            allow_live_recovery=allow_live,
+            state_dir=self.state_dir(top, env),
+            log_path=self.log_path(top, env),
+        )
+
+    def state_dir(self, top: dict[str, Any], env: Mapping[str, str]) -> str:
+        named = env.get("ZERTO_REWIND_STATE_DIR", "").strip()
+        if named:
+            return os.path.abspath(os.path.expanduser(named))
+        if "state_dir" in top:
+            return self.file_path(top["state_dir"], "state_dir")
+        base = env.get("XDG_STATE_HOME") or os.path.join(_home(env), ".local", "state")
+        return os.path.join(base, "zerto-rewind")
+
+    def log_path(self, top: dict[str, Any], env: Mapping[str, str]) -> str:
+        if env.get("ZERTO_HOOK_LOG", "").strip() or "log" not in top:
+            return default_log_path(env)
+        return self.file_path(top["log"], "log")
+
+    def zvm(self, raw: Any, *, loose_permissions: bool) -> ZvmSettings:
+        keys = (
+            "url", "client_id", "client_secret", "client_secret_env", "client_secret_file",
+            "username", "password", "password_env", "password_file",
+            "ca_bundle", "verify_tls", "connect_timeout_s", "read_timeout_s", "scope",
+        )  # fmt: skip
+        zvm = self.obj(raw, "zvm", keys)
+        url = self.url(zvm.get("url"))
+        password_keys: list[str] = [
+            k for k in ("password", "password_env", "password_file") if k in zvm
+        ]
+        secret_keys: list[str] = [
+            k for k in ("client_secret", "client_secret_env", "client_secret_file") if k in zvm
+        ]
+        chosen: list[str]
+        username: str | None = None
+        if "username" in zvm or password_keys:
+            if secret_keys:
+                self.fail("zvm", "give username + password or client_id + client_secret, not both")
+            grant, chosen, client_id = (
+                "password",
+                password_keys,
+                zvm.get("client_id", "zerto-client"),
+            )
+            username = self.string(zvm.get("username"), "zvm.username")
+        else:
+            grant, chosen, client_id = "client_credentials", secret_keys, zvm.get("client_id")
+        client_id = self.string(client_id, "zvm.client_id")
+        source = self.secret_source(zvm, chosen, grant, loose_permissions=loose_permissions)
+        verify = self.boolean(zvm.get("verify_tls", True), "zvm.verify_tls")
+        ca_bundle = (
+            self.file_path(zvm["ca_bundle"], "zvm.ca_bundle") if "ca_bundle" in zvm else None
+        )
+        if ca_bundle is not None and not verify:
+            self.fail("zvm.verify_tls", "is false while zvm.ca_bundle is set; drop one of them")
+        return ZvmSettings(
+            url=url,
+            grant=grant,
+            client_id=client_id,
+            username=username,
+            secret_source=source,
+            ca_bundle=ca_bundle,
+            verify_tls=verify,
+            connect_timeout_s=self.number(zvm.get("connect_timeout_s", 5), "zvm.connect_timeout_s"),
+            read_timeout_s=self.number(zvm.get("read_timeout_s", 30), "zvm.read_timeout_s"),
+            scope=self.string(zvm["scope"], "zvm.scope") if "scope" in zvm else None,
+        )
+
+    def url(self, value: Any) -> str:
+        url = self.string(value, "zvm.url").rstrip("/")
+        if not url.startswith(("https://", "http://")) or len(url.split("://", 1)[1]) == 0:
+            self.fail("zvm.url", f"must be an https:// URL of the ZVM, not {url!r}")
+        return url
+
+    def secret_source(
+        self, zvm: dict[str, Any], chosen: list[str], grant: str, *, loose_permissions: bool
+    ) -> tuple[str, str]:
+        what = "password" if grant == "password" else "client_secret"
+        if len(chosen) != 1:
+            options = f"{what}_env, {what}_file or {what}"
+            problem = "missing" if not chosen else f"set only one of {', '.join(chosen)}"
+            self.fail(f"zvm.{what}", f"{problem}: give exactly one of {options}")
+        key = chosen[0]
+        if key.endswith("_env"):
+            return ("env", self.string(zvm[key], f"zvm.{key}"))
+        if key.endswith("_file"):
+            return ("file", self.file_path(zvm[key], f"zvm.{key}"))
+        if loose_permissions:
+            msg = (
+                "holds a secret but the config file is readable by others; "
+                f"chmod 600 the file, or use zvm.{what}_env / zvm.{what}_file"
+            )
+            self.fail(f"zvm.{key}", msg)
+        return ("inline", self.string(zvm[key], f"zvm.{key}"))
+
+    def catalog(self, top: dict[str, Any], env: Mapping[str, str]) -> CatalogSettings:
+        read_only = self.name_list(top.get("read_only_tools", []), "read_only_tools")
+        tools_raw = top.get("tools", {})
+        if not isinstance(tools_raw, dict):
+            self.fail(
+                "tools", f"must be a JSON object of tool name -> spec, not {_kind(tools_raw)}"
+            )
+        tools = {name: self.tool(name, spec) for name, spec in tools_raw.items()}
+        both = sorted(set(read_only) & set(tools))
+        if both:
+            self.fail(
+                "tools", f"{both[0]!r} is also in read_only_tools; a tool is one or the other"
+            )
+        vm_map = self.vm_map(top["vm_map"], "vm_map") if "vm_map" in top else None
+        unknown, source = self.unknown(top, env)
+        return CatalogSettings(tuple(read_only), tools, vm_map, unknown, source)
+
+    def unknown(self, top: dict[str, Any], env: Mapping[str, str]) -> tuple[str, str]:
+        named = env.get("ZERTO_HOOK_UNKNOWN", "").strip().lower()
+        if named:
+            if named not in UNKNOWN_CHOICES:
+                msg = (
+                    f"ZERTO_HOOK_UNKNOWN must be one of {', '.join(UNKNOWN_CHOICES)}, not {named!r}"
+                )
+                raise ConfigError(msg)
+            return named, "ZERTO_HOOK_UNKNOWN"
+        if "unknown_tools" in top:
+            return self.string(
+                top["unknown_tools"], "unknown_tools", choices=UNKNOWN_CHOICES
+            ), "config"
+        return "prompt", "default"
+
+    def name_list(self, value: Any, key: str) -> list[str]:
+        if not isinstance(value, list):
+            self.fail(key, f"must be a list of tool names or glob patterns, not {_kind(value)}")
+        names = [self.string(item, f"{key}[{i}]") for i, item in enumerate(value)]
+        if len(set(names)) != len(names):
+            dupe = next(n for n in names if names.count(n) > 1)
+            self.fail(key, f"lists {dupe!r} twice")
+        return names
+
+    def tool(self, name: str, spec: Any) -> ToolSpec:
+        key = f"tools.{name}"
+        if not name.strip():
+            self.fail("tools", "a tool name is empty")
+        spec = self.obj(spec, key, ("vm_arg", "vm_map"))
+        vm_arg = self.vm_arg(spec["vm_arg"], f"{key}.vm_arg") if "vm_arg" in spec else ()
+        vm_map = self.vm_map(spec["vm_map"], f"{key}.vm_map") if "vm_map" in spec else None
+        return ToolSpec(name, vm_arg, vm_map)
+
+    def vm_arg(self, value: Any, key: str) -> tuple[VmPath, ...]:
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            self.fail(key, "is an empty list; name at least one argument path")
+        return tuple(
+            self.vm_path(item, f"{key}[{i}]" if isinstance(value, list) else key)
+            for i, item in enumerate(items)
+        )
+
+    def vm_path(self, value: Any, key: str) -> VmPath:
+        if isinstance(value, dict):
+            spec = self.obj(value, key, ("path", "pattern"))
+            pattern = (
+                self.string(spec.get("pattern"), f"{key}.pattern") if "pattern" in spec else None
+            )
+            return VmPath(self.arg_path(spec.get("path"), f"{key}.path"), pattern)
+        return VmPath(self.arg_path(value, key))
+
+    def arg_path(self, value: Any, key: str) -> str:
+        path = self.string(value, key)
+        for part in path.split("."):
+            bare = part[:-2] if part.endswith("[]") else part
+            if not bare or "[" in bare or "]" in bare:
+                self.fail(key, f"{path!r} is not a dotted path like 'name', 'vm.name' or 'vms[]'")
+        return path
+
+    def vm_map(self, value: Any, key: str) -> VmMap:
+        spec = self.obj(value, key, ("aliases", "strip_domain"))
+        aliases_raw = spec.get("aliases", {})
+        if not isinstance(aliases_raw, dict):
+            self.fail(f"{key}.aliases", "must be an object of alias -> VM name")
+        aliases = {
+            self.string(k, f"{key}.aliases").lower(): self.string(v, f"{key}.aliases.{k}")
+            for k, v in aliases_raw.items()
+        }
+        strip = spec.get("strip_domain", False)
+        if isinstance(strip, list):
+            domains = tuple(
+                self.string(d, f"{key}.strip_domain").lower().lstrip(".") for d in strip
+            )
+            return VmMap(aliases, domains)
+        return VmMap(aliases, self.boolean(strip, f"{key}.strip_domain"))
+
+    def guard(self, raw: Any, env: Mapping[str, str]) -> GuardSettings:
+        keys = (
+            "timeout_s", "on_pending", "prompt_as", "cadence_s", "site_cadence_s", "site_types",
+            "landing_allowance_s", "overdue_factor", "overdue_min_s", "vm_cache_ttl_s",
+            "tag_prefix",
+        )  # fmt: skip
+        guard = self.obj(raw, "guard", keys)
+        values: dict[str, Any] = {}
+        for name in ("timeout_s", "landing_allowance_s", "overdue_min_s", "vm_cache_ttl_s"):
+            if name in guard:
+                values[name] = self.number(
+                    guard[name], f"guard.{name}", minimum=-1e-9 if name == "vm_cache_ttl_s" else 0
+                )
+        if "overdue_factor" in guard:
+            values["overdue_factor"] = self.number(
+                guard["overdue_factor"], "guard.overdue_factor", minimum=1.0
+            )
+        for name, choices in (("on_pending", ON_PENDING_CHOICES), ("prompt_as", PROMPT_AS_CHOICES)):
+            if name in guard:
+                values[name] = self.string(guard[name], f"guard.{name}", choices=choices)
+        if "tag_prefix" in guard:
+            values["tag_prefix"] = self.tag_prefix(guard["tag_prefix"])
+        values["cadence_s"] = self.seconds_map(guard.get("cadence_s", {}), "guard.cadence_s")
+        site_cadence = self.seconds_map(guard.get("site_cadence_s", {}), "guard.site_cadence_s")
+        for kind in site_cadence:
+            if kind not in SITE_KINDS:
+                self.fail(
+                    f"guard.site_cadence_s.{kind}",
+                    f"unknown site kind; use {', '.join(SITE_KINDS)}",
+                )
+        values["site_cadence_s"] = site_cadence
+        values["site_types"] = self.site_types(guard.get("site_types", {}))
+        timeout = env.get("ZERTO_HOOK_GUARD_TIMEOUT", "").strip()
+        if timeout:
+            values["timeout_s"] = _env_seconds(timeout)
+        return GuardSettings(**values)
+
+    def tag_prefix(self, value: Any) -> str:
+        prefix = self.string(value, "guard.tag_prefix")
+        if len(prefix) > 40:
+            self.fail("guard.tag_prefix", "must be at most 40 characters (ZVM limits tag length)")
+        return prefix
+
+    def seconds_map(self, value: Any, key: str) -> dict[str, float]:
+        if not isinstance(value, dict):
+            self.fail(key, f"must be an object of name -> seconds, not {_kind(value)}")
+        return {name: self.number(v, f"{key}.{name}") for name, v in value.items()}
+
+    def site_types(self, value: Any) -> dict[int, str]:
+        if not isinstance(value, dict):
+            self.fail("guard.site_types", "must be an object of entity type number -> site kind")
+        result: dict[int, str] = {}
+        for number, kind in value.items():
+            key = f"guard.site_types.{number}"
+            if not number.isdigit():
+                self.fail(key, 'keys are Entities.Protected numbers such as "3"')
+            result[int(number)] = self.string(kind, key, choices=SITE_KINDS)
+        return result
+
+
+def _env_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value != value or value == float("inf"):
+        msg = f"ZERTO_HOOK_GUARD_TIMEOUT must be a positive number of seconds, not {text!r}"
+        raise ConfigError(msg)
+    return value
+
+
+def _kind(value: Any) -> str:
+    names = {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        type(None): "null",
+    }
+    return names.get(type(value), "a number")
