@@ -1,0 +1,72 @@
+"""``zerto-rewind``: subcommand dispatch.
+
+Each subcommand lives in its own module and is imported only when asked for,
+so ``zerto-rewind hook`` pays for nothing but the hook.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
+
+__all__ = ["COMMANDS", "main"]
+
+# name -> (module, function, one-line help)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "hook": ("zerto_rewind.hook", "main", "Claude Code PreToolUse hook (reads the call on stdin)"),
+    "demo": ("zerto_rewind.demo", "main", "run every decision row against the embedded simulator"),
+    "sim": ("zerto_rewind.sim.app", "main", "serve the local ZVM 10.x simulator"),
+    "status": (
+        "zerto_rewind.commands.zvm_cmds",
+        "status",
+        "a VM's VPGs, site, status, RPO, cadence",
+    ),
+    "checkpoints": (
+        "zerto_rewind.commands.zvm_cmds",
+        "checkpoints",
+        "a VM's checkpoints as a table",
+    ),
+    "tag": ("zerto_rewind.commands.zvm_cmds", "tag", "tag a checkpoint for a VM and wait for it"),
+    "log": ("zerto_rewind.commands.log_cmd", "main", "recent decisions; reconcile pending tags"),
+    "install": ("zerto_rewind.install", "main", "install the hook into an agent host's settings"),
+    "doctor": ("zerto_rewind.doctor", "main", "check config, ZVM, credentials and host settings"),
+    "serve": ("zerto_rewind.mcp_server", "main", "the MCP server (stdio, or streamable HTTP)"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch ``zerto-rewind COMMAND ...``."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help", "help"):
+        _usage(sys.stdout)
+        return 0
+    if args[0] in ("-V", "--version"):
+        from importlib.metadata import version
+
+        print(f"zerto-rewind {version('zerto-rewind')}")
+        return 0
+    entry = COMMANDS.get(args[0])
+    if entry is None:
+        sys.stderr.write(f"zerto-rewind: unknown command {args[0]!r}\n")
+        _usage(sys.stderr)
+        return 2
+    module_name, function_name, _help = entry
+    from importlib import import_module
+
+    function = getattr(import_module(module_name), function_name)
+    result = function(args[1:])
+    return int(result or 0)
+
+
+def _usage(stream: TextIO) -> None:
+    lines = ["usage: zerto-rewind COMMAND [ARGS]", "", "commands:"]
+    lines += [f"  {name:<12} {text}" for name, (_m, _f, text) in COMMANDS.items()]
+    lines += ["", "Run `zerto-rewind COMMAND --help` for a command's options."]
+    print("\n".join(lines), file=stream)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

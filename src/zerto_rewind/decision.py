@@ -1,0 +1,127 @@
+"""Host-neutral values of the guard: the call it judges and the decision it makes.
+
+Rows are the situations of the decision table; outcomes are what the guard
+wants done. Host adapters turn an outcome into their protocol (Claude Code:
+nothing on stdout, ``additionalContext``, ``deny``, ``ask``, ``defer``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["Decision", "Outcome", "Row", "ToolCall", "VpgOutcome", "fmt_time"]
+
+
+class Row:
+    """The situation, one per row of the decision table."""
+
+    READ_ONLY = "read_only"
+    CONFIRMED = "confirmed"
+    FAILED = "failed"
+    PENDING = "pending"
+    VM_UNKNOWN = "vm_unknown"
+    NO_VM = "no_vm"
+    UNLISTED = "unlisted"
+    CONFIG_ERROR = "config_error"
+    ERROR = "error"
+
+
+class Outcome:
+    """What the guard wants the host to do."""
+
+    NONE = "none"  # let the call run, say nothing
+    CONTEXT = "context"  # let it run, tell the model which checkpoint protects it
+    DENY = "deny"
+    PROMPT = "prompt"  # a human decides; adapters map it to what is safe on their host
+    DEFER = "defer"  # pause a headless run; resume re-asks the guard
+
+
+# Most restrictive first: combining several VPGs keeps the worst.
+SEVERITY = {Row.FAILED: 4, Row.ERROR: 4, Row.PENDING: 3, Row.VM_UNKNOWN: 2, Row.CONFIRMED: 1}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call as a host reported it."""
+
+    tool_name: str
+    tool_input: Any
+    session_id: str | None = None
+    tool_use_id: str | None = None
+    origin: str = "hook"  # hook | mcp | demo
+    started_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class VpgOutcome:
+    """What happened on one VPG for this call."""
+
+    vpg_id: str
+    vpg_name: str
+    vms: tuple[str, ...]
+    site_kind: str = "unknown"
+    row: str = Row.CONFIRMED
+    tag: str | None = None
+    checkpoint_id: str | None = None
+    requested_at: float | None = None
+    expected_at: float | None = None
+    landed_at: float | None = None
+    cadence_s: float | None = None
+    cadence_source: str | None = None
+    new_tag: bool = False
+    reason: str = ""
+
+
+@dataclass
+class Decision:
+    """The guard's answer for one call."""
+
+    row: str
+    outcome: str
+    tool_name: str
+    reason: str = ""
+    context: str = ""
+    vms: tuple[str, ...] = ()
+    vpgs: list[VpgOutcome] = field(default_factory=list)
+    retry_after: float | None = None
+    elapsed_ms: int = 0
+
+    def log_record(self, call: ToolCall) -> dict[str, Any]:
+        """The decision-log line: ids, names, times; never an argument value but VM names."""
+        return {
+            "time": fmt_time(time.time()),
+            "origin": call.origin,
+            "session_id": call.session_id,
+            "tool_use_id": call.tool_use_id,
+            "tool": self.tool_name,
+            "row": self.row,
+            "decision": self.outcome,
+            "vms": list(self.vms),
+            "vpgs": [v.vpg_name for v in self.vpgs],
+            "vpg_ids": [v.vpg_id for v in self.vpgs],
+            "site_types": [v.site_kind for v in self.vpgs],
+            "checkpoint_ids": [v.checkpoint_id for v in self.vpgs if v.checkpoint_id],
+            "tags": [v.tag for v in self.vpgs if v.tag],
+            "requested_at": _first_time(v.requested_at for v in self.vpgs),
+            "expected_at": _first_time(v.expected_at for v in self.vpgs),
+            "landed_at": _first_time(v.landed_at for v in self.vpgs),
+            "retry_after": fmt_time(self.retry_after) if self.retry_after else None,
+            "elapsed_ms": self.elapsed_ms,
+            "reason": self.reason,
+        }
+
+
+def fmt_time(epoch: float) -> str:
+    """ISO-8601 UTC with milliseconds and a ``Z``."""
+    moment = datetime.fromtimestamp(epoch, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _first_time(values: Any) -> str | None:
+    for value in values:
+        if value:
+            return fmt_time(value)
+    return None

@@ -1,0 +1,333 @@
+"""The guard: turns a tool call into a decision of the table in docs/decisions.md.
+
+| situation                         | row         | outcome                         |
+|-----------------------------------|-------------|---------------------------------|
+| tool in ``read_only_tools``       | read_only   | none                            |
+| mutating, checkpoint landed       | confirmed   | context (VM, VPG, checkpoint)   |
+| mutating, tag cannot be made      | failed      | deny                            |
+| mutating, tag lands after budget  | pending     | ``guard.on_pending``            |
+| mutating, VM unknown to Zerto     | vm_unknown  | prompt                          |
+| mutating, no VM in the arguments  | no_vm       | prompt                          |
+| unlisted tool                     | unlisted    | ``ZERTO_HOOK_UNKNOWN``          |
+| config or ZVM error               | config_error / error | deny                   |
+
+Several VMs in one call: every VPG involved is tagged; the most restrictive
+row wins, and a landed tag is only counted as used when the call is allowed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .catalog import MUTATING, READ_ONLY, Classification, classify
+from .config import Settings
+from .decision import SEVERITY, Decision, Outcome, Row, ToolCall, VpgOutcome, fmt_time
+from .errors import ConfigError, ZertoRewindError
+
+if TYPE_CHECKING:
+    from .state import GuardState
+    from .tagging import Tagger, TagPlan
+    from .zvm.client import ZvmClient
+    from .zvm.models import Vpg
+
+__all__ = ["Guard", "budget_deadline"]
+
+# The guard answers this long before its budget runs out, so the answer (and
+# its log line) is out before the hook's own watchdog has to step in.
+_ANSWER_MARGIN_S = 1.0
+_ENTITY_TYPES_TTL_S = 86_400.0
+_CONSUME_ATTEMPTS = 2
+
+
+def budget_deadline(settings: Settings, started_mono: float) -> float:
+    """The monotonic time by which the guard must have answered."""
+    budget = settings.guard.timeout_s
+    return started_mono + max(0.5, budget - min(_ANSWER_MARGIN_S, budget * 0.1))
+
+
+class Guard:
+    """The decision table, over one ZVM client and one state directory."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        client: ZvmClient | None = None,
+        state: GuardState | None = None,
+        wall: Callable[[], float] = time.time,
+        mono: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self._client = client
+        self._state = state
+        self.wall, self.mono, self.sleep = wall, mono, sleep
+
+    # ------------------------------------------------------------------ entry points
+
+    def decide(self, call: ToolCall, *, deadline: float | None = None) -> Decision:
+        """Judge one call; on a mutating call this may tag and wait (never past ``deadline``)."""
+        started = self.mono()
+        deadline = deadline if deadline is not None else budget_deadline(self.settings, started)
+        verdict = classify(call.tool_name, call.tool_input, self.settings.catalog)
+        try:
+            decision = self._decide(call, verdict, deadline)
+        except ConfigError as exc:
+            decision = _deny(call, Row.CONFIG_ERROR, f"fix the config: {exc}", verdict.vms)
+        except ZertoRewindError as exc:
+            decision = _deny(call, Row.ERROR, _error_reason(call, verdict, exc), verdict.vms)
+        decision.elapsed_ms = int((self.mono() - started) * 1000)
+        return decision
+
+    def close(self) -> None:
+        """Release the ZVM connection."""
+        if self._client is not None:
+            self._client.close()
+
+    # ------------------------------------------------------------------ the table
+
+    def _decide(self, call: ToolCall, verdict: Classification, deadline: float) -> Decision:
+        if verdict.kind == READ_ONLY:
+            return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
+        if verdict.kind != MUTATING:
+            return self._unlisted(call)
+        if not verdict.vms:
+            reason = (
+                f"zerto-rewind cannot tell which VM {call.tool_name} changes ({verdict.problem}); "
+                "no checkpoint was made. Approve only if you accept a change with no rewind point, "
+                "or fix vm_arg for this tool in the zerto-rewind config."
+            )
+            return Decision(Row.NO_VM, Outcome.PROMPT, call.tool_name, reason=reason)
+        return self._mutating(call, verdict.vms, deadline)
+
+    def _unlisted(self, call: ToolCall) -> Decision:
+        catalog = self.settings.catalog
+        reason = (
+            f"{call.tool_name} is not in the zerto-rewind catalog (neither read_only_tools nor "
+            f"tools), so no checkpoint was made (unlisted tools: {catalog.unknown}, "
+            f"set by {catalog.unknown_source}). Add it to the catalog to have it guarded."
+        )
+        outcome = {"allow": Outcome.NONE, "deny": Outcome.DENY}.get(catalog.unknown, Outcome.PROMPT)
+        return Decision(Row.UNLISTED, outcome, call.tool_name, reason=reason)
+
+    def _mutating(self, call: ToolCall, vms: tuple[str, ...], deadline: float) -> Decision:
+        groups, unknown = self._resolve(vms, deadline)
+        if unknown:
+            names = ", ".join(unknown)
+            reason = (
+                f"zerto-rewind: no VPG protects {names} (the ZVM at {self.settings.zvm.url} does "
+                f"not know it), so there is nothing to rewind {call.tool_name} to. Approve only "
+                "if the change needs no rewind point, or check the VM name and vm_map."
+            )
+            return Decision(Row.VM_UNKNOWN, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms)
+        inspected = self._inspect(groups, deadline)
+        outcomes = [outcome for _vpg, outcome in inspected]
+        if any(o.row == Row.FAILED for o in outcomes):
+            return self._combine(call, vms, outcomes)
+        tagger = self._tagger()
+        for _attempt in range(_CONSUME_ATTEMPTS):
+            plans = self._plan_all(tagger, inspected, call, deadline)
+            outcomes = [p.outcome for p in plans]
+            if not self._settle(tagger, plans, deadline):
+                break
+            if all(tagger.consume(p, call) for p in plans):
+                break
+            # Another call used the tag between its landing and now: tag again.
+            inspected = [(vpg, _reset(outcome)) for vpg, outcome in inspected]
+        return self._combine(call, vms, outcomes)
+
+    def _resolve(
+        self, vms: tuple[str, ...], deadline: float
+    ) -> tuple[dict[str, list[str]], list[str]]:
+        """VM names → {vpg_id: [vm names]}, plus the names no VPG protects."""
+        groups: dict[str, list[str]] = {}
+        names: dict[str, str] = {}
+        unknown: list[str] = []
+        for vm in vms:
+            refs = self._vpgs_of(vm, deadline)
+            if not refs:
+                unknown.append(vm)
+            for vpg_id, vpg_name in refs:
+                groups.setdefault(vpg_id, []).append(vm)
+                names[vpg_id] = vpg_name
+        return groups, unknown
+
+    def _vpgs_of(self, vm: str, deadline: float) -> list[tuple[str, str]]:
+        state, key = self.state(), f"{self.settings.zvm.url}|{vm.casefold()}"
+        cached = state.cached("vms", key, self.settings.guard.vm_cache_ttl_s)
+        if isinstance(cached, list) and all(isinstance(i, list) and len(i) == 2 for i in cached):
+            return [(str(a), str(b)) for a, b in cached]
+        refs = sorted(
+            {(r.vpg_id, r.vpg_name) for r in self.client().find_vms(vm, deadline=deadline)}
+        )
+        if refs:
+            state.store("vms", key, [list(r) for r in refs])
+        return refs
+
+    def _inspect(
+        self, groups: dict[str, list[str]], deadline: float
+    ) -> list[tuple[Vpg, VpgOutcome]]:
+        """Fetch each VPG; refuse fast where it cannot take a tag."""
+        from .zvm.models import site_kind, tag_refusal
+
+        type_names = self._entity_types(deadline)
+        outcomes = []
+        for vpg_id, vms in groups.items():
+            vpg = self.client().get_vpg(vpg_id, deadline=deadline)
+            kind = site_kind(vpg.protected_entity, type_names, self.settings.guard.site_types)
+            outcome = VpgOutcome(vpg_id, vpg.name, tuple(vms), site_kind=kind)
+            refusal = tag_refusal(vpg)
+            if refusal:
+                outcome.row, outcome.reason = Row.FAILED, refusal
+            outcomes.append((vpg, outcome))
+        return outcomes
+
+    def _plan_all(
+        self,
+        tagger: Tagger,
+        inspected: list[tuple[Vpg, VpgOutcome]],
+        call: ToolCall,
+        deadline: float,
+    ) -> list[TagPlan]:
+        plans = [tagger.plan(vpg, outcome, call, deadline) for vpg, outcome in inspected]
+        for plan in plans:
+            if plan.outcome.new_tag:
+                tagger.check_task(plan, deadline)
+        return plans
+
+    def _settle(self, tagger: Tagger, plans: list[TagPlan], deadline: float) -> bool:
+        """Wait for the tags unless one already failed or lands past the budget."""
+        if any(p.outcome.row == Row.FAILED for p in plans):
+            return False
+        if any(tagger.beyond_budget(p, deadline) for p in plans):
+            return False
+        tagger.wait(plans, deadline)
+        return all(p.outcome.row == Row.CONFIRMED for p in plans)
+
+    # ------------------------------------------------------------------ combining
+
+    def _combine(
+        self, call: ToolCall, vms: tuple[str, ...], outcomes: list[VpgOutcome]
+    ) -> Decision:
+        worst = max(outcomes, key=lambda o: SEVERITY.get(o.row, 0)).row
+        decision = Decision(worst, Outcome.DENY, call.tool_name, vms=vms, vpgs=outcomes)
+        if worst == Row.CONFIRMED:
+            decision.outcome = Outcome.CONTEXT
+            decision.context = _context(call, outcomes)
+        elif worst == Row.PENDING:
+            pending = [o for o in outcomes if o.row == Row.PENDING]
+            retry = max((o.expected_at or 0.0) for o in pending) + 1.0
+            decision.retry_after = max(retry, self.wall() + 2.0)
+            decision.reason = _pending_reason(call, pending, decision.retry_after, self.settings)
+            decision.outcome = {"prompt": Outcome.PROMPT, "defer": Outcome.DEFER}.get(
+                self.settings.guard.on_pending, Outcome.DENY
+            )
+        else:
+            failed = [o for o in outcomes if o.row == Row.FAILED]
+            decision.reason = _failed_reason(call, failed)
+        return decision
+
+    # ------------------------------------------------------------------ collaborators
+
+    def client(self) -> ZvmClient:
+        """The ZVM client, created on first use (keeps httpx off the read-only path)."""
+        if self._client is None:
+            from .zvm.auth import TokenCache
+            from .zvm.client import ZvmClient
+
+            cache = TokenCache(self.state().root)
+            self._client = ZvmClient(self.settings.zvm, token_cache=cache)
+        return self._client
+
+    def state(self) -> GuardState:
+        """The shared state directory, opened on first use."""
+        if self._state is None:
+            from .state import GuardState
+
+            self._state = GuardState(self.settings.state_dir)
+        return self._state
+
+    def _tagger(self) -> Tagger:
+        from .tagging import Tagger
+
+        return Tagger(
+            self.client(),
+            self.state(),
+            self.settings.guard,
+            wall=self.wall,
+            mono=self.mono,
+            sleep=self.sleep,
+        )
+
+    def _entity_types(self, deadline: float) -> list[str]:
+        key = self.settings.zvm.url
+        cached = self.state().cached("entitytypes", key, _ENTITY_TYPES_TTL_S)
+        if isinstance(cached, list) and all(isinstance(n, str) for n in cached):
+            return cached
+        names = self.client().entity_types(deadline=deadline)
+        self.state().store("entitytypes", key, names)
+        return names
+
+
+# ---------------------------------------------------------------------- messages
+
+
+def _deny(call: ToolCall, row: str, reason: str, vms: tuple[str, ...]) -> Decision:
+    return Decision(row, Outcome.DENY, call.tool_name, reason=reason, vms=vms)
+
+
+def _reset(outcome: VpgOutcome) -> VpgOutcome:
+    return VpgOutcome(outcome.vpg_id, outcome.vpg_name, outcome.vms, site_kind=outcome.site_kind)
+
+
+def _error_reason(call: ToolCall, verdict: Classification, exc: ZertoRewindError) -> str:
+    target = f" on {', '.join(verdict.vms)}" if verdict.vms else ""
+    return (
+        f"zerto-rewind denied {call.tool_name}{target}: no checkpoint could be confirmed because "
+        f"{type(exc).__name__}: {exc}. The call was not run; fix that (see `zerto-rewind doctor`), "
+        "then retry the same call."
+    )
+
+
+def _failed_reason(call: ToolCall, failed: list[VpgOutcome]) -> str:
+    parts = [f"VPG {o.vpg_name!r} ({', '.join(o.vms)}): {o.reason}" for o in failed]
+    return (
+        f"zerto-rewind denied {call.tool_name}: no rewind point could be made, so the call was not "
+        f"run. {' '.join(parts)}"
+    )
+
+
+def _pending_reason(
+    call: ToolCall, pending: list[VpgOutcome], retry_after: float, settings: Settings
+) -> str:
+    parts = []
+    for o in pending:
+        cadence = f"~{o.cadence_s:.0f} s ({o.cadence_source})" if o.cadence_s else "unknown"
+        parts.append(
+            f"tag {o.tag!r} was requested at {fmt_time(o.requested_at or 0)} on VPG {o.vpg_name!r} "
+            f"({o.site_kind}-protected, journal cadence {cadence}) and is expected in the "
+            f"journal by {fmt_time(o.expected_at or 0)}."
+        )
+    budget = settings.guard.timeout_s
+    return (
+        f"zerto-rewind: checkpoint pending for {call.tool_name}, so the call was not run yet. "
+        f"{' '.join(parts)} That is beyond this guard's {budget:.0f} s budget. Retry the same call "
+        f"after {fmt_time(retry_after)}: the retry finds the landed checkpoint and is allowed "
+        "without a new tag."
+    )
+
+
+def _context(call: ToolCall, outcomes: list[VpgOutcome]) -> str:
+    lines = [f"zerto-rewind: a Zerto checkpoint protects this {call.tool_name} call."]
+    for o in outcomes:
+        landed = fmt_time(o.landed_at) if o.landed_at else "unknown time"
+        vm = o.vms[0]
+        lines.append(
+            f"- VM {', '.join(o.vms)}: VPG {o.vpg_name!r} ({o.site_kind}), checkpoint "
+            f"{o.checkpoint_id} tagged {o.tag!r} at {landed}. To rewind: `zerto-rewind checkpoints "
+            f"{vm} --tagged`, then the MCP tool zerto_recovery_plan(vm={vm!r}, "
+            f"checkpoint={o.checkpoint_id!r})."
+        )
+    return "\n".join(lines)

@@ -1,0 +1,181 @@
+"""``zerto-rewind hook``: Claude Code's PreToolUse hook.
+
+Reads the payload on stdin, asks the guard, answers on stdout. Three promises:
+
+* **Fast read-only path.** Until the call is known to be something other than
+  read-only, only built-ins and import-free project modules are loaded; no
+  network, no ``json``/``re``/``httpx``.
+* **Fail closed.** Bad stdin → exit 2 with the reason on stderr. A missing or
+  invalid config → deny every call with "fix the config: …". Any error on a
+  mutating or unlisted call → deny with a reason. Never a silent pass.
+* **A hard deadline.** A watchdog thread answers deny-with-reason just before
+  ``ZERTO_HOOK_GUARD_TIMEOUT`` even if the ZVM hangs mid-request, so the host's
+  own (larger) timeout never has to fire.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .catalog import READ_ONLY, classify
+from .config import Settings, default_log_path, load_settings
+from .errors import ConfigError
+from .hosts import claude_code
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from .decision import Decision, ToolCall
+
+__all__ = ["main"]
+
+# The watchdog answers this long before the budget ends: room to write and exit.
+_WATCHDOG_MARGIN_S = 0.3
+
+
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Run one hook invocation; returns the exit code."""
+    started_wall, started_mono = time.time(), time.monotonic()
+    env = os.environ if env is None else env
+    try:
+        payload = claude_code.parse_input(sys.stdin.buffer.read())
+    except claude_code.HookInputError as exc:
+        sys.stderr.write(f"zerto-rewind hook: {exc}. The call is blocked; check the hook wiring.\n")
+        return 2
+    except OSError as exc:
+        sys.stderr.write(f"zerto-rewind hook: cannot read stdin: {exc}. The call is blocked.\n")
+        return 2
+    try:
+        settings = load_settings(env)
+    except ConfigError as exc:
+        return _config_denial(payload, str(exc), env, started_wall)
+    if classify(payload.tool_name, payload.tool_input, settings.catalog).kind == READ_ONLY:
+        return 0
+    return _guarded(payload, settings, started_wall, started_mono)
+
+
+def _guarded(
+    payload: claude_code.HookInput, settings: Settings, started_wall: float, started_mono: float
+) -> int:
+    """The slow path: everything but a read-only call. Any failure here denies."""
+    from .decision import Decision, Outcome, Row, ToolCall
+
+    call = ToolCall(
+        payload.tool_name,
+        payload.tool_input,
+        session_id=payload.session_id,
+        tool_use_id=payload.tool_use_id,
+        started_at=started_wall,
+    )
+    answer = _Answer(settings, call)
+    answer.arm_watchdog(started_mono + settings.guard.timeout_s - _WATCHDOG_MARGIN_S)
+    try:
+        from .config import validate_patterns
+        from .guard import Guard
+
+        validate_patterns(settings)
+        guard = Guard(settings)
+        try:
+            decision = guard.decide(call)
+        finally:
+            guard.close()
+    except ConfigError as exc:
+        decision = Decision(
+            Row.CONFIG_ERROR, Outcome.DENY, call.tool_name, reason=f"fix the config: {exc}"
+        )
+    except Exception as exc:  # fail closed on anything, with the reason
+        reason = (
+            f"zerto-rewind hit an internal error ({type(exc).__name__}: {exc}) while guarding "
+            f"{call.tool_name}; the call was not run. Run `zerto-rewind doctor`; retry once fixed."
+        )
+        decision = Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason)
+    return answer.give(decision)
+
+
+class _Answer:
+    """Exactly one answer per hook, from the guard or from the watchdog, whichever is first."""
+
+    def __init__(self, settings: Settings, call: ToolCall) -> None:
+        import threading
+
+        self.settings = settings
+        self.call = call
+        self.lock = threading.Lock()
+        self.given = False
+        self._threading = threading
+
+    def arm_watchdog(self, at_mono: float) -> None:
+        def fire() -> None:
+            time.sleep(max(0.0, at_mono - time.monotonic()))
+            self._timeout()
+
+        self._threading.Thread(target=fire, name="zerto-rewind-watchdog", daemon=True).start()
+
+    def _timeout(self) -> None:
+        from .decision import Decision, Outcome, Row
+
+        budget = self.settings.guard.timeout_s
+        reason = (
+            f"zerto-rewind could not confirm a checkpoint for {self.call.tool_name} within its "
+            f"{budget:g} s budget (the ZVM at {self.settings.zvm.url} did not answer in time); "
+            "the call was not run. Check the ZVM with `zerto-rewind doctor`, then retry."
+        )
+        decision = Decision(Row.ERROR, Outcome.DENY, self.call.tool_name, reason=reason)
+        decision.elapsed_ms = int((time.time() - self.call.started_at) * 1000)
+        code = self.give(decision)
+        sys.stdout.flush()
+        os._exit(code)  # the guard thread may be stuck in a socket read
+
+    def give(self, decision: Decision) -> int:
+        with self.lock:
+            if self.given:
+                return 0
+            self.given = True
+            text, code = claude_code.render(
+                decision.outcome,
+                decision.reason,
+                decision.context,
+                prompt_as=self.settings.guard.prompt_as,
+            )
+            if text:
+                sys.stdout.write(text + "\n")
+                sys.stdout.flush()
+            _log(self.settings.log_path, decision, self.call)
+            return code
+
+
+def _config_denial(
+    payload: claude_code.HookInput, problem: str, env: Mapping[str, str], started: float
+) -> int:
+    """A broken config never switches the guard off: deny, say what to fix, log it."""
+    from .decision import Decision, Outcome, Row, ToolCall
+
+    reason = f"zerto-rewind denied {payload.tool_name}: fix the config: {problem}"
+    text, code = claude_code.render("deny", reason, "")
+    sys.stdout.write(text + "\n")
+    decision = Decision(Row.CONFIG_ERROR, Outcome.DENY, payload.tool_name, reason=reason)
+    call = ToolCall(
+        payload.tool_name, None, session_id=payload.session_id, tool_use_id=payload.tool_use_id
+    )
+    decision.elapsed_ms = int((time.time() - started) * 1000)
+    _log(default_log_path(env), decision, call)
+    return code
+
+
+def _log(path: str, decision: Decision, call: ToolCall) -> None:
+    from .decisions_log import write_record
+    from .errors import StateError
+
+    record: dict[str, Any] = decision.log_record(call)
+    try:
+        write_record(path, record)
+    except (StateError, OSError) as exc:
+        sys.stderr.write(f"zerto-rewind hook: decision not logged: {exc}\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

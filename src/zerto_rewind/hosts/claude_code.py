@@ -1,0 +1,104 @@
+"""Claude Code's PreToolUse protocol: stdin JSON in, stdout JSON and exit code out.
+
+Kept import-free (the C JSON scanner, no :mod:`json` on the way in) because the
+hook runs this for every matching tool call, read-only ones included.
+
+Outcome → output (see docs/hosts.md):
+
+=========  ==============================================================
+none       exit 0, nothing on stdout (never ``allow``: that would skip the
+           user's own permission rules)
+context    exit 0, ``hookSpecificOutput.additionalContext``
+deny       exit 0, ``permissionDecision: deny`` + reason (shown to the model)
+prompt     ``ask`` — or ``deny`` when ``guard.prompt_as`` is ``deny``
+defer      ``defer`` (honoured by ``claude -p`` only)
+=========  ==============================================================
+"""
+
+from __future__ import annotations
+
+from .. import _fastjson
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["HookInput", "HookInputError", "parse_input", "render"]
+
+EVENT = "PreToolUse"
+# Bounded so a runaway payload cannot make the guard slow; real inputs are KBs.
+MAX_INPUT_BYTES = 8 * 1024 * 1024
+
+
+class HookInputError(ValueError):
+    """Stdin is not a PreToolUse payload; the hook exits 2 with this on stderr."""
+
+
+class HookInput:
+    """The fields of a PreToolUse payload the guard uses."""
+
+    __slots__ = ("permission_mode", "session_id", "tool_input", "tool_name", "tool_use_id")
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.tool_name: str = raw["tool_name"]
+        self.tool_input: Any = raw.get("tool_input", {})
+        self.session_id: str | None = _opt_str(raw, "session_id")
+        self.tool_use_id: str | None = _opt_str(raw, "tool_use_id")
+        self.permission_mode: str | None = _opt_str(raw, "permission_mode")
+
+
+def parse_input(data: bytes) -> HookInput:
+    """Validate stdin; HookInputError says what is wrong."""
+    if len(data) > MAX_INPUT_BYTES:
+        msg = f"hook input is {len(data)} bytes, more than the {MAX_INPUT_BYTES} accepted"
+        raise HookInputError(msg)
+    try:
+        raw = _fastjson.loads(data)
+    except ValueError as exc:
+        msg = f"hook input is not valid JSON: {exc}"
+        raise HookInputError(msg) from None
+    if not isinstance(raw, dict):
+        msg = "hook input must be a JSON object with tool_name and tool_input"
+        raise HookInputError(msg)
+    event = raw.get("hook_event_name", EVENT)
+    if event != EVENT:
+        msg = f"zerto-rewind hook handles {EVENT} only, got hook_event_name={event!r}"
+        raise HookInputError(msg)
+    name = raw.get("tool_name")
+    if not isinstance(name, str) or not name.strip():
+        msg = "hook input has no tool_name string"
+        raise HookInputError(msg)
+    if not isinstance(raw.get("tool_input", {}), dict):
+        msg = "hook input's tool_input must be a JSON object"
+        raise HookInputError(msg)
+    return HookInput(raw)
+
+
+def render(outcome: str, reason: str, context: str, *, prompt_as: str = "ask") -> tuple[str, int]:
+    """(stdout text, exit code) for an outcome of the guard."""
+    if outcome == "none":
+        return "", 0
+    if outcome == "context":
+        return _dump({"hookEventName": EVENT, "additionalContext": context}), 0
+    decision = {"deny": "deny", "prompt": "ask", "defer": "defer"}.get(outcome, "deny")
+    if decision == "ask" and prompt_as == "deny":
+        decision = "deny"
+    if outcome not in ("deny", "prompt", "defer"):
+        reason = f"zerto-rewind: unknown guard outcome {outcome!r}; denying to stay safe. {reason}"
+    body = {
+        "hookEventName": EVENT,
+        "permissionDecision": decision,
+        "permissionDecisionReason": reason,
+    }
+    return _dump(body), 0
+
+
+def _dump(specific: dict[str, str]) -> str:
+    import json  # only when there is something to say
+
+    return json.dumps({"hookSpecificOutput": specific}, ensure_ascii=False)
+
+
+def _opt_str(raw: dict[str, Any], key: str) -> str | None:
+    value = raw.get(key)
+    return value if isinstance(value, str) else None

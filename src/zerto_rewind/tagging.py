@@ -1,0 +1,339 @@
+"""The life of one checkpoint tag on one VPG: request or join or reuse, wait, consume.
+
+Rules (they hold across processes because each step runs under the VPG's lock):
+
+* A landed tag may cover a call if the call started before the tag landed, or
+  if no mutating call on that VPG has been allowed since it landed. Otherwise
+  a change already sits between the checkpoint and this call: tag again.
+* A requested tag that has not landed is joined, not requested again, until it
+  is overdue; then it is failed and the next call requests a new one.
+* A call is never allowed on a tag that has not landed: a change allowed
+  before its checkpoint may end up inside it.
+* When the expected landing lies beyond the budget, the answer is *pending*
+  at once, with the time to retry; nobody waits out the budget to say "failed".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from .cadence import expected_landing, observed_cadence, overdue_after, resolve_cadence
+from .config import GuardSettings
+from .decision import Row, ToolCall, VpgOutcome, fmt_time
+from .state import GuardState, TagRecord, VpgRecord, remember
+from .zvm.client import ZvmClient
+from .zvm.models import Checkpoint, Vpg
+
+__all__ = ["TagPlan", "Tagger"]
+
+# How often a learned cadence is re-measured from the journal.
+_CADENCE_TTL_S = 600.0
+# Checkpoints listed when learning the cadence: this many site-cadences back.
+_CADENCE_WINDOW_STEPS = 12
+# Tolerance when matching a landing against the request time (clock skew).
+_SKEW_S = 5.0
+
+
+@dataclass
+class TagPlan:
+    """One VPG's part in a call: which tag covers it and where it stands."""
+
+    outcome: VpgOutcome
+    tag_name: str = ""
+    task_id: str | None = None
+    poll_s: float = 1.0
+    task_checked: bool = False
+    next_poll_at: float = 0.0  # wall clock
+    overdue_at: float = 0.0
+    lag_used_s: float = 0.0
+    done: bool = field(default=False)
+
+    @property
+    def waiting(self) -> bool:
+        return not self.done
+
+
+class Tagger:
+    """Runs the tag lifecycle for the VPGs of one call."""
+
+    def __init__(
+        self,
+        client: ZvmClient,
+        state: GuardState,
+        settings: GuardSettings,
+        *,
+        wall: Callable[[], float] = time.time,
+        mono: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.state = state
+        self.settings = settings
+        self.wall = wall
+        self.mono = mono
+        self.sleep = sleep
+
+    # ------------------------------------------------------------------ planning
+
+    def plan(self, vpg: Vpg, outcome: VpgOutcome, call: ToolCall, deadline: float) -> TagPlan:
+        """Decide, under the VPG's lock, whether to reuse, join or request a tag."""
+        plan = TagPlan(outcome)
+        with self.state.vpg(vpg.vpg_id) as record:
+            record.vpg_name = vpg.name
+            self._learn_cadence(record, vpg, outcome, deadline)
+            plan.poll_s = min(2.0, max(0.1, (record.cadence_s or 5.0) / 20))
+            tag = record.tag
+            if tag is not None and tag.state == "requested":
+                self._refresh(record, tag, deadline)
+            if tag is not None and tag.state == "landed" and _covers(record, tag, call):
+                self._adopt(plan, record, tag)
+                plan.done = True
+            elif tag is not None and tag.state == "requested" and self.wall() <= tag.overdue_at:
+                self._adopt(plan, record, tag)
+            elif tag is not None and tag.state == "requested":
+                self._fail_overdue(plan, record, tag)
+            else:
+                self._request(plan, record, vpg, call, deadline)
+        return plan
+
+    def _learn_cadence(
+        self, record: VpgRecord, vpg: Vpg, outcome: VpgOutcome, deadline: float
+    ) -> None:
+        now = self.wall()
+        stale = (
+            record.cadence_learned_at is None or now - record.cadence_learned_at > _CADENCE_TTL_S
+        )
+        if stale or record.cadence_source != "observed":
+            site_default = self.settings.site_cadence_s.get(outcome.site_kind, 630.0)
+            since = now - site_default * _CADENCE_WINDOW_STEPS
+            checkpoints = self.client.list_checkpoints(
+                vpg.vpg_id, since=_utc(since), deadline=deadline
+            )
+            self._note_checkpoints(record, checkpoints)
+            observed = observed_cadence([c.timestamp.timestamp() for c in checkpoints if not c.tag])
+            cadence = resolve_cadence(
+                vpg.name,
+                observed,
+                outcome.site_kind,
+                overrides=self.settings.cadence_s,
+                site_defaults=self.settings.site_cadence_s,
+            )
+            record.cadence_s, record.cadence_source = cadence.seconds, cadence.source
+            record.cadence_learned_at = now
+        elif vpg.name in self.settings.cadence_s:
+            record.cadence_s, record.cadence_source = self.settings.cadence_s[vpg.name], "config"
+        outcome.cadence_s, outcome.cadence_source = record.cadence_s, record.cadence_source
+
+    def _note_checkpoints(self, record: VpgRecord, checkpoints: list[Checkpoint]) -> None:
+        untagged = [c.timestamp.timestamp() for c in checkpoints if not c.tag]
+        if untagged:
+            record.last_checkpoint_at = max([*untagged, record.last_checkpoint_at or 0.0])
+
+    def _request(
+        self, plan: TagPlan, record: VpgRecord, vpg: Vpg, call: ToolCall, deadline: float
+    ) -> None:
+        cadence = record.cadence_s or 630.0
+        lag = record.lag_s if record.lag_s is not None else self.settings.landing_allowance_s
+        name = tag_name(self.settings.tag_prefix, call, plan.outcome.vms, self.wall())
+        requested_at = self.wall()
+        task_id = self.client.tag_checkpoint(vpg.vpg_id, name, deadline=deadline)
+        expected = expected_landing(requested_at, record.last_checkpoint_at, cadence, lag)
+        overdue = overdue_after(
+            expected,
+            cadence,
+            factor=self.settings.overdue_factor,
+            minimum_s=self.settings.overdue_min_s,
+        )
+        if record.tag is not None:
+            remember(record, _summary(record.tag))
+        record.tag = TagRecord(
+            name=name,
+            requested_at=requested_at,
+            expected_at=expected,
+            planned_lag_s=lag,
+            overdue_at=overdue,
+            task_id=task_id,
+            requested_by=f"{call.tool_name} {','.join(plan.outcome.vms)}",
+        )
+        record.allowed_since_landing = 0
+        self._adopt(plan, record, record.tag)
+        plan.outcome.new_tag = True
+
+    def _adopt(self, plan: TagPlan, record: VpgRecord, tag: TagRecord) -> None:
+        out = plan.outcome
+        plan.tag_name, plan.task_id, plan.overdue_at = tag.name, tag.task_id, tag.overdue_at
+        # expected_at = boundary + the lag planned with. Until this VPG's lag is
+        # learned, poll from the boundary on; once learned, poll when it should land.
+        planned_lag = tag.expected_at - _boundary_of(tag)
+        plan.lag_used_s = planned_lag
+        plan.next_poll_at = (
+            tag.expected_at if record.lag_s is not None else tag.expected_at - planned_lag
+        )
+        out.tag, out.requested_at, out.expected_at = tag.name, tag.requested_at, tag.expected_at
+        out.checkpoint_id, out.landed_at = tag.checkpoint_id, tag.landed_at
+        out.row = Row.CONFIRMED if tag.state == "landed" else Row.PENDING
+
+    def _fail_overdue(self, plan: TagPlan, record: VpgRecord, tag: TagRecord) -> None:
+        tag.state = "failed"
+        tag.reason = (
+            f"tag {tag.name!r} requested at {fmt_time(tag.requested_at)} never reached the journal "
+            f"(expected by {fmt_time(tag.expected_at)}; overdue since {fmt_time(tag.overdue_at)})"
+        )
+        self._adopt(plan, record, tag)
+        advice = "check that the VPG is replicating, then retry: the next call requests a new tag"
+        _fail(plan, f"{tag.reason}; {advice}")
+
+    # ------------------------------------------------------------------ waiting
+
+    def check_task(self, plan: TagPlan, deadline: float) -> None:
+        """Fail fast when the ZVM refused the tag request itself."""
+        if plan.task_id is None or plan.done or plan.task_checked:
+            return
+        plan.task_checked = True
+        task = self.client.get_task(plan.task_id, deadline=deadline)
+        if task.failed:
+            reason = task.complete_reason or f"the ZVM task {plan.task_id} failed without a reason"
+            self._record_failure(plan, f"the ZVM refused the tag: {reason}")
+
+    def wait(self, plans: list[TagPlan], deadline: float) -> None:
+        """Poll each waiting plan on its own schedule until it lands, fails or time is up."""
+        offset = self.wall() - self.mono()
+        while True:
+            waiting = [p for p in plans if p.waiting]
+            if not waiting:
+                return
+            plan = min(waiting, key=lambda p: p.next_poll_at)
+            if plan.next_poll_at - offset > deadline:
+                return
+            pause = plan.next_poll_at - self.wall()
+            if pause > 0:
+                self.sleep(min(pause, max(0.0, deadline - self.mono())))
+            if self.mono() >= deadline:
+                return
+            self._poll(plan, deadline)
+
+    def beyond_budget(self, plan: TagPlan, deadline: float) -> bool:
+        """True when the tag cannot land before ``deadline`` (monotonic)."""
+        expected = plan.outcome.expected_at or 0.0
+        return plan.waiting and expected - self.wall() > deadline - self.mono()
+
+    def _poll(self, plan: TagPlan, deadline: float) -> None:
+        out = plan.outcome
+        since = _utc((out.requested_at or self.wall()) - _SKEW_S)
+        checkpoints = self.client.list_checkpoints(out.vpg_id, since=since, deadline=deadline)
+        found = next((c for c in checkpoints if c.tag == plan.tag_name), None)
+        with self.state.vpg(out.vpg_id) as record:
+            self._note_checkpoints(record, checkpoints)
+            if found is not None:
+                self._land(plan, record, found)
+                return
+        now = self.wall()
+        if now > plan.overdue_at:
+            with self.state.vpg(out.vpg_id) as record:
+                if record.tag is not None and record.tag.name == plan.tag_name:
+                    self._fail_overdue(plan, record, record.tag)
+            return
+        if now > (out.expected_at or now) and not plan.task_checked:
+            self.check_task(plan, deadline)
+        plan.next_poll_at = now + plan.poll_s
+
+    def _land(self, plan: TagPlan, record: VpgRecord, checkpoint: Checkpoint) -> None:
+        landed_at = checkpoint.timestamp.timestamp()
+        tag = record.tag
+        if tag is not None and tag.name == plan.tag_name and tag.state != "landed":
+            tag.state, tag.checkpoint_id, tag.landed_at = "landed", checkpoint.cp_id, landed_at
+            boundary = tag.expected_at - plan.lag_used_s
+            cadence = record.cadence_s or 5.0
+            record.lag_s = min(max(landed_at - boundary, 0.0), cadence)
+        out = plan.outcome
+        out.checkpoint_id, out.landed_at, out.row = checkpoint.cp_id, landed_at, Row.CONFIRMED
+        plan.done = True
+
+    def _refresh(self, record: VpgRecord, tag: TagRecord, deadline: float) -> None:
+        """Look once whether a requested tag has landed meanwhile (a retry's first question)."""
+        if self.wall() < tag.expected_at - (record.lag_s or 0.0):
+            return
+        since = _utc(tag.requested_at - _SKEW_S)
+        checkpoints = self.client.list_checkpoints(record.vpg_id, since=since, deadline=deadline)
+        self._note_checkpoints(record, checkpoints)
+        found = next((c for c in checkpoints if c.tag == tag.name), None)
+        if found is not None:
+            tag.state, tag.checkpoint_id = "landed", found.cp_id
+            tag.landed_at = found.timestamp.timestamp()
+
+    def _record_failure(self, plan: TagPlan, reason: str) -> None:
+        with self.state.vpg(plan.outcome.vpg_id) as record:
+            tag = record.tag
+            if tag is not None and tag.name == plan.tag_name:
+                tag.state, tag.reason = "failed", reason
+        _fail(plan, reason)
+
+    # ------------------------------------------------------------------ consuming
+
+    def consume(self, plan: TagPlan, call: ToolCall) -> bool:
+        """Count the call against the tag; False if the tag no longer covers it."""
+        out = plan.outcome
+        with self.state.vpg(out.vpg_id) as record:
+            tag = record.tag
+            ours = tag is not None and tag.name == plan.tag_name
+            if ours and tag is not None and not _covers(record, tag, call):
+                return False
+            if not ours and not (out.landed_at is not None and call.started_at <= out.landed_at):
+                return False
+            if ours:
+                record.allowed_since_landing += 1
+        return True
+
+
+def _boundary_of(tag: TagRecord) -> float:
+    return tag.expected_at - tag.planned_lag_s
+
+
+def _covers(record: VpgRecord, tag: TagRecord, call: ToolCall) -> bool:
+    if tag.state != "landed" or tag.landed_at is None:
+        return False
+    return record.allowed_since_landing == 0 or call.started_at <= tag.landed_at
+
+
+def _fail(plan: TagPlan, reason: str) -> None:
+    plan.outcome.row = Row.FAILED
+    plan.outcome.reason = reason
+    plan.done = True
+
+
+def _summary(tag: TagRecord) -> dict[str, object]:
+    return {
+        "name": tag.name,
+        "state": tag.state,
+        "requested_at": tag.requested_at,
+        "expected_at": tag.expected_at,
+        "landed_at": tag.landed_at,
+        "checkpoint_id": tag.checkpoint_id,
+        "reason": tag.reason,
+    }
+
+
+def _utc(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+_TAG_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ._:=,-")
+TAG_MAX = 100
+
+
+def tag_name(prefix: str, call: ToolCall, vms: tuple[str, ...], now: float) -> str:
+    """A readable, traceable tag: prefix, tool, VM(s), short session id, UTC time."""
+    tool = call.tool_name.removeprefix("mcp__").replace("__", ".")
+    session = (call.session_id or "nosession")[:8]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    vm_text = ",".join(vms)
+    fixed = f"{prefix} {tool} s={session} {stamp}"
+    room = max(8, TAG_MAX - len(fixed) - 1)
+    if len(vm_text) > room:
+        vm_text = vm_text[: room - 3] + "..."
+    text = f"{prefix} {tool} {vm_text} s={session} {stamp}"
+    cleaned = "".join(ch if ch in _TAG_SAFE else "_" for ch in text)
+    return cleaned[:TAG_MAX]
