@@ -67,13 +67,20 @@ class Guard:
 
     # ------------------------------------------------------------------ entry points
 
-    def decide(self, call: ToolCall, *, deadline: float | None = None) -> Decision:
-        """Judge one call; on a mutating call this may tag and wait (never past ``deadline``)."""
+    def decide(
+        self, call: ToolCall, *, deadline: float | None = None, consume: bool = True
+    ) -> Decision:
+        """Judge one call; on a mutating call this may tag and wait (never past ``deadline``).
+
+        ``consume=False`` confirms a checkpoint without counting the call as a
+        change (the MCP tool ``zerto_guard_before_mutate``), so the hook's next
+        mutating call on that VPG reuses the checkpoint instead of tagging again.
+        """
         started = self.mono()
         deadline = deadline if deadline is not None else budget_deadline(self.settings, started)
         verdict = classify(call.tool_name, call.tool_input, self.settings.catalog)
         try:
-            decision = self._decide(call, verdict, deadline)
+            decision = self._decide(call, verdict, deadline, consume)
         except ConfigError as exc:
             decision = _deny(call, Row.CONFIG_ERROR, f"fix the config: {exc}", verdict.vms)
         except ZertoRewindError as exc:
@@ -88,7 +95,9 @@ class Guard:
 
     # ------------------------------------------------------------------ the table
 
-    def _decide(self, call: ToolCall, verdict: Classification, deadline: float) -> Decision:
+    def _decide(
+        self, call: ToolCall, verdict: Classification, deadline: float, consume: bool
+    ) -> Decision:
         if verdict.kind == READ_ONLY:
             return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
         if verdict.kind != MUTATING:
@@ -100,7 +109,7 @@ class Guard:
                 "or fix vm_arg for this tool in the zerto-rewind config."
             )
             return Decision(Row.NO_VM, Outcome.PROMPT, call.tool_name, reason=reason)
-        return self._mutating(call, verdict.vms, deadline)
+        return self._mutating(call, verdict.vms, deadline, consume)
 
     def _unlisted(self, call: ToolCall) -> Decision:
         catalog = self.settings.catalog
@@ -112,7 +121,9 @@ class Guard:
         outcome = {"allow": Outcome.NONE, "deny": Outcome.DENY}.get(catalog.unknown, Outcome.PROMPT)
         return Decision(Row.UNLISTED, outcome, call.tool_name, reason=reason)
 
-    def _mutating(self, call: ToolCall, vms: tuple[str, ...], deadline: float) -> Decision:
+    def _mutating(
+        self, call: ToolCall, vms: tuple[str, ...], deadline: float, consume: bool
+    ) -> Decision:
         groups, unknown = self._resolve(vms, deadline)
         if unknown:
             names = ", ".join(unknown)
@@ -132,7 +143,7 @@ class Guard:
             outcomes = [p.outcome for p in plans]
             if not self._settle(tagger, plans, deadline):
                 break
-            if all(tagger.consume(p, call) for p in plans):
+            if not consume or all(tagger.consume(p, call) for p in plans):
                 break
             # Another call used the tag between its landing and now: tag again.
             inspected = [(vpg, _reset(outcome)) for vpg, outcome in inspected]

@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
+_USAGE = """usage: zerto-rewind hook [--config PATH]
+
+Claude Code PreToolUse hook: reads the tool call as JSON on stdin, prints the
+decision as JSON on stdout. --config overrides ZERTO_REWIND_CONFIG.
+"""
+
 # The watchdog answers this long before the budget ends: room to write and exit.
 _WATCHDOG_MARGIN_S = 0.3
 
@@ -41,6 +47,17 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     """Run one hook invocation; returns the exit code."""
     started_wall, started_mono = time.time(), time.monotonic()
     env = os.environ if env is None else env
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] in (["-h"], ["--help"]):
+        sys.stdout.write(_USAGE)
+        return 0
+    if len(args) == 2 and args[0] == "--config":
+        env = {**env, "ZERTO_REWIND_CONFIG": args[1]}
+    elif args:
+        sys.stderr.write(
+            f"zerto-rewind hook: unexpected arguments {args!r}; the call is blocked.\n{_USAGE}"
+        )
+        return 2
     try:
         payload = claude_code.parse_input(sys.stdin.buffer.read())
     except claude_code.HookInputError as exc:
