@@ -1,0 +1,124 @@
+"""Injected faults: per route, a status, a delay, a malformed body, a drop or a hang.
+
+A fault targets a route name (``vms.list``) or ``"METHOD path-regex"``
+(``"GET /v1/vpgs/.*"``) and affects ``count`` requests (None: until cleared).
+Hangs and delays wait on a condition, so clearing the faults or stopping the
+server releases them at once.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from zerto_rewind.sim.errors import bad_request
+from zerto_rewind.sim.routes import ROUTE_NAMES
+
+KINDS = ("status", "delay", "malformed", "drop", "hang")
+
+
+@dataclass
+class Fault:
+    """One injected fault."""
+
+    target: str
+    kind: str
+    status: int = 503
+    delay_s: float = 0.0
+    remaining: int | None = None
+    method: str | None = None
+    pattern: re.Pattern[str] | None = None
+
+    def matches(self, route_name: str, method: str, path: str) -> bool:
+        """Whether this fault applies to a request."""
+        if self.pattern is None:
+            return self.target == route_name
+        return self.method in (None, method) and self.pattern.fullmatch(path) is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """As listed by ``GET /_sim/faults``."""
+        return {
+            "route": self.target,
+            "kind": self.kind,
+            "status": self.status,
+            "delay_s": self.delay_s,
+            "count": self.remaining,
+        }
+
+
+def parse_fault(body: Any) -> Fault:
+    """Validate a ``POST /_sim/faults`` body."""
+    if not isinstance(body, dict):
+        msg = "fault must be a JSON object"
+        raise bad_request(msg)
+    target, kind = body.get("route"), body.get("kind")
+    if kind not in KINDS:
+        msg = f"kind must be one of {', '.join(KINDS)}"
+        raise bad_request(msg)
+    if not isinstance(target, str) or not target:
+        msg = "route is required: a route name or 'METHOD path-regex'"
+        raise bad_request(msg)
+    fault = Fault(target, kind, int(body.get("status", 503)), float(body.get("delay_s", 0.0)))
+    count = body.get("count")
+    fault.remaining = None if count is None else int(count)
+    if target not in ROUTE_NAMES:
+        method, _, regex = target.partition(" ")
+        if not regex:
+            method, regex = "", target
+        try:
+            fault.pattern = re.compile(regex, re.IGNORECASE)
+        except re.error as exc:
+            msg = f"route {target!r} is neither a route name nor a regex"
+            raise bad_request(msg) from exc
+        fault.method = method.upper() or None
+    return fault
+
+
+class FaultTable:
+    """Active faults, plus the condition that hangs and delays wait on."""
+
+    def __init__(self) -> None:
+        self.faults: list[Fault] = []
+        self.changed = threading.Condition()
+        self.generation = 0
+        self.stopping = False
+
+    def add(self, fault: Fault) -> None:
+        """Activate a fault."""
+        with self.changed:
+            self.faults.append(fault)
+
+    def clear(self) -> None:
+        """Remove every fault and release requests held by them."""
+        with self.changed:
+            self.faults.clear()
+            self.generation += 1
+            self.changed.notify_all()
+
+    def stop(self) -> None:
+        """Release every held request for good (server shutdown)."""
+        with self.changed:
+            self.stopping = True
+            self.changed.notify_all()
+
+    def take(self, route_name: str, method: str, path: str) -> Fault | None:
+        """The first fault matching a request, counting it down."""
+        with self.changed:
+            for fault in self.faults:
+                if fault.matches(route_name, method, path):
+                    if fault.remaining is not None:
+                        fault.remaining -= 1
+                        if fault.remaining <= 0:
+                            self.faults.remove(fault)
+                    return fault
+        return None
+
+    def wait(self, seconds: float | None) -> None:
+        """Sleep ``seconds`` (None: forever) unless faults are cleared or we stop."""
+        with self.changed:
+            start = self.generation
+            self.changed.wait_for(
+                lambda: self.stopping or self.generation != start, timeout=seconds
+            )
