@@ -1,0 +1,480 @@
+"""Typed values parsed from the ZVM's PascalCase wire JSON, and pure rules over them.
+
+Every ``from_wire`` classmethod takes one decoded JSON object and raises
+``ValueError`` when a required field is missing or has the wrong type; the
+client turns that into an :class:`~zerto_rewind.errors.ApiError`. Optional
+fields that are absent become ``None`` so older and newer ZVMs both parse.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+__all__ = [
+    "SITE_KINDS",
+    "VPG_STATUS_NAMES",
+    "VPG_SUBSTATUS_NAMES",
+    "Checkpoint",
+    "Task",
+    "TaskState",
+    "VmRef",
+    "Vpg",
+    "format_iso",
+    "parse_iso",
+    "site_kind",
+    "status_name",
+    "substatus_name",
+    "tag_refusal",
+]
+
+# VpgVisualStatusApi. 3 and 4 follow the official docs (DOC4.5/DOC7.5); much
+# community code swaps them. UNCONFIRMED for 10.x: `GET /v1/vpgs/statuses`
+# is the runtime truth. Neither 3 nor 4 blocks a tag, so the swap is harmless here.
+VPG_STATUS_NAMES: dict[int, str] = {
+    0: "Initializing",
+    1: "MeetingSLA",
+    2: "NotMeetingSLA",
+    3: "RpoNotMeetingSLA",
+    4: "HistoryNotMeetingSLA",
+    5: "FailingOver",
+    6: "Moving",
+    7: "Deleting",
+    8: "Recovered",
+}
+
+# VpgVisualSubStatusApi 0..32 (VK common.py, ZertoModule); 33..42 are unknown.
+VPG_SUBSTATUS_NAMES: dict[int, str] = {
+    0: "None",
+    1: "InitialSync",
+    2: "Creating",
+    3: "VolumeInitialSync",
+    4: "Sync",
+    5: "RecoveryPossible",
+    6: "DeltaSync",
+    7: "NeedsConfiguration",
+    8: "Error",
+    9: "EmptyProtectionGroup",
+    10: "DisconnectedFromPeerNoRecoveryPoints",
+    11: "FullSync",
+    12: "VolumeDeltaSync",
+    13: "VolumeFullSync",
+    14: "FailingOverCommitting",
+    15: "FailingOverBeforeCommit",
+    16: "FailingOverRollingBack",
+    17: "Promoting",
+    18: "MovingCommitting",
+    19: "MovingBeforeCommit",
+    20: "MovingRollingBack",
+    21: "Deleting",
+    22: "PendingRemove",
+    23: "BitmapSync",
+    24: "DisconnectedFromPeer",
+    25: "ReplicationPausedUserInitiated",
+    26: "ReplicationPausedSystemInitiated",
+    27: "RecoveryStorageProfileError",
+    28: "Backup",
+    29: "RollingBack",
+    30: "RecoveryStorageError",
+    31: "JournalStorageError",
+    32: "VmNotProtectedError",
+}
+
+
+def status_name(status: int) -> str:
+    """The name of a VPG ``Status`` value, or ``Unknown(n)``."""
+    return VPG_STATUS_NAMES.get(status, f"Unknown({status})")
+
+
+def substatus_name(sub_status: int) -> str:
+    """The name of a VPG ``SubStatus`` value, or ``Unknown(n)``."""
+    return VPG_SUBSTATUS_NAMES.get(sub_status, f"Unknown({sub_status})")
+
+
+# ---------------------------------------------------------------- timestamps
+
+_ISO = re.compile(
+    r"^(?P<base>\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?)"
+    r"(?:\.(?P<frac>\d+))?(?P<tz>Z|z|[+-]\d{2}:?\d{2})?$"
+)
+_MS_DATE = re.compile(r"^/Date\((?P<ms>-?\d+)(?:[+-]\d{4})?\)/$")
+
+
+def parse_iso(text: str) -> datetime:
+    """Parse a ZVM timestamp into an aware UTC datetime.
+
+    Accepts ``...Z``, ``+00:00``-style offsets, fractional seconds of any
+    length (ZVM sometimes emits 7 digits) and naive values, which are UTC.
+    Old ZVMs' ``/Date(ms)/`` also parses. Raises ``ValueError`` otherwise.
+    """
+    if not isinstance(text, str):  # wire data is untyped, whatever the annotation says
+        msg = f"timestamp is not a string: {text!r}"  # type: ignore[unreachable]
+        raise ValueError(msg)
+    legacy = _MS_DATE.match(text.strip())
+    if legacy:
+        return datetime.fromtimestamp(int(legacy["ms"]) / 1000, UTC)
+    m = _ISO.match(text.strip())
+    if not m:
+        msg = f"not an ISO-8601 timestamp: {text!r}"
+        raise ValueError(msg)
+    micros = int((m["frac"] or "0")[:6].ljust(6, "0"))
+    tz = m["tz"] or "+00:00"
+    tz = "+00:00" if tz in ("Z", "z") else tz
+    parsed = datetime.fromisoformat(m["base"].replace(" ", "T") + tz)
+    return (parsed + timedelta(microseconds=micros)).astimezone(UTC)
+
+
+def format_iso(when: datetime) -> str:
+    """Format ``when`` as ``YYYY-MM-DDTHH:MM:SS.fffZ`` (UTC) for query arguments."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    utc = when.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+# ---------------------------------------------------------------- field access
+
+
+def _obj(data: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        msg = f"{what}: expected a JSON object, got {type(data).__name__}"
+        raise ValueError(msg)
+    return data
+
+
+def _req_str(d: Mapping[str, Any], key: str) -> str:
+    value = d.get(key)
+    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+        msg = f"missing or invalid {key!r}"
+        raise ValueError(msg)
+    return str(value)
+
+
+def _opt_str(d: Mapping[str, Any], key: str) -> str | None:
+    value = d.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        msg = f"invalid {key!r}: {value!r}"
+        raise ValueError(msg)
+    return str(value)
+
+
+def _req_int(d: Mapping[str, Any], key: str) -> int:
+    value = _opt_int(d, key)
+    if value is None:
+        msg = f"missing {key!r}"
+        raise ValueError(msg)
+    return value
+
+
+def _opt_int(d: Mapping[str, Any] | None, key: str) -> int | None:
+    value = None if d is None else d.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        msg = f"invalid {key!r}: {value!r}"
+        raise ValueError(msg)
+    return int(value)
+
+
+def _opt_obj(d: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    value = d.get(key)
+    return value if isinstance(value, Mapping) else None
+
+
+def _opt_time(d: Mapping[str, Any], key: str) -> datetime | None:
+    value = d.get(key)
+    return None if value in (None, "") else parse_iso(value)
+
+
+# ---------------------------------------------------------------- models
+
+
+@dataclass(frozen=True)
+class VmRef:
+    """One (VM, VPG) pair from ``GET /v1/vms``; a VM in two VPGs gives two."""
+
+    vm_id: str
+    vm_name: str
+    vpg_id: str
+    vpg_name: str
+
+    @classmethod
+    def from_wire(cls, data: Any) -> VmRef:
+        """Parse a ``VmApi`` object."""
+        d = _obj(data, "VM")
+        return cls(
+            vm_id=_req_str(d, "VmIdentifier"),
+            vm_name=_req_str(d, "VmName"),
+            vpg_id=_req_str(d, "VpgIdentifier"),
+            vpg_name=_opt_str(d, "VpgName") or "",
+        )
+
+
+@dataclass(frozen=True)
+class Vpg:
+    """A VPG's identity, health and sites, from a ``VpgApi`` object."""
+
+    vpg_id: str
+    name: str
+    status: int
+    sub_status: int
+    status_text: str
+    sub_status_text: str
+    protected_entity: int | None
+    recovery_entity: int | None
+    protected_site_name: str | None
+    recovery_site_name: str | None
+    actual_rpo_s: int | None
+    configured_rpo_s: int | None
+    history_minutes: int | None
+    vms_count: int | None
+    failover_test_running: bool
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Vpg:
+        """Parse a ``VpgApi`` object."""
+        d = _obj(data, "VPG")
+        status, sub = _req_int(d, "Status"), _opt_int(d, "SubStatus") or 0
+        entities = _opt_obj(d, "Entities")
+        active = _opt_obj(d, "ActiveProcessesApi")
+        return cls(
+            vpg_id=_req_str(d, "VpgIdentifier"),
+            name=_req_str(d, "VpgName"),
+            status=status,
+            sub_status=sub,
+            status_text=status_name(status),
+            sub_status_text=substatus_name(sub),
+            protected_entity=_opt_int(entities, "Protected"),
+            recovery_entity=_opt_int(entities, "Recovery"),
+            protected_site_name=_opt_str(d, "ProtectedSiteName") or _opt_str(d, "SourceSite"),
+            recovery_site_name=_opt_str(d, "RecoverySiteName") or _opt_str(d, "TargetSite"),
+            actual_rpo_s=_opt_int(d, "ActualRPO"),
+            configured_rpo_s=_opt_int(d, "ConfiguredRpoSeconds"),
+            history_minutes=_opt_int(_opt_obj(d, "HistoryStatusApi"), "ActualHistoryInMinutes"),
+            vms_count=_opt_int(d, "VmsCount"),
+            failover_test_running=bool(active and active.get("RunningFailOverTestApi")),
+        )
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A journal checkpoint; ``tag`` is set on tagged (user) checkpoints."""
+
+    cp_id: str
+    timestamp: datetime
+    tag: str | None
+    type: int | None
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Checkpoint:
+        """Parse a ``CheckpointApi`` object."""
+        d = _obj(data, "checkpoint")
+        stamp = d.get("TimeStamp")
+        if stamp in (None, ""):
+            msg = "missing 'TimeStamp'"
+            raise ValueError(msg)
+        return cls(
+            cp_id=_req_str(d, "CheckpointIdentifier"),
+            timestamp=parse_iso(stamp),
+            tag=_opt_str(d, "Tag"),
+            type=_opt_int(d, "Type"),
+        )
+
+    def sort_key(self) -> tuple[datetime, int, str]:
+        """Order by time, then by numeric id (ids are decimal strings)."""
+        numeric = int(self.cp_id) if self.cp_id.isdigit() else -1
+        return (self.timestamp, numeric, self.cp_id)
+
+
+class TaskState(enum.IntEnum):
+    """``TaskStatusEnumApi`` (zerto-api.md §6)."""
+
+    FIRST_UNUSED_VALUE = 0
+    IN_PROGRESS = 1
+    WAITING_FOR_USER_INPUT = 2
+    PAUSED = 3
+    FAILED = 4
+    STOPPED = 5
+    COMPLETED = 6
+    CANCELLING = 7
+
+
+_TERMINAL = {TaskState.FAILED, TaskState.STOPPED, TaskState.COMPLETED}
+
+
+@dataclass(frozen=True)
+class Task:
+    """A ZVM task (``TaskApi``); ``state`` is a :class:`TaskState` value."""
+
+    task_id: str
+    type: str | None
+    state: int
+    progress: int
+    complete_reason: str | None
+    started: datetime | None
+    completed: datetime | None
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Task:
+        """Parse a ``TaskApi`` object."""
+        d = _obj(data, "task")
+        status = _obj(d.get("Status"), "task Status")
+        return cls(
+            task_id=_req_str(d, "TaskIdentifier"),
+            type=_opt_str(d, "Type"),
+            state=_req_int(status, "State"),
+            progress=_opt_int(status, "Progress") or 0,
+            complete_reason=_opt_str(d, "CompleteReason"),
+            started=_opt_time(d, "Started"),
+            completed=_opt_time(d, "Completed"),
+        )
+
+    @property
+    def state_name(self) -> str:
+        """The state's enum name, e.g. ``COMPLETED``."""
+        try:
+            return TaskState(self.state).name
+        except ValueError:
+            return f"UNKNOWN({self.state})"
+
+    @property
+    def done(self) -> bool:
+        """True once the task reached Failed, Stopped or Completed."""
+        return self.state in _TERMINAL
+
+    @property
+    def failed(self) -> bool:
+        """True if the task ended without completing (Failed or Stopped)."""
+        return self.state in (TaskState.FAILED, TaskState.STOPPED)
+
+    @property
+    def succeeded(self) -> bool:
+        """True if the task completed."""
+        return self.state == TaskState.COMPLETED
+
+
+# ---------------------------------------------------------------- tag refusal
+
+_PAUSED = ("replication is paused", "resume replication in the Zerto UI, then retry")
+_SYNC = ("the VPG has no consistent journal yet", "wait until the sync finishes, then retry")
+_BROKEN = ("the VPG needs attention", "fix the VPG in the Zerto UI, then retry")
+_STORAGE = ("the VPG has a storage error", "fix the recovery/journal storage in the Zerto UI")
+_RECOVERY = (
+    "a failover, move or rollback is in progress",
+    "finish (commit or roll back) the operation in the Zerto UI, then retry",
+)
+_DELETING = ("the VPG is being deleted", "protect the VM in another VPG")
+
+# SubStatus → (what, what to do). Sync states that only delay checkpoints
+# (4 Sync, 6 DeltaSync, 12 VolumeDeltaSync, 23 BitmapSync, 24 DisconnectedFromPeer)
+# are allowed: the tag is accepted and lands late, which the guard reports as pending.
+_SUBSTATUS_REFUSALS: dict[int, tuple[str, str]] = {
+    1: _SYNC,
+    2: _SYNC,
+    3: _SYNC,
+    7: _BROKEN,
+    8: _BROKEN,
+    9: ("the VPG protects no VMs", "add the VM to the VPG, then retry"),
+    10: ("the recovery site is unreachable and there are no recovery points", _BROKEN[1]),
+    11: _SYNC,
+    13: _SYNC,
+    14: _RECOVERY,
+    15: _RECOVERY,
+    16: _RECOVERY,
+    17: _RECOVERY,
+    18: _RECOVERY,
+    19: _RECOVERY,
+    20: _RECOVERY,
+    21: _DELETING,
+    22: _DELETING,
+    25: _PAUSED,
+    26: _PAUSED,
+    27: _STORAGE,
+    29: _RECOVERY,
+    30: _STORAGE,
+    31: _STORAGE,
+    32: ("a VM in the VPG is not protected", _BROKEN[1]),
+}
+
+_STATUS_REFUSALS: dict[int, tuple[str, str]] = {
+    0: ("the VPG is still initializing", "wait until initial sync completes, then retry"),
+    5: _RECOVERY,
+    6: _RECOVERY,
+    7: _DELETING,
+    8: ("the VPG was failed over and is not replicating", "re-protect the VPG, then retry"),
+}
+
+
+def tag_refusal(vpg: Vpg) -> str | None:
+    """Why ``vpg`` cannot take a tagged checkpoint now, or ``None`` if it can.
+
+    Pure: decided from Status/SubStatus alone (tables in docs/client.md).
+    """
+    if vpg.sub_status in _SUBSTATUS_REFUSALS:
+        what, todo = _SUBSTATUS_REFUSALS[vpg.sub_status]
+        where = f"SubStatus {vpg.sub_status} {substatus_name(vpg.sub_status)}"
+    elif vpg.status in _STATUS_REFUSALS:
+        what, todo = _STATUS_REFUSALS[vpg.status]
+        where = f"Status {vpg.status} {status_name(vpg.status)}"
+    else:
+        return None
+    return f"VPG '{vpg.name}' cannot take a checkpoint: {what} ({where}); {todo}"
+
+
+# ---------------------------------------------------------------- site kind
+
+SITE_KINDS = ("vcenter", "hyperv", "vcd", "aws", "azure", "gcp", "public_cloud", "unknown")
+
+# 0 VCVpg and 2 VCDvApp are official; 1 VCvApp and 4 HyperV are community
+# mappings; 3 = AWS and 5 = Azure are UNCONFIRMED (the simulator uses them).
+_FALLBACK_KINDS: dict[int, str] = {
+    0: "vcenter",
+    1: "vcenter",
+    2: "vcd",
+    3: "aws",
+    4: "hyperv",
+    5: "azure",
+}
+
+
+def _kind_from_name(name: str) -> str | None:
+    n = name.casefold()
+    for needle, kind in (("aws", "aws"), ("azure", "azure"), ("gcp", "gcp")):
+        if needle in n:
+            return kind
+    if "hyperv" in n or "scvmm" in n:
+        return "hyperv"
+    if "vcd" in n:
+        return "vcd"
+    if "publiccloud" in n:
+        return "public_cloud"
+    if n.startswith("vc"):  # VCVpg, VCvApp
+        return "vcenter"
+    return None
+
+
+def site_kind(
+    entity: int | None,
+    entity_type_names: list[str] | None,
+    overrides: Mapping[int, str] | None = None,
+) -> str:
+    """Map ``Entities.Protected`` to a site kind such as ``vcenter`` or ``aws``.
+
+    Precedence: ``overrides`` (config) > the ZVM's ``/v1/vpgs/entitytypes``
+    name at that index > the built-in fallback; ``unknown`` if none applies.
+    """
+    if entity is None:
+        return "unknown"
+    if overrides and entity in overrides:
+        return overrides[entity]
+    if entity_type_names and 0 <= entity < len(entity_type_names):
+        kind = _kind_from_name(entity_type_names[entity])
+        if kind:
+            return kind
+    return _FALLBACK_KINDS.get(entity, "unknown")
