@@ -354,9 +354,15 @@ class _Parser:
             self.fail(key, f"must be one of {', '.join(choices)}, not {value!r}")
         return value
 
-    def number(self, value: Any, key: str, *, minimum: float = 0.0) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= minimum:
-            self.fail(key, f"must be a number greater than {minimum:g}, not {value!r}")
+    def number(
+        self, value: Any, key: str, *, minimum: float = 0.0, inclusive: bool = False
+    ) -> float:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or value != value or value in (float("inf"), float("-inf")):
+            self.fail(key, f"must be a finite number, not {value!r}")
+        if value < minimum or (value == minimum and not inclusive):
+            bound = "at least" if inclusive else "greater than"
+            self.fail(key, f"must be a number {bound} {minimum:g}, not {value!r}")
         return float(value)
 
     def boolean(self, value: Any, key: str) -> bool:
@@ -593,14 +599,16 @@ class _Parser:
         )  # fmt: skip
         guard = self.obj(raw, "guard", keys)
         values: dict[str, Any] = {}
-        for name in ("timeout_s", "landing_allowance_s", "overdue_min_s", "vm_cache_ttl_s"):
+        for name in ("timeout_s", "overdue_min_s"):
             if name in guard:
-                values[name] = self.number(
-                    guard[name], f"guard.{name}", minimum=-1e-9 if name == "vm_cache_ttl_s" else 0
-                )
+                values[name] = self.number(guard[name], f"guard.{name}")
+        for name in ("landing_allowance_s", "vm_cache_ttl_s"):
+            if name in guard:
+                values[name] = self.number(guard[name], f"guard.{name}", inclusive=True)
         if "overdue_factor" in guard:
+            factor = guard["overdue_factor"]
             values["overdue_factor"] = self.number(
-                guard["overdue_factor"], "guard.overdue_factor", minimum=1.0
+                factor, "guard.overdue_factor", minimum=1.0, inclusive=True
             )
         for name, choices in (("on_pending", ON_PENDING_CHOICES), ("prompt_as", PROMPT_AS_CHOICES)):
             if name in guard:

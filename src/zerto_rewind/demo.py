@@ -94,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         console.print(
             f"[bold]zerto-rewind demo[/bold]: simulated ZVM at {box.sim.url} (TLS, CA pinned)"
         )
-        rows = [(step, _run(console, box, step)) for step in STEPS]
+        rows = []
+        for step in STEPS:
+            if step.tool_input.get("name") == "win2019-1":
+                box.wait_past_boundary("CMH-AWS-1")  # the next AWS checkpoint is a cadence away
+            rows.append((step, _run(console, box, step)))
         pending = rows[3][1]
         wait_s = _retry_wait(box)
         note = f"waiting {wait_s:.0f} s for the pending AWS tag to land, as the deny told the agent"

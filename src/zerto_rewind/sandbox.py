@@ -210,7 +210,10 @@ class Sandbox:
     def control(self, method: str, path: str, body: Any = None) -> Any:
         """Call ``/_sim/...`` on the simulator and return the JSON answer."""
         if self._http is None:
-            verify: Any = self.sim.ca_bundle or True
+            import ssl
+
+            ca = self.sim.ca_bundle
+            verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca) if ca else True
             self._http = httpx.Client(base_url=self.sim.url, verify=verify, timeout=10.0)
         response = self._http.request(method, path, json=body)
         response.raise_for_status()
@@ -220,6 +223,18 @@ class Sandbox:
         """How many tags the simulator was asked for (on one VPG, or in all)."""
         counts: dict[str, int] = self.control("GET", "/_sim/stats")["tag_requests"]
         return counts.get(vpg_name, 0) if vpg_name else sum(counts.values())
+
+    def wait_past_boundary(self, vpg_name: str, *, margin_s: float = 0.3) -> None:
+        """Sleep until just after the VPG's next journal checkpoint.
+
+        Journal phases are random, so a cadence longer than the budget does not
+        by itself put the *next* checkpoint beyond it; right after a checkpoint,
+        the next one is a whole cadence away.
+        """
+        journal = self.sim.state.vpg_named(vpg_name).journal
+        boundary = journal.next_boundary(time.time())
+        if boundary is not None:
+            time.sleep(max(0.0, boundary - time.time()) + margin_s)
 
     def log_records(self) -> list[dict[str, Any]]:
         """Every line of the decision log, parsed."""
