@@ -1,0 +1,169 @@
+"""``zerto-rewind log``: recent decisions as a table, and what became of pending tags."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..config import Settings, default_log_path, load_settings
+from ..decisions_log import tail
+from ..errors import ConfigError, ZertoRewindError
+from ..reconcile import TagFate, reconcile
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Show recent decisions; reconcile pending tags against the state and the ZVM."""
+    args = _parser().parse_args(argv)
+    env = dict(os.environ, ZERTO_REWIND_CONFIG=args.config) if args.config else os.environ
+    settings = _settings(env)
+    path = args.log or (settings.log_path if settings else default_log_path(env))
+    records = tail(path, args.limit)
+    fates = {} if args.no_reconcile else _reconcile(records, settings, ask_zvm=not args.offline)
+    if args.json:
+        for record in records:
+            print(json.dumps(_with_fates(record, fates), ensure_ascii=False))
+    else:
+        _table(Console(), records, fates, path)
+    if args.follow:
+        return _follow(path, args.json)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zerto-rewind log", description=__doc__)
+    parser.add_argument(
+        "-n", "--limit", type=int, default=20, help="how many recent decisions (default 20)"
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument("-f", "--follow", action="store_true", help="keep printing new decisions")
+    parser.add_argument("--config", help="config file (default: $ZERTO_REWIND_CONFIG)")
+    parser.add_argument("--log", help="log file (default: $ZERTO_HOOK_LOG or the config's)")
+    parser.add_argument(
+        "--offline", action="store_true", help="reconcile from the state directory only"
+    )
+    parser.add_argument("--no-reconcile", action="store_true", help="show the log as written")
+    return parser
+
+
+def _settings(env: Any) -> Settings | None:
+    try:
+        return load_settings(env)
+    except ConfigError as exc:
+        sys.stderr.write(
+            f"zerto-rewind log: config not usable ({exc}); showing the log without reconciling\n"
+        )
+        return None
+
+
+def _reconcile(
+    records: list[dict[str, Any]], settings: Settings | None, *, ask_zvm: bool
+) -> dict[str, TagFate]:
+    if settings is None or not any(r.get("row") == "pending" for r in records):
+        return {}
+    from ..state import GuardState
+
+    state = GuardState(settings.state_dir)
+    if not ask_zvm:
+        return reconcile(records, state)
+    from ..zvm.auth import TokenCache
+    from ..zvm.client import ZvmClient
+
+    try:
+        with ZvmClient(settings.zvm, token_cache=TokenCache(settings.state_dir)) as client:
+            return reconcile(records, state, client)
+    except ZertoRewindError as exc:
+        sys.stderr.write(f"zerto-rewind log: ZVM not asked ({exc}); reconciling from state only\n")
+        return reconcile(records, state)
+
+
+def _with_fates(record: dict[str, Any], fates: dict[str, TagFate]) -> dict[str, Any]:
+    found = [fates[t] for t in record.get("tags") or [] if t in fates]
+    if record.get("row") == "pending" and found:
+        return {
+            **record,
+            "reconciled": [{"tag": f.tag, "state": f.state, "detail": f.detail} for f in found],
+        }
+    return record
+
+
+def _table(
+    console: Console, records: list[dict[str, Any]], fates: dict[str, TagFate], path: str
+) -> None:
+    if not records:
+        console.print(f"no decisions logged in {path}")
+        return
+    table = Table(title=f"decisions ({path})")
+    for column in (
+        "time (UTC)",
+        "tool",
+        "VMs",
+        "row",
+        "decision",
+        "checkpoint",
+        "s",
+        "what became of it",
+    ):
+        table.add_column(column, overflow="fold")
+    for record in records:
+        later = "; ".join(
+            f"{f.state}: {f.detail}" for t in record.get("tags") or [] if (f := fates.get(t))
+        )
+        table.add_row(
+            str(record.get("time", ""))[11:19],
+            str(record.get("tool", "")).removeprefix("mcp__"),
+            ", ".join(record.get("vms") or []),
+            str(record.get("row", "")),
+            str(record.get("decision", "")),
+            ", ".join(record.get("checkpoint_ids") or []),
+            f"{(record.get('elapsed_ms') or 0) / 1000:.1f}",
+            later if record.get("row") == "pending" else "",
+            style=_style(record),
+        )
+    console.print(table)
+
+
+def _style(record: dict[str, Any]) -> str:
+    return {"deny": "red", "prompt": "yellow", "defer": "yellow", "context": "green"}.get(
+        str(record.get("decision")), ""
+    )
+
+
+def _follow(path: str, as_json: bool) -> int:
+    console = Console()
+    position = os.path.getsize(path) if os.path.exists(path) else 0
+    try:
+        while True:
+            time.sleep(0.5)
+            if not os.path.exists(path) or os.path.getsize(path) <= position:
+                continue
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                fh.seek(position)
+                chunk = fh.read()
+                position = fh.tell()
+            for line in chunk.splitlines():
+                _print_line(console, line, as_json)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _print_line(console: Console, line: str, as_json: bool) -> None:
+    if as_json:
+        print(line, flush=True)
+        return
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return
+    vms = ", ".join(record.get("vms") or [])
+    row, decision = record.get("row"), record.get("decision")
+    text = f"{record.get('time')} {record.get('tool')} {vms} {row} → {decision}"
+    console.print(text, style=_style(record), highlight=False)

@@ -1,0 +1,108 @@
+"""What became of pending tags: landed (when, which checkpoint), failed, or still pending.
+
+The decision log says "pending" at the moment of the decision; the state
+directory learns later whether the tag landed (a retry found it, or this module
+asked the ZVM). ``zerto-rewind log`` shows both side by side, so the log tells a
+false denial from a real one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from .decision import fmt_time
+from .errors import ZertoRewindError
+from .state import GuardState, TagRecord, VpgRecord
+
+__all__ = ["TagFate", "reconcile"]
+
+
+@dataclass(frozen=True)
+class TagFate:
+    """The fate of one requested tag."""
+
+    tag: str
+    state: str  # landed | failed | pending | unknown
+    detail: str
+    checkpoint_id: str | None = None
+    landed_at: float | None = None
+
+
+def reconcile(
+    records: list[dict[str, Any]], state: GuardState | None, client: Any | None = None
+) -> dict[str, TagFate]:
+    """Map every tag of a pending decision to its fate; asks the ZVM when state can't tell."""
+    fates: dict[str, TagFate] = {}
+    for record in records:
+        if record.get("row") != "pending":
+            continue
+        for vpg_id, tag in zip(record.get("vpg_ids") or [], record.get("tags") or [], strict=False):
+            if tag not in fates:
+                fates[tag] = _fate(tag, vpg_id, state, client)
+    return fates
+
+
+def _fate(tag: str, vpg_id: str, state: GuardState | None, client: Any | None) -> TagFate:
+    if state is None:
+        return TagFate(tag, "unknown", "no state directory to look in")
+    known = _known(state.peek_vpg(vpg_id), tag)
+    if known is None:
+        return TagFate(tag, "unknown", "not in the state directory (cleared, or another machine)")
+    if known.state == "requested" and client is not None:
+        known = _ask_zvm(state, vpg_id, known, client)
+    return _describe(known)
+
+
+def _known(record: VpgRecord, tag: str) -> TagRecord | None:
+    if record.tag is not None and record.tag.name == tag:
+        return record.tag
+    for entry in reversed(record.history):
+        if entry.get("name") == tag:
+            fields = {k: entry.get(k) for k in ("name", "requested_at", "expected_at")}
+            known = TagRecord(overdue_at=entry.get("expected_at") or 0.0, **fields)
+            known.state = entry.get("state") or "requested"
+            known.checkpoint_id = entry.get("checkpoint_id")
+            known.landed_at = entry.get("landed_at")
+            known.reason = entry.get("reason")
+            return known
+    return None
+
+
+def _ask_zvm(state: GuardState, vpg_id: str, tag: TagRecord, client: Any) -> TagRecord:
+    since = datetime.fromtimestamp(tag.requested_at - 5, UTC)
+    try:
+        checkpoints = client.list_checkpoints(vpg_id, since=since, deadline=time.monotonic() + 15)
+    except ZertoRewindError as exc:
+        tag.reason = f"could not ask the ZVM: {exc}"
+        return tag
+    found = next((c for c in checkpoints if c.tag == tag.name), None)
+    with state.vpg(vpg_id) as record:
+        current = record.tag
+        if current is None or current.name != tag.name or current.state != "requested":
+            return tag
+        if found is not None:
+            current.state, current.checkpoint_id = "landed", found.cp_id
+            current.landed_at = found.timestamp.timestamp()
+        elif time.time() > current.overdue_at:
+            current.state = "failed"
+            current.reason = (
+                f"never reached the journal (overdue since {fmt_time(current.overdue_at)})"
+            )
+        return current
+
+
+def _describe(tag: TagRecord) -> TagFate:
+    if tag.state == "landed" and tag.landed_at is not None:
+        late = tag.landed_at - tag.requested_at
+        when = fmt_time(tag.landed_at)
+        detail = f"landed {when} ({late:.0f} s after the request), checkpoint {tag.checkpoint_id}"
+        return TagFate(tag.name, "landed", detail, tag.checkpoint_id, tag.landed_at)
+    if tag.state == "failed":
+        return TagFate(tag.name, "failed", tag.reason or "failed")
+    detail = f"still pending, expected by {fmt_time(tag.expected_at)}"
+    if tag.reason:
+        detail += f"; {tag.reason}"
+    return TagFate(tag.name, "pending", detail)
