@@ -11,6 +11,7 @@ them is in ``tools``, the call is mutating (the restrictive reading wins).
 from __future__ import annotations
 
 from .config import CatalogSettings, ToolSpec, VmMap, VmPath
+from .errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def _mutating(
         return Classification(MUTATING, tool_name, entry=spec.name, problem=problem)
     vm_map = spec.vm_map or global_map
     for vm_path in spec.vm_arg:
-        raw = _extract(tool_input, vm_path)
+        raw = _extract(tool_input, vm_path, spec.name)
         if raw:
             names = _unique(map_vm_name(name, vm_map) for name in raw)
             return Classification(MUTATING, tool_name, entry=spec.name, vms=names)
@@ -80,7 +81,7 @@ def _mutating(
     return Classification(MUTATING, tool_name, entry=spec.name, problem=problem)
 
 
-def _extract(tool_input: Any, vm_path: VmPath) -> list[str]:
+def _extract(tool_input: Any, vm_path: VmPath, tool: str) -> list[str]:
     values = _walk(tool_input, vm_path.parts)
     names: list[str] = []
     for value in values:
@@ -91,7 +92,7 @@ def _extract(tool_input: Any, vm_path: VmPath) -> list[str]:
             if text:
                 names.append(text)
         else:
-            names.extend(_pattern_names(vm_path.pattern, text))
+            names.extend(_pattern_names(vm_path.pattern, text, tool))
     return names
 
 
@@ -114,10 +115,19 @@ def _walk(node: Any, parts: tuple[str, ...]) -> list[Any]:
     return current
 
 
-def _pattern_names(pattern: str, text: str) -> list[str]:
+def _pattern_names(pattern: str, text: str, tool: str) -> list[str]:
     import re  # only mutating calls with a pattern pay for it
 
-    return [m.group("vm") for m in re.finditer(pattern, text) if m.group("vm")]
+    key = f"tools.{tool}.vm_arg.pattern"
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        msg = f"not a valid regular expression: {exc}"
+        raise ConfigError(msg, key=key) from None
+    if "vm" not in compiled.groupindex:
+        msg = "the pattern needs a named group (?P<vm>...) that captures the VM name"
+        raise ConfigError(msg, key=key)
+    return [m.group("vm") for m in compiled.finditer(text) if m.group("vm")]
 
 
 def map_vm_name(name: str, vm_map: VmMap | None) -> str:

@@ -62,6 +62,7 @@ class ZvmSettings:
     """How to reach and authenticate to the ZVM."""
 
     __slots__ = (
+        "_secret_origin",
         "_secret_source",
         "ca_bundle",
         "client_id",
@@ -87,7 +88,9 @@ class ZvmSettings:
         connect_timeout_s: float = 5.0,
         read_timeout_s: float = 30.0,
         scope: str | None = None,
+        secret_origin: tuple[str | None, str | None] = (None, None),
     ) -> None:
+        self._secret_origin = secret_origin  # (config file, key) for messages
         self.url = url
         self.grant = grant
         self.client_id = client_id
@@ -110,13 +113,17 @@ class ZvmSettings:
         kind, value = self._secret_source
         if kind == "inline":
             return value
+        path, key = self._secret_origin
         if kind == "env":
             found = (os.environ if env is None else env).get(value, "")
             if not found:
-                msg = f"environment variable {value} (named by the zvm section) is empty or unset"
-                raise ConfigError(msg)
+                msg = f"names environment variable {value}, which is empty or unset"
+                raise ConfigError(msg, path=path, key=key)
             return found
-        return _read_secret_file(value)
+        try:
+            return _read_secret_file(value)
+        except ConfigError as exc:
+            raise ConfigError(exc.detail, path=path, key=key) from None
 
     def __repr__(self) -> str:  # never print the secret
         return f"ZvmSettings(url={self.url!r}, grant={self.grant!r}, client_id={self.client_id!r})"
@@ -363,7 +370,10 @@ class _Parser:
         if value < minimum or (value == minimum and not inclusive):
             bound = "at least" if inclusive else "greater than"
             self.fail(key, f"must be a number {bound} {minimum:g}, not {value!r}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            self.fail(key, "is too large a number")
 
     def boolean(self, value: Any, key: str) -> bool:
         if not isinstance(value, bool):
@@ -469,6 +479,7 @@ class _Parser:
             connect_timeout_s=self.number(zvm.get("connect_timeout_s", 5), "zvm.connect_timeout_s"),
             read_timeout_s=self.number(zvm.get("read_timeout_s", 30), "zvm.read_timeout_s"),
             scope=self.string(zvm["scope"], "zvm.scope") if "scope" in zvm else None,
+            secret_origin=(self.path, f"zvm.{chosen[0]}"),
         )
 
     def url(self, value: Any) -> str:
@@ -647,7 +658,7 @@ class _Parser:
         result: dict[int, str] = {}
         for number, kind in value.items():
             key = f"guard.site_types.{number}"
-            if not number.isdigit():
+            if not (number.isascii() and number.isdigit()):
                 self.fail(key, 'keys are Entities.Protected numbers such as "3"')
             result[int(number)] = self.string(kind, key, choices=SITE_KINDS)
         return result

@@ -78,13 +78,16 @@ class Guard:
         """
         started = self.mono()
         deadline = deadline if deadline is not None else budget_deadline(self.settings, started)
-        verdict = classify(call.tool_name, call.tool_input, self.settings.catalog)
+        verdict: Classification | None = None
         try:
+            verdict = classify(call.tool_name, call.tool_input, self.settings.catalog)
             decision = self._decide(call, verdict, deadline, consume)
         except ConfigError as exc:
-            decision = _deny(call, Row.CONFIG_ERROR, f"fix the config: {exc}", verdict.vms)
+            vms = verdict.vms if verdict else ()
+            decision = _deny(call, Row.CONFIG_ERROR, f"fix the config: {exc}", vms)
         except ZertoRewindError as exc:
-            decision = _deny(call, Row.ERROR, _error_reason(call, verdict, exc), verdict.vms)
+            vms = verdict.vms if verdict else ()
+            decision = _deny(call, Row.ERROR, _error_reason(call, vms, exc), vms)
         decision.elapsed_ms = int((self.mono() - started) * 1000)
         return decision
 
@@ -293,8 +296,8 @@ def _reset(outcome: VpgOutcome) -> VpgOutcome:
     return VpgOutcome(outcome.vpg_id, outcome.vpg_name, outcome.vms, site_kind=outcome.site_kind)
 
 
-def _error_reason(call: ToolCall, verdict: Classification, exc: ZertoRewindError) -> str:
-    target = f" on {', '.join(verdict.vms)}" if verdict.vms else ""
+def _error_reason(call: ToolCall, vms: tuple[str, ...], exc: ZertoRewindError) -> str:
+    target = f" on {', '.join(vms)}" if vms else ""
     return (
         f"zerto-rewind denied {call.tool_name}{target}: no checkpoint could be confirmed because "
         f"{type(exc).__name__}: {exc}. The call was not run; fix that (see `zerto-rewind doctor`), "

@@ -44,7 +44,22 @@ _WATCHDOG_MARGIN_S = 0.3
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    """Run one hook invocation; returns the exit code."""
+    """Run one hook invocation; returns the exit code. Never raises."""
+    try:
+        return _main(argv, env)
+    except BaseException as exc:  # the last line of defence: deny, never crash
+        if isinstance(exc, SystemExit | KeyboardInterrupt):
+            raise
+        reason = (
+            f"zerto-rewind hook failed unexpectedly ({type(exc).__name__}: {exc}); the call was "
+            "not run. Run `zerto-rewind doctor`, and report this if it persists."
+        )
+        text, code = claude_code.render("deny", reason, "")
+        sys.stdout.write(text + "\n")
+        return code
+
+
+def _main(argv: list[str] | None, env: Mapping[str, str] | None) -> int:
     started_wall, started_mono = time.time(), time.monotonic()
     env = os.environ if env is None else env
     args = sys.argv[1:] if argv is None else argv
@@ -70,7 +85,13 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         settings = load_settings(env)
     except ConfigError as exc:
         return _config_denial(payload, str(exc), env, started_wall)
-    if classify(payload.tool_name, payload.tool_input, settings.catalog).kind == READ_ONLY:
+    try:
+        read_only = (
+            classify(payload.tool_name, payload.tool_input, settings.catalog).kind == READ_ONLY
+        )
+    except ConfigError:
+        read_only = False  # the guarded path validates again and denies with the reason
+    if read_only:
         return 0
     return _guarded(payload, settings, started_wall, started_mono)
 

@@ -325,15 +325,25 @@ TAG_MAX = 100
 
 
 def tag_name(prefix: str, call: ToolCall, vms: tuple[str, ...], now: float) -> str:
-    """A readable, traceable tag: prefix, tool, VM(s), short session id, UTC time."""
+    """A readable, traceable tag: prefix, tool, VM(s), short session id, UTC time.
+
+    Within TAG_MAX the session id and the time always survive (they make the
+    tag unique); the VM list and then the tool name are shortened instead.
+    """
     tool = call.tool_name.removeprefix("mcp__").replace("__", ".")
-    session = (call.session_id or "nosession")[:8]
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    tail = f"s={(call.session_id or 'nosession')[:8]} {stamp}"
+    room = TAG_MAX - len(prefix) - len(tail) - 3  # three separating spaces
     vm_text = ",".join(vms)
-    fixed = f"{prefix} {tool} s={session} {stamp}"
-    room = max(8, TAG_MAX - len(fixed) - 1)
-    if len(vm_text) > room:
-        vm_text = vm_text[: room - 3] + "..."
-    text = f"{prefix} {tool} {vm_text} s={session} {stamp}"
+    vm_room = max(8, room - len(tool))
+    vm_text = _shorten(vm_text, vm_room)
+    tool = _shorten(tool, max(0, room - len(vm_text)))
+    text = " ".join(part for part in (prefix, tool, vm_text, tail) if part)
     cleaned = "".join(ch if ch in _TAG_SAFE else "_" for ch in text)
-    return cleaned[:TAG_MAX]
+    return cleaned[-TAG_MAX:] if len(cleaned) > TAG_MAX else cleaned
+
+
+def _shorten(text: str, room: int) -> str:
+    if len(text) <= room:
+        return text
+    return text[: max(0, room - 3)] + "..." if room > 3 else text[:room]
