@@ -62,6 +62,7 @@ class ZvmSettings:
     """How to reach and authenticate to the ZVM."""
 
     __slots__ = (
+        "_env",
         "_secret_origin",
         "_secret_source",
         "ca_bundle",
@@ -89,8 +90,10 @@ class ZvmSettings:
         read_timeout_s: float = 30.0,
         scope: str | None = None,
         secret_origin: tuple[str | None, str | None] = (None, None),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self._secret_origin = secret_origin  # (config file, key) for messages
+        self._env = env  # the environment the settings were loaded from
         self.url = url
         self.grant = grant
         self.client_id = client_id
@@ -115,7 +118,8 @@ class ZvmSettings:
             return value
         path, key = self._secret_origin
         if kind == "env":
-            found = (os.environ if env is None else env).get(value, "")
+            source = env if env is not None else self._env if self._env is not None else os.environ
+            found = source.get(value, "")
             if not found:
                 msg = f"names environment variable {value}, which is empty or unset"
                 raise ConfigError(msg, path=path, key=key)
@@ -404,7 +408,7 @@ class _Parser:
         )
         if "zvm" not in top:
             self.fail("zvm", "missing: the ZVM's url and credentials are required")
-        zvm = self.zvm(top["zvm"], loose_permissions=loose_permissions)
+        zvm = self.zvm(top["zvm"], env, loose_permissions=loose_permissions)
         catalog = self.catalog(top, env)
         guard = self.guard(top.get("guard", {}), env)
         recovery = self.obj(top.get("recovery", {}), "recovery", ("allow_live",))
@@ -433,7 +437,7 @@ class _Parser:
             return default_log_path(env)
         return self.file_path(top["log"], "log")
 
-    def zvm(self, raw: Any, *, loose_permissions: bool) -> ZvmSettings:
+    def zvm(self, raw: Any, env: Mapping[str, str], *, loose_permissions: bool) -> ZvmSettings:
         keys = (
             "url", "client_id", "client_secret", "client_secret_env", "client_secret_file",
             "username", "password", "password_env", "password_file",
@@ -480,6 +484,7 @@ class _Parser:
             read_timeout_s=self.number(zvm.get("read_timeout_s", 30), "zvm.read_timeout_s"),
             scope=self.string(zvm["scope"], "zvm.scope") if "scope" in zvm else None,
             secret_origin=(self.path, f"zvm.{chosen[0]}"),
+            env=env,
         )
 
     def url(self, value: Any) -> str:

@@ -14,11 +14,15 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from .config import Settings, load_settings
 from .sim import SimConfig, SimServer
+
+if TYPE_CHECKING:
+    from .zvm.client import ZvmClient
 
 __all__ = ["DEMO_CATALOG", "HookRun", "Sandbox", "fast_sim_config"]
 
@@ -235,6 +239,17 @@ class Sandbox:
         boundary = journal.next_boundary(time.time())
         if boundary is not None:
             time.sleep(max(0.0, boundary - time.time()) + margin_s)
+
+    def settings(self) -> Settings:
+        """The settings the hook sees (read from the sandbox's config and environment)."""
+        return load_settings(self.env())
+
+    def client(self) -> ZvmClient:
+        """A Zerto client for the simulator, authenticated like the hook (same token cache)."""
+        from .zvm.auth import TokenCache
+        from .zvm.client import ZvmClient
+
+        return ZvmClient(self.settings().zvm, token_cache=TokenCache(self.state_dir))
 
     def log_records(self) -> list[dict[str, Any]]:
         """Every line of the decision log, parsed."""

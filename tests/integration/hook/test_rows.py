@@ -7,18 +7,14 @@ import time
 
 import pytest
 
-from zerto_rewind.config import load_settings
 from zerto_rewind.sandbox import Sandbox
-from zerto_rewind.zvm.auth import TokenCache
-from zerto_rewind.zvm.client import ZvmClient
 
 POWER_OFF = "mcp__vsphere__power_off_vm"
 
 
 def tagged_checkpoints(box: Sandbox, vpg_name: str) -> dict[str, str]:
     """{checkpoint id: tag} of the VPG's tagged checkpoints, read over the ZVM API."""
-    settings = load_settings(box.env())
-    with ZvmClient(settings.zvm, token_cache=TokenCache(box.state_dir)) as client:
+    with box.client() as client:
         vpg = client.find_vpg(vpg_name)
         return {c.cp_id: c.tag for c in client.list_checkpoints(vpg.vpg_id) if c.tag}
 
