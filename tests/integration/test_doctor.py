@@ -1,0 +1,279 @@
+"""``zerto-rewind doctor`` against an in-process ZVM simulator on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zerto_rewind.doctor import Check, main, run_checks
+from zerto_rewind.install import build_entry, merge
+from zerto_rewind.matcher import compile_matcher
+from zerto_rewind.sim import SimConfig, SimServer
+
+SECRET_VAR = "ZR_DOCTOR_TEST_PASSWORD"
+READ_ONLY = ["mcp__vsphere__list_vms", "mcp__vsphere__get_*"]
+TOOLS: dict[str, Any] = {"mcp__vsphere__power_off_vm": {"vm_arg": "vm"}}
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimServer]:
+    """One simulator for the module: the doctor only reads from it."""
+    with SimServer(SimConfig(jitter=0.0, seed=7)) as server:
+        yield server
+
+
+@pytest.fixture
+def env(sim: SimServer, tmp_path: Path) -> dict[str, str]:
+    """A clean environment holding the simulator's password."""
+    return {"HOME": str(tmp_path / "home"), SECRET_VAR: sim.credentials["password"]}
+
+
+def write_config(sim: SimServer, directory: Path, **changes: Any) -> Path:
+    """A config for the simulator; ``changes`` replace top-level keys or zvm keys (zvm_*)."""
+    zvm = {
+        "url": sim.url,
+        "username": sim.credentials["username"],
+        "password_env": SECRET_VAR,
+        "ca_bundle": sim.ca_bundle,
+    }
+    config: dict[str, Any] = {
+        "zvm": zvm,
+        "read_only_tools": READ_ONLY,
+        "tools": TOOLS,
+        "state_dir": str(directory / "state"),
+    }
+    for key, value in changes.items():
+        if key.startswith("zvm_"):
+            if value is None:
+                zvm.pop(key[4:], None)
+            else:
+                zvm[key[4:]] = value
+        else:
+            config[key] = value
+    path = directory / "zerto-rewind.json"
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return path
+
+
+def write_host_settings(
+    directory: Path, config: Path, *, matcher: str | None = None, **handler: Any
+) -> Path:
+    """Claude Code settings with the hook as install writes it; ``handler`` overrides fields."""
+    from zerto_rewind.config import load_settings
+
+    catalog = load_settings({SECRET_VAR: "x"}, path=str(config)).catalog
+    entry = build_entry(
+        python=sys.executable,
+        config=str(config),
+        matcher=matcher if matcher is not None else compile_matcher(catalog),
+        timeout_s=180,
+    )
+    for key, value in handler.items():
+        if value is None:
+            entry["hooks"][0].pop(key, None)
+        else:
+            entry["hooks"][0][key] = value
+    path = directory / ".claude" / "settings.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(merge({"model": "opus"}, entry), indent=2))
+    return path
+
+
+def by_name(checks: list[Check]) -> dict[str, Check]:
+    """Checks keyed by name (each name appears once in these tests)."""
+    named = {c.name: c for c in checks}
+    assert len(named) == len(checks), checks
+    return named
+
+
+def closed_port() -> int:
+    """A 127.0.0.1 port nobody listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_everything_passes_for_a_correct_install(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A valid config, a reachable ZVM and install's own settings pass every check."""
+    config = write_config(sim, tmp_path)
+    settings = write_host_settings(tmp_path, config)
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert {name: c.status for name, c in checks.items()} == {
+        "config": "pass",
+        "secret": "pass",
+        "zvm": "pass",
+        "credentials": "pass",
+        "vm_arg": "pass",
+        "tls": "pass",
+        "hook installed": "pass",
+        "hook command": "pass",
+        "hook timeout": "pass",
+        "hook onFailure": "pass",
+        "hook matcher": "pass",
+    }
+
+
+def test_main_prints_json_and_exits_zero_when_all_pass(
+    sim: SimServer, tmp_path: Path, env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--json prints {ok, checks}; the config is found through the hook's own --config."""
+    config = write_config(sim, tmp_path)
+    write_host_settings(tmp_path, config)
+    assert main(["--project", str(tmp_path), "--json"], env=env) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is True
+    assert {c["status"] for c in report["checks"]} == {"pass"}
+    assert str(config) in report["checks"][0]["detail"]
+
+
+def test_broken_config_fails_and_names_the_key(
+    sim: SimServer, tmp_path: Path, env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An invalid config fails with file and key, skips the ZVM, and exits 1."""
+    config = write_config(sim, tmp_path, guard={"timeout_s": "soon"})
+    checks = by_name(run_checks(config=str(config), settings_files=[], env=env))
+    assert checks["config"].status == "fail"
+    assert str(config) in checks["config"].detail
+    assert "guard.timeout_s" in checks["config"].detail
+    assert "zvm" not in checks
+    assert main(["--config", str(config)], env=env) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_wrong_secret_fails_the_credentials_check(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The ZVM answers but refuses the login: zvm passes, credentials fail."""
+    config = write_config(sim, tmp_path)
+    env[SECRET_VAR] = "not-the-password"
+    checks = by_name(run_checks(config=str(config), settings_files=[], env=env))
+    assert checks["zvm"].status == "pass"
+    assert checks["credentials"].status == "fail"
+    assert "refused" in checks["credentials"].detail
+    assert f"${SECRET_VAR}" in checks["credentials"].fix
+
+
+def test_missing_secret_fails_before_contacting_the_zvm(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """An unset secret variable is its own failure, with where to put it."""
+    config = write_config(sim, tmp_path)
+    del env[SECRET_VAR]
+    checks = by_name(run_checks(config=str(config), settings_files=[], env=env))
+    assert checks["secret"].status == "fail"
+    assert SECRET_VAR in checks["secret"].detail
+    assert "zvm" not in checks
+
+
+def test_unreachable_zvm_fails_quickly(tmp_path: Path, env: dict[str, str]) -> None:
+    """A closed port on 127.0.0.1 fails the zvm check within seconds, not the 10 s deadline."""
+    config = tmp_path / "zerto-rewind.json"
+    url = f"https://127.0.0.1:{closed_port()}"
+    zvm = {"url": url, "username": "admin", "password_env": SECRET_VAR}
+    config.write_text(json.dumps({"zvm": zvm, "tools": TOOLS}))
+    started = time.monotonic()
+    checks = by_name(run_checks(config=str(config), settings_files=[], env=env))
+    assert time.monotonic() - started < 5
+    assert checks["zvm"].status == "fail"
+    assert "cannot reach" in checks["zvm"].detail
+    assert "zvm.url" in checks["zvm"].fix
+    assert "credentials" not in checks
+
+
+def test_untrusted_certificate_says_to_set_ca_bundle(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Without the simulator's CA the TLS failure points at zvm.ca_bundle."""
+    config = write_config(sim, tmp_path, zvm_ca_bundle=None)
+    checks = by_name(run_checks(config=str(config), settings_files=[], env=env))
+    assert checks["zvm"].status == "fail"
+    assert "zvm.ca_bundle" in checks["zvm"].fix
+
+
+def test_tls_verification_off_is_a_warning(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """verify_tls false still reaches the ZVM but warns."""
+    config = write_config(sim, tmp_path, zvm_ca_bundle=None, zvm_verify_tls=False)
+    checks = by_name(run_checks(config=str(config), settings_files=[], env=env))
+    assert checks["zvm"].status == "pass"
+    assert checks["tls"].status == "warn"
+
+
+def test_missing_vm_arg_fails_and_lists_the_tools(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A tools entry without vm_arg fails the vm_arg check by name."""
+    tools = {**TOOLS, "mcp__vsphere__delete_vm": {}, "mcp__vsphere__reboot_vm": {}}
+    config = write_config(sim, tmp_path, tools=tools)
+    checks = by_name(run_checks(config=str(config), settings_files=[], env=env))
+    assert checks["vm_arg"].status == "fail"
+    assert "mcp__vsphere__delete_vm, mcp__vsphere__reboot_vm" in checks["vm_arg"].detail
+
+
+def test_hook_without_on_failure_block_fails(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A hook without onFailure: block fails, explaining that a timeout lets the call run."""
+    config = write_config(sim, tmp_path)
+    settings = write_host_settings(tmp_path, config, onFailure=None)
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["hook onFailure"].status == "fail"
+    assert "silent failure" in checks["hook onFailure"].detail
+    assert '"onFailure": "block"' in checks["hook onFailure"].fix
+
+
+def test_host_timeout_below_the_guard_budget_fails(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A host timeout of 120 s under the 150 s budget fails and says what is needed."""
+    config = write_config(sim, tmp_path)
+    settings = write_host_settings(tmp_path, config, timeout=120)
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["hook timeout"].status == "fail"
+    assert "165" in checks["hook timeout"].detail  # 150 s + 15 s margin
+
+
+def test_matcher_that_skips_a_mutating_tool_fails(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A matcher that lets power_off_vm through without the hook fails."""
+    config = write_config(sim, tmp_path)
+    settings = write_host_settings(tmp_path, config, matcher="^mcp__vsphere__(?!power_)")
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["hook matcher"].status == "fail"
+    assert "mcp__vsphere__power_off_vm" in checks["hook matcher"].detail
+
+
+def test_relative_interpreter_fails_the_command_check(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A bare `python3` in the command depends on PATH and fails."""
+    config = write_config(sim, tmp_path)
+    command = f"python3 -m zerto_rewind hook --config {config}"
+    settings = write_host_settings(tmp_path, config, command=command)
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["hook command"].status == "fail"
+    assert "not an absolute path" in checks["hook command"].detail
+
+
+def test_no_hook_installed_fails_with_the_install_command(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Settings files without the hook fail 'hook installed' and name the install command."""
+    config = write_config(sim, tmp_path)
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"hooks": {}}')
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["hook installed"].status == "fail"
+    assert "zerto-rewind install claude-code" in checks["hook installed"].fix
