@@ -1,0 +1,423 @@
+"""What the guard would decide for a call, and what it did decide on the MCP path.
+
+:func:`preview_call` answers "what happens if the agent makes this call now?"
+with no side effects: no tag is requested and nothing is written to the state
+directory (its records are only peeked at) or to the decision log. It mirrors
+the guard's table (docs/decisions.md) and the tag lifecycle of ``tagging.py``:
+reuse a landed tag no change has used, join a requested one, or request a new
+one whose landing the VPG's cadence predicts.
+
+:func:`confirm_call` runs the real guard for the MCP tool
+``zerto_guard_before_mutate``: it tags and waits like the hook, but with
+``consume=False``, so the hook's next mutating call on that VPG reuses the
+checkpoint instead of tagging again. Every such decision is logged.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from .cadence import expected_landing
+from .catalog import MUTATING, READ_ONLY, classify
+from .decision import SEVERITY, Outcome, Row, fmt_time
+from .guard import budget_deadline
+from .protection import GuardTag, entity_type_names, observe_cadence
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .decision import Decision, ToolCall, VpgOutcome
+    from .guard import Guard
+    from .state import GuardState, VpgRecord
+    from .zvm.client import ZvmClient
+
+__all__ = [
+    "CheckpointConfirmation",
+    "GuardAnswer",
+    "ToolCheck",
+    "VpgPreview",
+    "answer_of",
+    "confirm_call",
+    "preview_call",
+]
+
+_CADENCE_TTL_S = 600.0  # as tagging.py: a learned cadence is trusted this long
+
+
+# ---------------------------------------------------------------- preview models
+
+
+class VpgPreview(BaseModel):
+    """What the guard would do on one VPG."""
+
+    vpg: str
+    vpg_id: str
+    vms: list[str]
+    site_kind: str = Field(description="protected-site type: vcenter, hyperv, aws, azure, ...")
+    status: str
+    sub_status: str
+    refusal: str | None = Field(description="why no tag can be made now, if so")
+    cadence_s: float | None = Field(description="seconds between journal checkpoints")
+    cadence_source: str | None
+    action: str = Field(
+        description=(
+            "reuse_landed (an unused landed tag covers the call), join_pending (a requested tag "
+            "is on its way), request_new, refuse (VPG cannot take a tag), or fail_overdue"
+        )
+    )
+    existing_tag: GuardTag | None = Field(description="the guard's last tag on this VPG")
+    expected_wait_s: float | None = Field(description="seconds until the tag should be listable")
+    expected_at: str | None = None
+    exceeds_budget: bool = Field(description="the wait is longer than the guard's budget")
+    row: str = Field(description="the decision row this VPG leads to")
+
+
+class ToolCheck(BaseModel):
+    """The guard's decision for a call, predicted without side effects."""
+
+    tool_name: str
+    classification: str = Field(description="read_only, mutating or unlisted (catalog)")
+    catalog_entry: str | None = Field(description="the catalog name or pattern that matched")
+    row: str = Field(
+        description=(
+            "read_only, confirmed, pending, failed, vm_unknown, no_vm or unlisted; "
+            "confirmed means the guard would confirm a checkpoint and allow the call"
+        )
+    )
+    outcome: str = Field(description="none, context (allowed), deny, prompt or defer")
+    vms: list[str]
+    unknown_vms: list[str] = Field(description="VMs no VPG protects")
+    vpgs: list[VpgPreview]
+    would_request_tag: bool
+    expected_wait_s: float | None = Field(description="the longest tag wait among the VPGs")
+    budget_s: float = Field(description="how long the guard may wait before answering pending")
+    exceeds_budget: bool
+    summary: str
+
+
+class CheckpointConfirmation(BaseModel):
+    """The guard's result on one VPG."""
+
+    vms: list[str]
+    vpg: str
+    vpg_id: str
+    site_kind: str
+    row: str = Field(description="confirmed, pending or failed")
+    checkpoint_id: str | None = Field(description="the landed checkpoint, once confirmed")
+    tag: str | None
+    timestamp: str | None = Field(description="when the tagged checkpoint landed, ISO-8601 UTC")
+    requested_at: str | None
+    expected_at: str | None = Field(description="when the tag is expected in the journal")
+    cadence_s: float | None
+    new_tag: bool = Field(description="true if this call requested the tag")
+    reason: str | None = Field(description="why it failed, when it did")
+    rewind: str | None = Field(description="how to bring the VM back to this checkpoint")
+
+
+class GuardAnswer(BaseModel):
+    """The guard's decision for a call the model is about to make."""
+
+    tool_name: str
+    row: str = Field(description="confirmed, pending, failed, read_only, vm_unknown, no_vm, ...")
+    outcome: str = Field(description="none, context (allowed), deny, prompt or defer")
+    proceed: bool = Field(description="true when the mutating call may go ahead now")
+    vms: list[str]
+    checkpoints: list[CheckpointConfirmation]
+    retry_after: str | None = Field(description="pending: call again after this time (UTC)")
+    retry_in_s: float | None = Field(description="pending: seconds until retry_after")
+    message: str = Field(description="the guard's context or reason, as the hook would give it")
+    elapsed_ms: int
+
+
+# ---------------------------------------------------------------- preview
+
+
+def preview_call(
+    settings: Settings,
+    client: ZvmClient,
+    state: GuardState,
+    tool_name: str,
+    tool_input: object,
+    *,
+    deadline: float | None = None,
+    now: float | None = None,
+) -> ToolCheck:
+    """What the guard would decide for this call now; reads only, tags and writes nothing."""
+    now = time.time() if now is None else now
+    verdict = classify(tool_name, tool_input, settings.catalog)
+    budget = budget_deadline(settings, 0.0)
+    check = ToolCheck(
+        tool_name=tool_name,
+        classification=verdict.kind,
+        catalog_entry=verdict.entry,
+        row=Row.READ_ONLY,
+        outcome=Outcome.NONE,
+        vms=list(verdict.vms),
+        unknown_vms=[],
+        vpgs=[],
+        would_request_tag=False,
+        expected_wait_s=None,
+        budget_s=round(budget, 3),
+        exceeds_budget=False,
+        summary=f"{tool_name} is read-only: no checkpoint is needed, the call runs.",
+    )
+    if verdict.kind == READ_ONLY:
+        return check
+    if verdict.kind != MUTATING:
+        return _unlisted(settings, check)
+    if not verdict.vms:
+        check.row, check.outcome = Row.NO_VM, Outcome.PROMPT
+        check.summary = (
+            f"zerto-rewind cannot tell which VM {tool_name} changes ({verdict.problem}); "
+            "the host would ask a human. Fix vm_arg for this tool in the config."
+        )
+        return check
+    return _mutating(settings, client, state, check, now, deadline)
+
+
+def _unlisted(settings: Settings, check: ToolCheck) -> ToolCheck:
+    rule = settings.catalog.unknown
+    check.row = Row.UNLISTED
+    check.outcome = {"allow": Outcome.NONE, "deny": Outcome.DENY}.get(rule, Outcome.PROMPT)
+    check.summary = (
+        f"{check.tool_name} is not in the catalog: unlisted tools are {rule} "
+        f"(set by {settings.catalog.unknown_source}); no checkpoint would be made."
+    )
+    return check
+
+
+def _mutating(
+    settings: Settings,
+    client: ZvmClient,
+    state: GuardState,
+    check: ToolCheck,
+    now: float,
+    deadline: float | None,
+) -> ToolCheck:
+    groups: dict[str, list[str]] = {}
+    for vm in check.vms:
+        refs = client.find_vms(vm, deadline=deadline)
+        if not refs:
+            check.unknown_vms.append(vm)
+        for vpg_id in sorted({r.vpg_id for r in refs}):
+            groups.setdefault(vpg_id, []).append(vm)
+    if check.unknown_vms:
+        check.row, check.outcome = Row.VM_UNKNOWN, Outcome.PROMPT
+        check.summary = (
+            f"no VPG protects {', '.join(check.unknown_vms)}: there would be nothing to rewind "
+            "to, so the host would ask a human. Check the VM name and vm_map."
+        )
+        return check
+    names = _entity_types(settings, client, state, deadline)
+    for vpg_id, vms in groups.items():
+        check.vpgs.append(
+            _preview_vpg(settings, client, state, vpg_id, vms, names, check.budget_s, now, deadline)
+        )
+    return _combine(settings, check)
+
+
+def _entity_types(
+    settings: Settings, client: ZvmClient, state: GuardState, deadline: float | None
+) -> list[str] | None:
+    cached = state.cached("entitytypes", settings.zvm.url, 86_400.0)  # read-only
+    if isinstance(cached, list) and all(isinstance(n, str) for n in cached):
+        return cached
+    return entity_type_names(client, deadline=deadline)
+
+
+def _preview_vpg(
+    settings: Settings,
+    client: ZvmClient,
+    state: GuardState,
+    vpg_id: str,
+    vms: list[str],
+    names: list[str] | None,
+    budget: float,
+    now: float,
+    deadline: float | None,
+) -> VpgPreview:
+    from .zvm.models import site_kind, tag_refusal
+
+    vpg = client.get_vpg(vpg_id, deadline=deadline)
+    kind = site_kind(vpg.protected_entity, names, settings.guard.site_types)
+    record = state.peek_vpg(vpg_id)
+    preview = VpgPreview(
+        vpg=vpg.name,
+        vpg_id=vpg.vpg_id,
+        vms=vms,
+        site_kind=kind,
+        status=vpg.status_text,
+        sub_status=vpg.sub_status_text,
+        refusal=tag_refusal(vpg),
+        cadence_s=None,
+        cadence_source=None,
+        action="refuse",
+        existing_tag=GuardTag.of(record),
+        expected_wait_s=None,
+        exceeds_budget=False,
+        row=Row.FAILED,
+    )
+    if preview.refusal:
+        return preview
+    cadence, source, listed = observe_cadence(
+        settings, client, vpg, kind, now=now, deadline=deadline
+    )
+    if record.cadence_source == "observed" and record.cadence_s and source == "observed":
+        learned_at = record.cadence_learned_at or 0.0
+        if now - learned_at <= _CADENCE_TTL_S:
+            cadence = record.cadence_s  # what the guard will plan with
+    preview.cadence_s, preview.cadence_source = cadence, source
+    untagged = [c.timestamp.timestamp() for c in listed if not c.tag]
+    last = max([*untagged, record.last_checkpoint_at or 0.0]) or None
+    _plan(preview, record, client, cadence, last, settings, budget, now, deadline)
+    return preview
+
+
+def _plan(
+    preview: VpgPreview,
+    record: VpgRecord,
+    client: ZvmClient,
+    cadence: float,
+    last_checkpoint_at: float | None,
+    settings: Settings,
+    budget: float,
+    now: float,
+    deadline: float | None,
+) -> None:
+    """Mirror ``Tagger.plan``: reuse, join, fail an overdue tag, or request a new one."""
+    tag = record.tag
+    unused_landing = tag is not None and (
+        (tag.state == "landed" and record.allowed_since_landing == 0)
+        or (tag.state == "requested" and _landed_now(record, client, now, deadline))
+    )
+    if unused_landing:
+        preview.action = "reuse_landed"
+    elif tag is not None and tag.state == "requested" and now <= tag.overdue_at:
+        preview.action = "join_pending"
+        _expect(preview, tag.expected_at, budget, now)
+        return
+    elif tag is not None and tag.state == "requested":
+        preview.action, preview.row = "fail_overdue", Row.FAILED
+        preview.refusal = (
+            f"tag {tag.name!r} requested at {fmt_time(tag.requested_at)} never reached the "
+            "journal; the guard would fail this call and the next one would request a new tag"
+        )
+        return
+    else:
+        preview.action = "request_new"
+        lag = record.lag_s if record.lag_s is not None else settings.guard.landing_allowance_s
+        _expect(preview, expected_landing(now, last_checkpoint_at, cadence, lag), budget, now)
+        return
+    preview.row, preview.expected_wait_s = Row.CONFIRMED, 0.0
+
+
+def _landed_now(record: VpgRecord, client: ZvmClient, now: float, deadline: float | None) -> bool:
+    """Whether a requested tag is listable now, looked for only when the guard would look."""
+    from datetime import UTC, datetime
+
+    tag = record.tag
+    if tag is None or now < tag.expected_at - (record.lag_s or 0.0):
+        return False
+    since = datetime.fromtimestamp(tag.requested_at - 5.0, UTC)
+    listed = client.list_checkpoints(record.vpg_id, since=since, deadline=deadline)
+    return any(c.tag == tag.name for c in listed)
+
+
+def _expect(preview: VpgPreview, expected_at: float, budget: float, now: float) -> None:
+    wait = max(0.0, expected_at - now)
+    preview.expected_wait_s = round(wait, 3)
+    preview.expected_at = fmt_time(expected_at)
+    preview.exceeds_budget = wait > budget
+    preview.row = Row.PENDING if preview.exceeds_budget else Row.CONFIRMED
+
+
+def _combine(settings: Settings, check: ToolCheck) -> ToolCheck:
+    worst = max(check.vpgs, key=lambda p: SEVERITY.get(p.row, 0)).row
+    waits = [p.expected_wait_s for p in check.vpgs if p.expected_wait_s is not None]
+    check.row = worst
+    check.would_request_tag = any(p.action == "request_new" for p in check.vpgs)
+    check.expected_wait_s = max(waits) if waits else None
+    check.exceeds_budget = any(p.exceeds_budget for p in check.vpgs)
+    lines = [
+        f"VPG {p.vpg!r} ({p.site_kind}): {p.action.replace('_', ' ')}"
+        + (f", ~{p.expected_wait_s:.0f} s" if p.expected_wait_s else "")
+        + (f" — {p.refusal}" if p.refusal else "")
+        for p in check.vpgs
+    ]
+    if worst == Row.CONFIRMED:
+        check.outcome = Outcome.CONTEXT
+        head = "the guard would confirm a checkpoint and allow the call"
+    elif worst == Row.PENDING:
+        check.outcome = {"prompt": Outcome.PROMPT, "defer": Outcome.DEFER}.get(
+            settings.guard.on_pending, Outcome.DENY
+        )
+        head = (
+            f"the tag would land after the guard's {check.budget_s:.0f} s budget: pending "
+            f"({check.outcome}); call zerto_guard_before_mutate, then retry after it lands"
+        )
+    else:
+        check.outcome = Outcome.DENY
+        head = "the guard would deny the call: no checkpoint can be made"
+    check.summary = f"{head}. " + "; ".join(lines) + "."
+    return check
+
+
+# ---------------------------------------------------------------- the real guard, MCP path
+
+
+def confirm_call(guard: Guard, call: ToolCall, *, log_path: str) -> tuple[GuardAnswer, Decision]:
+    """Run the guard without consuming the checkpoint, and log the decision."""
+    from .decisions_log import write_record
+    from .errors import StateError
+
+    decision = guard.decide(call, consume=False)
+    answer = answer_of(decision, now=time.time())
+    try:
+        write_record(log_path, decision.log_record(call))
+    except StateError as exc:
+        answer.message += f" (this decision was not logged: {exc})"
+    return answer, decision
+
+
+def answer_of(decision: Decision, *, now: float) -> GuardAnswer:
+    """The model-facing form of a decision."""
+    retry_in = round(max(0.0, decision.retry_after - now), 3) if decision.retry_after else None
+    return GuardAnswer(
+        tool_name=decision.tool_name,
+        row=decision.row,
+        outcome=decision.outcome,
+        proceed=decision.outcome in (Outcome.NONE, Outcome.CONTEXT),
+        vms=list(decision.vms),
+        checkpoints=[_confirmation(o) for o in decision.vpgs],
+        retry_after=fmt_time(decision.retry_after) if decision.retry_after else None,
+        retry_in_s=retry_in,
+        message=decision.context or decision.reason,
+        elapsed_ms=decision.elapsed_ms,
+    )
+
+
+def _confirmation(o: VpgOutcome) -> CheckpointConfirmation:
+    rewind = None
+    if o.checkpoint_id and o.row == Row.CONFIRMED:
+        rewind = (
+            f"zerto_recovery_plan(vm={o.vms[0]!r}, checkpoint={o.checkpoint_id!r}) lists the ways "
+            f"back; `zerto-rewind checkpoints {o.vms[0]} --tagged` shows the tags"
+        )
+    return CheckpointConfirmation(
+        vms=list(o.vms),
+        vpg=o.vpg_name,
+        vpg_id=o.vpg_id,
+        site_kind=o.site_kind,
+        row=o.row,
+        checkpoint_id=o.checkpoint_id,
+        tag=o.tag,
+        timestamp=fmt_time(o.landed_at) if o.landed_at else None,
+        requested_at=fmt_time(o.requested_at) if o.requested_at else None,
+        expected_at=fmt_time(o.expected_at) if o.expected_at else None,
+        cadence_s=o.cadence_s,
+        new_tag=o.new_tag,
+        reason=o.reason or None,
+        rewind=rewind,
+    )

@@ -1,0 +1,351 @@
+"""A VM's protection as Zerto sees it, and its checkpoints: library for the MCP server and CLI.
+
+Read-only: every function here only reads from the ZVM (and, for the guard's
+own tag, peeks at the state directory without locking or writing).
+
+Example::
+
+    status = protection_status(client, settings, "jp-ubuntu", deadline=time.monotonic() + 30)
+    listing = checkpoint_listing(client, "jp-ubuntu", since="30m", tagged_only=True)
+
+The result types are pydantic models so that the MCP server can hand them to
+the model as structured content; the ZVM client (and httpx) is imported only
+when a function runs, never at import time.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from .cadence import observed_cadence, resolve_cadence
+from .decision import fmt_time
+from .errors import AmbiguousVm, ApiError, NotFound, ZertoRewindError
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .state import GuardState, VpgRecord
+    from .zvm.client import ZvmClient
+    from .zvm.models import Checkpoint, VmRef, Vpg
+
+__all__ = [
+    "CheckpointInfo",
+    "CheckpointListing",
+    "GuardTag",
+    "ProtectionStatus",
+    "UsageError",
+    "VpgCheckpoints",
+    "VpgProtection",
+    "checkpoint_listing",
+    "entity_type_names",
+    "observe_cadence",
+    "parse_since",
+    "protection_status",
+    "select_ref",
+    "vm_refs",
+]
+
+# Checkpoints listed to measure a cadence: this many site-default cadences back
+# (the guard's tagging module looks back the same way).
+CADENCE_WINDOW_STEPS = 12
+DEFAULT_SINCE = "1h"
+_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$", re.IGNORECASE)
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class UsageError(ZertoRewindError):
+    """An argument names nothing that exists, or is ambiguous; the message lists the choices."""
+
+
+# ---------------------------------------------------------------- result models
+
+
+class CheckpointInfo(BaseModel):
+    """One journal checkpoint."""
+
+    checkpoint_id: str = Field(description="CheckpointIdentifier; pass it to the recovery tools")
+    timestamp: str = Field(description="when the checkpoint was written, ISO-8601 UTC")
+    tag: str | None = Field(default=None, description="the tag text of a tagged checkpoint")
+
+    @classmethod
+    def of(cls, checkpoint: Checkpoint) -> CheckpointInfo:
+        """From the ZVM client's model."""
+        return cls(
+            checkpoint_id=checkpoint.cp_id,
+            timestamp=fmt_time(checkpoint.timestamp.timestamp()),
+            tag=checkpoint.tag,
+        )
+
+
+class GuardTag(BaseModel):
+    """The last tag zerto-rewind's guard requested on a VPG, from its state directory."""
+
+    name: str
+    state: str = Field(description="requested (not in the journal yet), landed, or failed")
+    requested_at: str
+    expected_at: str = Field(description="when the guard expects it in the journal")
+    landed_at: str | None = None
+    checkpoint_id: str | None = None
+    changes_allowed_since_landing: int = Field(
+        description="mutating calls allowed on this checkpoint; 0 means it can still be reused"
+    )
+    reason: str | None = Field(default=None, description="why it failed, if it did")
+
+    @classmethod
+    def of(cls, record: VpgRecord) -> GuardTag | None:
+        """From a VPG record; None when the guard never tagged this VPG."""
+        tag = record.tag
+        if tag is None:
+            return None
+        return cls(
+            name=tag.name,
+            state=tag.state,
+            requested_at=fmt_time(tag.requested_at),
+            expected_at=fmt_time(tag.expected_at),
+            landed_at=fmt_time(tag.landed_at) if tag.landed_at else None,
+            checkpoint_id=tag.checkpoint_id,
+            changes_allowed_since_landing=record.allowed_since_landing,
+            reason=tag.reason,
+        )
+
+
+class VpgProtection(BaseModel):
+    """One VPG that protects the VM."""
+
+    vpg: str = Field(description="VPG name")
+    vpg_id: str
+    vm_id: str
+    protected_site: str | None
+    recovery_site: str | None
+    site_kind: str = Field(description="protected-site type: vcenter, hyperv, aws, azure, ...")
+    status: str = Field(description="VPG status name, e.g. MeetingSLA")
+    sub_status: str = Field(description="VPG substatus name, e.g. None, ReplicationPaused...")
+    actual_rpo_s: int | None = Field(description="seconds since the latest recoverable checkpoint")
+    configured_rpo_s: int | None = Field(description="the RPO alert threshold, not a cadence")
+    history_minutes: int | None = Field(description="how far back the journal reaches")
+    cadence_s: float = Field(description="seconds between journal checkpoints")
+    cadence_source: str = Field(description="observed, config, or site:<kind> (a default)")
+    latest_checkpoint: CheckpointInfo | None
+    latest_tagged_checkpoint: CheckpointInfo | None = Field(
+        description="the newest tagged checkpoint within the cadence window, if any"
+    )
+    can_tag: bool = Field(description="whether the VPG can take a tagged checkpoint now")
+    tag_refusal: str | None = Field(description="why it cannot, and what to do")
+    failover_test_running: bool
+    guard_tag: GuardTag | None = Field(description="the guard's last tag on this VPG, if any")
+
+
+class ProtectionStatus(BaseModel):
+    """Every VPG that protects a VM."""
+
+    vm: str
+    zvm_url: str
+    vpgs: list[VpgProtection]
+
+
+class VpgCheckpoints(BaseModel):
+    """The checkpoints of one of the VM's VPGs, newest first."""
+
+    vpg: str
+    vpg_id: str
+    total: int = Field(description="checkpoints matching the filter")
+    truncated: bool = Field(description="true when only the newest `limit` are listed")
+    checkpoints: list[CheckpointInfo]
+
+
+class CheckpointListing(BaseModel):
+    """A VM's checkpoints since a time."""
+
+    vm: str
+    since: str = Field(description="the start of the listing, ISO-8601 UTC")
+    tagged_only: bool
+    vpgs: list[VpgCheckpoints]
+
+
+# ---------------------------------------------------------------- lookups
+
+
+def vm_refs(client: ZvmClient, vm: str, *, deadline: float | None = None) -> list[VmRef]:
+    """Every (VM, VPG) pair for ``vm``, sorted by VPG name; NotFound if no VPG protects it."""
+    refs = client.find_vms(vm, deadline=deadline)
+    if not refs:
+        url = f"{client.settings.url}/v1/vms?vmName={vm}"
+        msg = (
+            f"no VPG protects a VM named {vm!r} on the ZVM at {client.settings.url}; "
+            "check the name as the Zerto UI shows it (names match whole, case-insensitively)"
+        )
+        raise NotFound(msg, method="GET", url=url, status=None)
+    return sorted(refs, key=lambda r: (r.vpg_name.casefold(), r.vpg_id))
+
+
+def select_ref(refs: list[VmRef], vm: str, vpg: str | None) -> VmRef:
+    """The one (VM, VPG) pair to act on: ``vpg`` (name or id) picks it when there are several."""
+    names = ", ".join(repr(r.vpg_name) for r in refs)
+    if vpg:
+        wanted = vpg.casefold()
+        for ref in refs:
+            if wanted in (ref.vpg_name.casefold(), ref.vpg_id.casefold()):
+                return ref
+        msg = f"VM {vm!r} is not protected by a VPG {vpg!r}; its VPGs are {names}"
+        raise UsageError(msg)
+    if len(refs) > 1:
+        msg = f"VM {vm!r} is protected by several VPGs ({names}); pass vpg= one of them"
+        raise AmbiguousVm(msg)
+    return refs[0]
+
+
+def entity_type_names(client: ZvmClient, *, deadline: float | None = None) -> list[str] | None:
+    """The ZVM's site-type names, or None on an older ZVM without the lookup."""
+    try:
+        return client.entity_types(deadline=deadline)
+    except ApiError:
+        return None  # the built-in table in zvm.models applies
+
+
+def observe_cadence(
+    settings: Settings,
+    client: ZvmClient,
+    vpg: Vpg,
+    kind: str,
+    *,
+    now: float,
+    deadline: float | None,
+) -> tuple[float, str, list[Checkpoint]]:
+    """(cadence seconds, source, the checkpoints listed to measure it), oldest first."""
+    guard = settings.guard
+    window = CADENCE_WINDOW_STEPS * guard.site_cadence_s.get(kind, 630.0)
+    since = datetime.fromtimestamp(now - window, UTC)
+    listed = client.list_checkpoints(vpg.vpg_id, since=since, deadline=deadline)
+    observed = observed_cadence([c.timestamp.timestamp() for c in listed if not c.tag])
+    cadence = resolve_cadence(
+        vpg.name, observed, kind, overrides=guard.cadence_s, site_defaults=guard.site_cadence_s
+    )
+    return cadence.seconds, cadence.source, listed
+
+
+# ---------------------------------------------------------------- protection status
+
+
+def protection_status(
+    client: ZvmClient,
+    settings: Settings,
+    vm: str,
+    *,
+    state: GuardState | None = None,
+    deadline: float | None = None,
+    now: float | None = None,
+) -> ProtectionStatus:
+    """Every VPG protecting ``vm``: sites, health, RPO, cadence, latest checkpoints."""
+    now = time.time() if now is None else now
+    refs = vm_refs(client, vm, deadline=deadline)
+    names = entity_type_names(client, deadline=deadline)
+    rows = [_vpg_protection(client, settings, ref, names, state, now, deadline) for ref in refs]
+    return ProtectionStatus(vm=refs[0].vm_name, zvm_url=settings.zvm.url, vpgs=rows)
+
+
+def _vpg_protection(
+    client: ZvmClient,
+    settings: Settings,
+    ref: VmRef,
+    names: list[str] | None,
+    state: GuardState | None,
+    now: float,
+    deadline: float | None,
+) -> VpgProtection:
+    from .zvm.models import site_kind, tag_refusal
+
+    vpg = client.get_vpg(ref.vpg_id, deadline=deadline)
+    kind = site_kind(vpg.protected_entity, names, settings.guard.site_types)
+    cadence_s, source, listed = observe_cadence(
+        settings, client, vpg, kind, now=now, deadline=deadline
+    )
+    latest = listed[-1] if listed else client.checkpoint_stats(vpg.vpg_id, deadline=deadline)[1]
+    tagged = [c for c in listed if c.tag]
+    refusal = tag_refusal(vpg)
+    return VpgProtection(
+        vpg=vpg.name,
+        vpg_id=vpg.vpg_id,
+        vm_id=ref.vm_id,
+        protected_site=vpg.protected_site_name,
+        recovery_site=vpg.recovery_site_name,
+        site_kind=kind,
+        status=vpg.status_text,
+        sub_status=vpg.sub_status_text,
+        actual_rpo_s=vpg.actual_rpo_s,
+        configured_rpo_s=vpg.configured_rpo_s,
+        history_minutes=vpg.history_minutes,
+        cadence_s=cadence_s,
+        cadence_source=source,
+        latest_checkpoint=CheckpointInfo.of(latest) if latest else None,
+        latest_tagged_checkpoint=CheckpointInfo.of(tagged[-1]) if tagged else None,
+        can_tag=refusal is None,
+        tag_refusal=refusal,
+        failover_test_running=vpg.failover_test_running,
+        guard_tag=GuardTag.of(state.peek_vpg(vpg.vpg_id)) if state is not None else None,
+    )
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def parse_since(text: str, now: float | None = None) -> datetime:
+    """``90s`` / ``30m`` / ``2h`` / ``1d`` back from now, or an ISO-8601 time; UsageError else."""
+    from .zvm.models import parse_iso
+
+    now = time.time() if now is None else now
+    relative = _RELATIVE.match(text)
+    if relative:
+        seconds = float(relative[1]) * _UNIT_S[relative[2].lower()]
+        return datetime.fromtimestamp(now, UTC) - timedelta(seconds=seconds)
+    try:
+        return parse_iso(text)
+    except ValueError:
+        msg = (
+            f"since={text!r} is neither a duration back from now (90s, 30m, 2h, 1d) "
+            "nor an ISO-8601 time such as 2026-01-31T09:30:00Z"
+        )
+        raise UsageError(msg) from None
+
+
+def checkpoint_listing(
+    client: ZvmClient,
+    vm: str,
+    *,
+    since: str | None = None,
+    tagged_only: bool = False,
+    vpg: str | None = None,
+    limit: int = 50,
+    deadline: float | None = None,
+    now: float | None = None,
+) -> CheckpointListing:
+    """The checkpoints of each of ``vm``'s VPGs (or of ``vpg``) since ``since``, newest first."""
+    if limit < 1:
+        msg = f"limit must be at least 1, not {limit}"
+        raise UsageError(msg)
+    start = parse_since(since or DEFAULT_SINCE, now)
+    refs = vm_refs(client, vm, deadline=deadline)
+    if vpg:
+        refs = [select_ref(refs, vm, vpg)]
+    groups = []
+    for ref in refs:
+        listed = client.list_checkpoints(ref.vpg_id, since=start, deadline=deadline)
+        matching = [c for c in reversed(listed) if c.tag or not tagged_only]
+        groups.append(
+            VpgCheckpoints(
+                vpg=ref.vpg_name,
+                vpg_id=ref.vpg_id,
+                total=len(matching),
+                truncated=len(matching) > limit,
+                checkpoints=[CheckpointInfo.of(c) for c in matching[:limit]],
+            )
+        )
+    return CheckpointListing(
+        vm=refs[0].vm_name,
+        since=fmt_time(start.timestamp()),
+        tagged_only=tagged_only,
+        vpgs=groups,
+    )

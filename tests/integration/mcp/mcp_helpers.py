@@ -1,0 +1,128 @@
+"""Helpers for the MCP server's tests: configs for the simulator, counters, snapshots."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from zerto_rewind.sim import SimConfig, SimServer
+
+# Short cadences keep the suite fast; jitter 0 makes journal boundaries exact.
+SIM_CADENCES = {"vcenter": 1.0, "hyperv": 1.0, "vcd": 1.0, "azure": 2.0, "aws": 4.0}
+POWER_OFF = "mcp__vsphere__power_off_vm"
+LIST_VMS = "mcp__vsphere__list_vms"
+# The guard budget is 3 s. CMH-AWS-1's journal really writes every 4 s, but the
+# guard is told 8 s (a config override), so its expected landing is always past
+# the budget: the aws case is deterministically *pending*, and the tag still
+# lands within ~4 s, well before the guard's retry time.
+GUARD = {
+    "timeout_s": 3,
+    "site_cadence_s": {"vcenter": 1.0, "hyperv": 1.0, "azure": 2.0, "aws": 4.0},
+    "cadence_s": {"CMH-AWS-1": 8.0},
+    "landing_allowance_s": 0.5,
+}
+
+
+def sim_config() -> SimConfig:
+    """A fast, deterministic simulator."""
+    return SimConfig(
+        cadences=dict(SIM_CADENCES), jitter=0.0, tag_lag_s=0.3, task_duration_s=0.2, seed=7
+    )
+
+
+def write_config(
+    sim: SimServer,
+    directory: Path,
+    *,
+    allow_live: bool = False,
+    password_env: str | None = None,
+) -> Path:
+    """A 0600 config for the simulator with a vsphere-like catalog."""
+    creds = sim.credentials
+    zvm: dict[str, Any] = {
+        "url": sim.url,
+        "username": creds["username"],
+        "ca_bundle": sim.ca_bundle,
+    }
+    if password_env:
+        zvm["password_env"] = password_env
+    else:
+        zvm["password"] = creds["password"]
+    config = {
+        "zvm": zvm,
+        "read_only_tools": [LIST_VMS],
+        "tools": {POWER_OFF: {"vm_arg": "name"}},
+        "guard": GUARD,
+        "recovery": {"allow_live": allow_live},
+        "state_dir": str(directory / "state"),
+        "log": str(directory / "decisions.log"),
+    }
+    path = directory / "config.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(config, fh)
+    return path
+
+
+def sim_get(sim: SimServer, path: str) -> Any:
+    """GET a simulator path (control plane, or the API with a fresh token)."""
+    assert sim.ca_bundle is not None
+    verify = ssl.create_default_context(cafile=sim.ca_bundle)
+    with httpx.Client(base_url=sim.url, verify=verify, timeout=5.0) as client:
+        if path.startswith("/_sim/"):
+            return client.get(path).json()
+        form = {
+            "grant_type": "password",
+            "client_id": "zerto-client",
+            "username": sim.credentials["username"],
+            "password": sim.credentials["password"],
+        }
+        token = client.post("/auth/realms/zerto/protocol/openid-connect/token", data=form)
+        headers = {"Authorization": f"Bearer {token.json()['access_token']}"}
+        return client.get(path, headers=headers).json()
+
+
+def sim_post(sim: SimServer, path: str, body: Any) -> Any:
+    """POST to the simulator's control plane."""
+    assert sim.ca_bundle is not None
+    verify = ssl.create_default_context(cafile=sim.ca_bundle)
+    with httpx.Client(base_url=sim.url, verify=verify, timeout=5.0) as client:
+        return client.post(path, json=body).json()
+
+
+def tag_requests(sim: SimServer) -> dict[str, int]:
+    """Tag requests the simulator received, per VPG name."""
+    return dict(sim_get(sim, "/_sim/stats")["tag_requests"])
+
+
+def vpg_wire(sim: SimServer, name: str) -> dict[str, Any]:
+    """A VPG as the simulated ZVM serves it."""
+    rows = sim_get(sim, f"/v1/vpgs?name={name}")
+    assert len(rows) == 1, rows
+    return dict(rows[0])
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory`` with its content."""
+    if not directory.exists():
+        return {}
+    return {
+        str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*") if p.is_file()
+    }
+
+
+def log_records(path: Path) -> list[dict[str, Any]]:
+    """The decision log's records."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def text(result: Any) -> str:
+    """The text of a tool result's first content block."""
+    return str(result.content[0].text)

@@ -1,0 +1,285 @@
+"""preview.py: the guard's decision predicted with no side effects, and the MCP answer form."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from zerto_rewind.config import Settings, load_settings
+from zerto_rewind.decision import Decision, Outcome, Row, VpgOutcome
+from zerto_rewind.preview import answer_of, preview_call
+from zerto_rewind.state import GuardState, TagRecord
+from zerto_rewind.zvm.models import Checkpoint, VmRef, Vpg
+
+NOW = 1_800_000_000.0
+TOOL = "mcp__vsphere__power_off_vm"
+
+
+class FakeZvm:
+    """A scripted ZVM: VPGs with a regular journal; refuses to be asked for a tag."""
+
+    def __init__(self) -> None:
+        self.settings = SimpleNamespace(url="https://zvm.test")
+        self.refs: dict[str, list[VmRef]] = {}
+        self.vpgs: dict[str, Vpg] = {}
+        self.journals: dict[str, list[Checkpoint]] = {}
+        self.calls: list[str] = []
+
+    def add(
+        self, name: str, vms: list[str], *, entity: int = 0, sub: int = 0, cadence=5.0, last=2.0
+    ):
+        """A VPG whose latest checkpoint is ``last`` seconds old, written every ``cadence``."""
+        vpg_id = f"id-{name}"
+        wire = {"VpgIdentifier": vpg_id, "VpgName": name, "Status": 1, "SubStatus": sub}
+        wire["Entities"] = {"Protected": entity, "Recovery": 0}
+        self.vpgs[vpg_id] = Vpg.from_wire(wire)
+        stamps = [NOW - last - cadence * k for k in range(60)][::-1]
+        self.journals[vpg_id] = [cp(str(1000 + i), t) for i, t in enumerate(stamps)]
+        for vm in vms:
+            self.refs.setdefault(vm, []).append(VmRef(f"vm-{vm}", vm, vpg_id, name))
+        return vpg_id
+
+    def find_vms(self, name: str, *, deadline: Any = None) -> list[VmRef]:
+        self.calls.append(f"find_vms {name}")
+        return list(self.refs.get(name, []))
+
+    def get_vpg(self, vpg_id: str, *, deadline: Any = None) -> Vpg:
+        self.calls.append(f"get_vpg {vpg_id}")
+        return self.vpgs[vpg_id]
+
+    def entity_types(self, *, deadline: Any = None) -> list[str]:
+        self.calls.append("entity_types")
+        return ["VCVpg", "VCvApp", "VCDvApp", "PublicCloud-AWS", "HyperV", "PublicCloud-Azure"]
+
+    def list_checkpoints(self, vpg_id: str, *, since=None, until=None, deadline=None):
+        self.calls.append(f"list_checkpoints {vpg_id}")
+        return [c for c in self.journals[vpg_id] if since is None or c.timestamp >= since]
+
+    def tag_checkpoint(self, *args: Any, **kwargs: Any) -> str:
+        raise AssertionError("a preview must never request a tag")
+
+
+def cp(cp_id: str, epoch: float, tag: str | None = None) -> Checkpoint:
+    """A checkpoint at ``epoch``."""
+    return Checkpoint(cp_id, datetime.fromtimestamp(epoch, UTC), tag, 1 if tag else 0)
+
+
+def make_settings(tmp_path: Path, *, top: dict[str, Any] | None = None, **guard: Any) -> Settings:
+    """Settings with a vsphere-like catalog, the given guard knobs and top-level keys."""
+    config = {
+        "zvm": {"url": "https://zvm.test", "username": "u", "password": "p"},
+        "read_only_tools": ["mcp__vsphere__list_vms"],
+        "tools": {TOOL: {"vm_arg": ["name", "names[]"]}},
+        "guard": guard,
+        "state_dir": str(tmp_path / "state"),
+        **(top or {}),
+    }
+    path = tmp_path / "config.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(config, fh)
+    return load_settings({"HOME": str(tmp_path)}, path=str(path))
+
+
+@pytest.fixture
+def zvm() -> FakeZvm:
+    """A ZVM with a vCenter VPG, an AWS VPG and a paused VPG."""
+    fake = FakeZvm()
+    fake.add("jp-local", ["jp-ubuntu"])
+    fake.add("aws-1", ["win2019-1"], entity=3, cadence=630.0, last=20.0)
+    fake.add("paused-vpg", ["sql-paused-1"], sub=25)
+    return fake
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> GuardState:
+    """An empty state directory."""
+    return GuardState(str(tmp_path / "state"))
+
+
+def files(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` and its content."""
+    return {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def preview(settings, zvm, state, vm: str | None = "jp-ubuntu", tool: str = TOOL):
+    """Preview a call on ``vm`` (no VM argument when None)."""
+    tool_input = {} if vm is None else {"name": vm}
+    return preview_call(settings, zvm, state, tool, tool_input, now=NOW)
+
+
+def seed_tag(guard_state: GuardState, vpg_id: str, **fields: Any) -> None:
+    """Put a guard tag on a VPG's record."""
+    allowed = fields.pop("allowed", 0)
+    values = {
+        "name": "t1",
+        "requested_at": NOW - 30,
+        "expected_at": NOW - 25,
+        "overdue_at": NOW + 60,
+    }
+    with guard_state.vpg(vpg_id) as record:
+        record.tag = TagRecord(**{**values, **fields})
+        record.allowed_since_landing = allowed
+
+
+# ---------------------------------------------------------------- rows without a tag
+
+
+def test_read_only_needs_no_zvm(tmp_path, zvm, state):
+    """A read-only tool is answered from the catalog alone."""
+    check = preview(make_settings(tmp_path), zvm, state, tool="mcp__vsphere__list_vms")
+    assert (check.row, check.outcome, check.classification) == ("read_only", "none", "read_only")
+    assert zvm.calls == []
+
+
+def test_unlisted_follows_the_unknown_tools_rule(tmp_path, zvm, state):
+    """An unlisted tool gets the configured rule, and no ZVM call."""
+    settings = make_settings(tmp_path, top={"unknown_tools": "deny"})
+    check = preview(settings, zvm, state, tool="Bash")
+    assert (check.row, check.outcome) == ("unlisted", "deny")
+    assert zvm.calls == []
+
+
+def test_mutating_without_a_vm_prompts(tmp_path, zvm, state):
+    """A mutating call whose VM cannot be found in the arguments is a prompt."""
+    check = preview(make_settings(tmp_path), zvm, state, vm=None)
+    assert (check.row, check.outcome) == ("no_vm", "prompt")
+    assert "vm_arg" in check.summary
+
+
+def test_unknown_vm_prompts(tmp_path, zvm, state):
+    """A VM no VPG protects is a prompt, with the name in the summary."""
+    check = preview(make_settings(tmp_path), zvm, state, vm="ghost")
+    assert (check.row, check.unknown_vms) == ("vm_unknown", ["ghost"])
+    assert "ghost" in check.summary
+
+
+def test_paused_vpg_is_refused_without_listing(tmp_path, zvm, state):
+    """A VPG that cannot take a tag is a failed row, decided from its status alone."""
+    check = preview(make_settings(tmp_path), zvm, state, vm="sql-paused-1")
+    assert (check.row, check.outcome) == ("failed", "deny")
+    assert check.vpgs[0].action == "refuse"
+    assert "replication is paused" in (check.vpgs[0].refusal or "")
+    assert not any(c.startswith("list_checkpoints") for c in zvm.calls)
+
+
+def test_new_tag_wait_follows_the_cadence(tmp_path, zvm, state):
+    """A new tag is expected at the next journal boundary plus the landing allowance."""
+    check = preview(make_settings(tmp_path, landing_allowance_s=1.0), zvm, state)
+    (vpg,) = check.vpgs
+    assert (vpg.action, vpg.cadence_s, vpg.cadence_source) == ("request_new", 5.0, "observed")
+    assert vpg.expected_wait_s == pytest.approx(3.0 + 1.0)  # last checkpoint 2 s ago
+    assert (check.row, check.outcome, check.would_request_tag) == ("confirmed", "context", True)
+    assert vpg.site_kind == "vcenter"
+
+
+def test_cloud_cadence_beyond_the_budget_is_pending(tmp_path, zvm, state):
+    """An AWS VPG whose next checkpoint lies past the budget is pending, per on_pending."""
+    denied = preview(make_settings(tmp_path, timeout_s=10), zvm, state, vm="win2019-1")
+    assert (denied.row, denied.outcome, denied.exceeds_budget) == ("pending", "deny", True)
+    assert denied.vpgs[0].site_kind == "aws"
+    assert denied.expected_wait_s is not None
+    assert denied.expected_wait_s > denied.budget_s
+    asked = preview(
+        make_settings(tmp_path, timeout_s=10, on_pending="prompt"), zvm, state, "win2019-1"
+    )
+    assert asked.outcome == "prompt"
+
+
+def test_worst_vpg_wins_for_several_vms(tmp_path, zvm, state):
+    """One VM on a paused VPG makes the whole call failed."""
+    settings = make_settings(tmp_path)
+    check = preview_call(
+        settings, zvm, state, TOOL, {"names": ["jp-ubuntu", "sql-paused-1"]}, now=NOW
+    )
+    assert [v.row for v in check.vpgs] == ["confirmed", "failed"]
+    assert check.row == "failed"
+
+
+# ---------------------------------------------------------------- existing tags
+
+
+def test_unused_landed_tag_is_reused(tmp_path, zvm, state):
+    """A landed tag no change has used covers the call: no wait, no new tag."""
+    seed_tag(state, "id-jp-local", state="landed", checkpoint_id="1059", landed_at=NOW - 24)
+    check = preview(make_settings(tmp_path), zvm, state)
+    vpg = check.vpgs[0]
+    assert (vpg.action, vpg.row, vpg.expected_wait_s) == ("reuse_landed", "confirmed", 0.0)
+    assert vpg.existing_tag is not None
+    assert vpg.existing_tag.checkpoint_id == "1059"
+    assert check.would_request_tag is False
+
+
+def test_used_landed_tag_means_a_new_tag(tmp_path, zvm, state):
+    """After a change was allowed on a landed tag, the next call needs its own tag."""
+    seed_tag(state, "id-jp-local", state="landed", landed_at=NOW - 24, allowed=1)
+    check = preview(make_settings(tmp_path), zvm, state)
+    assert check.vpgs[0].action == "request_new"
+    assert check.vpgs[0].existing_tag.changes_allowed_since_landing == 1
+
+
+def test_requested_tag_is_joined_until_expected(tmp_path, zvm, state):
+    """A requested tag not yet due is joined; its wait is the time left to its expected landing."""
+    seed_tag(state, "id-aws-1", expected_at=NOW + 400, overdue_at=NOW + 2000)
+    check = preview(make_settings(tmp_path, timeout_s=60), zvm, state, vm="win2019-1")
+    vpg = check.vpgs[0]
+    assert (vpg.action, vpg.expected_wait_s, vpg.row) == ("join_pending", 400.0, "pending")
+    assert check.would_request_tag is False
+
+
+def test_requested_tag_found_in_the_journal_is_reused(tmp_path, zvm, state):
+    """A requested tag that is listable once due counts as landed."""
+    seed_tag(state, "id-jp-local", name="landed-tag")
+    zvm.journals["id-jp-local"].append(cp("2000", NOW - 24, tag="landed-tag"))
+    check = preview(make_settings(tmp_path), zvm, state)
+    assert (check.vpgs[0].action, check.row) == ("reuse_landed", "confirmed")
+
+
+def test_overdue_tag_fails_the_call(tmp_path, zvm, state):
+    """A requested tag past its overdue time and not in the journal fails the call."""
+    seed_tag(state, "id-jp-local", overdue_at=NOW - 1)
+    check = preview(make_settings(tmp_path), zvm, state)
+    assert (check.vpgs[0].action, check.row) == ("fail_overdue", "failed")
+    assert "never reached the journal" in (check.vpgs[0].refusal or "")
+
+
+def test_preview_writes_nothing(tmp_path, zvm, state):
+    """Whatever the row, the state directory is byte-for-byte unchanged."""
+    seed_tag(state, "id-aws-1", expected_at=NOW + 400, overdue_at=NOW + 2000)
+    settings = make_settings(tmp_path)
+    before = files(tmp_path / "state")
+    for vm in ("jp-ubuntu", "win2019-1", "sql-paused-1", "ghost"):
+        preview(settings, zvm, state, vm=vm)
+    assert files(tmp_path / "state") == before
+
+
+# ---------------------------------------------------------------- the MCP answer
+
+
+def test_answer_of_a_pending_decision_gives_the_retry_time():
+    """A pending decision becomes proceed=false with retry_after and seconds to wait."""
+    outcome = VpgOutcome("id-1", "aws-1", ("win2019-1",), "aws", Row.PENDING, tag="t")
+    decision = Decision(Row.PENDING, Outcome.DENY, TOOL, reason="pending", vpgs=[outcome])
+    decision.retry_after = NOW + 42
+    answer = answer_of(decision, now=NOW)
+    assert (answer.proceed, answer.retry_in_s, answer.message) == (False, 42.0, "pending")
+    assert answer.retry_after == "2027-01-15T08:00:42.000Z"
+    assert answer.checkpoints[0].rewind is None
+
+
+def test_answer_of_a_confirmed_decision_says_how_to_rewind():
+    """A confirmed decision carries the checkpoint, its landing time and the way back."""
+    outcome = VpgOutcome("id-1", "jp-local", ("jp-ubuntu",), "vcenter", Row.CONFIRMED)
+    outcome.checkpoint_id, outcome.tag, outcome.landed_at = "77", "t", NOW
+    decision = Decision(Row.CONFIRMED, Outcome.CONTEXT, TOOL, context="ctx", vpgs=[outcome])
+    answer = answer_of(decision, now=NOW)
+    (confirmation,) = answer.checkpoints
+    assert (answer.proceed, answer.message, confirmation.checkpoint_id) == (True, "ctx", "77")
+    assert confirmation.timestamp == "2027-01-15T08:00:00.000Z"
+    assert "zerto_recovery_plan(vm='jp-ubuntu', checkpoint='77')" in (confirmation.rewind or "")

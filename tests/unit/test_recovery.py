@@ -1,0 +1,320 @@
+"""recovery.py (and the lookups of protection.py): plans, refusals, confirms and task handling."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from zerto_rewind import recovery
+from zerto_rewind.config import Settings, load_settings
+from zerto_rewind.errors import AmbiguousVm, ZvmTimeout
+from zerto_rewind.protection import UsageError, parse_since, select_ref
+from zerto_rewind.recovery import RecoveryError, confirm_token
+from zerto_rewind.zvm.models import Checkpoint, Task, VmRef, Vpg
+
+NOW = 1_800_000_000.0
+
+
+class FakeZvm:
+    """A scripted ZVM that records every call; tasks complete unless told otherwise."""
+
+    def __init__(self) -> None:
+        self.settings = SimpleNamespace(url="https://zvm.test")
+        self.refs: dict[str, list[VmRef]] = {}
+        self.vpgs: dict[str, Vpg] = {}
+        self.journal: list[Checkpoint] = []
+        self.calls: list[tuple[Any, ...]] = []
+        self.task_state = 6  # Completed
+        self.complete_reason: str | None = None
+
+    def add(self, name: str, vm: str, *, sub: int = 0, test: bool = False) -> None:
+        """A VPG protecting ``vm``."""
+        wire: dict[str, Any] = {"VpgIdentifier": f"id-{name}", "VpgName": name, "Status": 1}
+        wire |= {"SubStatus": sub, "RecoverySiteName": "dr", "Entities": {"Protected": 0}}
+        wire["ActiveProcessesApi"] = {"RunningFailOverTestApi": {"Stage": "x"} if test else None}
+        self.vpgs[f"id-{name}"] = Vpg.from_wire(wire)
+        self.refs.setdefault(vm, []).append(VmRef(f"vm-{vm}", vm, f"id-{name}", name))
+
+    def find_vms(self, name, *, deadline=None):
+        return list(self.refs.get(name, []))
+
+    def get_vpg(self, vpg_id, *, deadline=None):
+        return self.vpgs[vpg_id]
+
+    def entity_types(self, *, deadline=None):
+        return ["VCVpg"]
+
+    def list_checkpoints(self, vpg_id, *, since=None, until=None, deadline=None):
+        self.calls.append(("list_checkpoints", since is not None))
+        return [c for c in self.journal if since is None or c.timestamp >= since]
+
+    def _task(self, *call: Any) -> str:
+        self.calls.append(call)
+        return f"task-{len(self.calls)}"
+
+    def failover_test(self, vpg_id, checkpoint_id=None, vm_ids=None, *, deadline=None):
+        return self._task("failover_test", vpg_id, checkpoint_id, vm_ids)
+
+    def failover_test_stop(self, vpg_id, success, summary, *, deadline=None):
+        return self._task("failover_test_stop", vpg_id, success, summary)
+
+    def failover(self, vpg_id, checkpoint_id, **kwargs):
+        kwargs.pop("deadline", None)
+        return self._task("failover", vpg_id, checkpoint_id, kwargs)
+
+    def failover_commit(self, vpg_id, reverse_protection, *, deadline=None):
+        return self._task("failover_commit", vpg_id, reverse_protection)
+
+    def failover_rollback(self, vpg_id, *, deadline=None):
+        return self._task("failover_rollback", vpg_id)
+
+    def restore_vm(self, vm_id, vpg_id, checkpoint_id, **kwargs):
+        return self._task("restore_vm", vm_id, vpg_id, checkpoint_id, kwargs["restored_vm_name"])
+
+    def restore_commit(self, vm_id, vpg_id, *, deadline=None):
+        return self._task("restore_commit", vm_id, vpg_id)
+
+    def restore_rollback(self, vm_id, vpg_id, *, deadline=None):
+        return self._task("restore_rollback", vm_id, vpg_id)
+
+    def get_task(self, task_id, *, deadline=None):
+        wire = {"TaskIdentifier": task_id, "Status": {"State": self.task_state, "Progress": 40}}
+        wire["CompleteReason"] = self.complete_reason
+        return Task.from_wire(wire)
+
+    def wait_for_task(self, task_id, *, deadline=None, poll_s=0.5):
+        task = self.get_task(task_id)
+        if not task.done:
+            raise ZvmTimeout("still running")
+        return task
+
+    def operations(self) -> list[str]:
+        """The names of the state-changing calls made."""
+        return [c[0] for c in self.calls if c[0] != "list_checkpoints"]
+
+
+def cp(cp_id: str, epoch: float, tag: str | None = None) -> Checkpoint:
+    """A checkpoint at ``epoch``."""
+    return Checkpoint(cp_id, datetime.fromtimestamp(epoch, UTC), tag, 1 if tag else 0)
+
+
+def make_settings(tmp_path: Path, *, allow_live: bool) -> Settings:
+    """Settings whose recovery.allow_live is as given."""
+    config = {
+        "zvm": {"url": "https://zvm.test", "username": "u", "password": "p"},
+        "recovery": {"allow_live": allow_live},
+        "state_dir": str(tmp_path / "state"),
+    }
+    path = tmp_path / "config.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(config, fh)
+    return load_settings({"HOME": str(tmp_path)}, path=str(path))
+
+
+@pytest.fixture
+def zvm() -> FakeZvm:
+    """jp-ubuntu in one VPG, multi-1 in two, a journal with tags at 100 and 140."""
+    fake = FakeZvm()
+    fake.add("jp-local", "jp-ubuntu")
+    fake.add("multi-a", "multi-1")
+    fake.add("multi-b", "multi-1")
+    now = datetime.now(UTC).timestamp()
+    fake.journal = [
+        cp(str(100 + i), now - 300 + i, tag="before change" if i in (0, 40) else None)
+        for i in range(60)
+    ]
+    return fake
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Settings:
+    """Settings with live recovery enabled."""
+    return make_settings(tmp_path, allow_live=True)
+
+
+# ---------------------------------------------------------------- lookups
+
+
+def test_parse_since_accepts_durations_and_iso_times():
+    """since takes 90s/30m/2h/1d back from now, or an ISO-8601 time."""
+    assert parse_since("30m", NOW).timestamp() == NOW - 1800
+    assert parse_since(" 2h ", NOW).timestamp() == NOW - 7200
+    assert parse_since("1.5d", NOW).timestamp() == NOW - 129600
+    assert parse_since("2027-01-15T08:00:00Z", NOW).timestamp() == NOW
+    with pytest.raises(UsageError, match="neither a duration"):
+        parse_since("last tuesday", NOW)
+
+
+def test_select_ref_needs_a_vpg_when_the_vm_is_in_several(zvm):
+    """A multi-VPG VM needs vpg=, named or by id; a wrong vpg lists the choices."""
+    refs = zvm.refs["multi-1"]
+    with pytest.raises(AmbiguousVm, match="'multi-a', 'multi-b'"):
+        select_ref(refs, "multi-1", None)
+    assert select_ref(refs, "multi-1", "MULTI-B").vpg_name == "multi-b"
+    assert select_ref(refs, "multi-1", "id-multi-a").vpg_name == "multi-a"
+    with pytest.raises(UsageError, match="its VPGs are 'multi-a', 'multi-b'"):
+        select_ref(refs, "multi-1", "other")
+
+
+def test_find_checkpoint_names_the_nearest_tagged_ones(zvm):
+    """An absent checkpoint is an error listing tagged checkpoints nearest to the id asked for."""
+    with pytest.raises(UsageError) as caught:
+        recovery.find_checkpoint(zvm, "id-jp-local", "jp-local", "175")
+    message = str(caught.value)
+    assert "checkpoint '175' is not in the journal of VPG 'jp-local'" in message
+    assert message.index("140 at") < message.index("100 at")  # nearest first
+    assert recovery.find_checkpoint(zvm, "id-jp-local", "jp-local", "140").tag == "before change"
+
+
+def test_find_checkpoint_searches_the_whole_journal_when_it_reaches_back(zvm):
+    """When the journal starts before the recent window, the whole journal is searched."""
+    now = datetime.now(UTC).timestamp()
+    zvm.journal[:0] = [cp("7", now - 86400 * 3), cp("8", now - 6 * 3600 + 30)]
+    assert recovery.find_checkpoint(zvm, "id-jp-local", "jp-local", "7").cp_id == "7"
+    assert zvm.calls == [("list_checkpoints", True), ("list_checkpoints", False)]
+
+
+# ---------------------------------------------------------------- the plan
+
+
+def test_plan_lists_the_three_ways_and_gates_live_ones(zvm, tmp_path):
+    """The plan offers test, failover and restore; live ones are unavailable unless enabled."""
+    plan = recovery.recovery_plan(
+        zvm, make_settings(tmp_path, allow_live=False), "jp-ubuntu", "140"
+    )
+    assert plan.confirm == "jp-ubuntu@140"
+    assert plan.checkpoint.tag == "before change"
+    options = {o.operation: o for o in plan.options}
+    assert options["failover_test"].available
+    assert not options["live_failover"].available
+    assert "allow_live" in (options["journal_vm_restore"].unavailable_reason or "")
+    assert options["live_failover"].steps[0].arguments["confirm"] == "jp-ubuntu@140"
+    assert zvm.operations() == []  # read-only
+
+
+def test_plan_for_a_busy_vpg_marks_everything_unavailable(tmp_path, live):
+    """A VPG waiting before commit with a running test offers nothing to run now."""
+    zvm = FakeZvm()
+    zvm.add("busy", "vm-1", sub=15, test=True)
+    zvm.journal = [cp("1", datetime.now(UTC).timestamp() - 10)]
+    plan = recovery.recovery_plan(zvm, live, "vm-1", "1")
+    assert [o.available for o in plan.options] == [False, False, False]
+    assert "FailingOverBeforeCommit" in (plan.options[1].unavailable_reason or "")
+
+
+def test_plan_for_a_multi_vpg_vm_names_the_vpg_in_every_step(zvm, live):
+    """With vpg= the steps repeat it; without it the plan is refused."""
+    with pytest.raises(AmbiguousVm):
+        recovery.recovery_plan(zvm, live, "multi-1", "140")
+    plan = recovery.recovery_plan(zvm, live, "multi-1", "140", vpg="multi-b")
+    assert all(s.arguments["vpg"] == "multi-b" for o in plan.options for s in o.steps)
+
+
+# ---------------------------------------------------------------- failover test
+
+
+def test_failover_test_starts_from_the_checkpoint_for_this_vm(zvm):
+    """The test targets the VM's VPG, the checkpoint and only this VM; then says how to stop."""
+    result = recovery.start_failover_test(zvm, "jp-ubuntu", "140")
+    assert zvm.calls[-1] == ("failover_test", "id-jp-local", "140", ["vm-jp-ubuntu"])
+    assert (result.task_state, result.next_steps[0].tool) == (
+        "COMPLETED",
+        "zerto_stop_failover_test",
+    )
+
+
+def test_failed_task_is_an_error_with_the_zvm_reason(zvm):
+    """A failed ZVM task raises RecoveryError carrying the CompleteReason."""
+    zvm.task_state, zvm.complete_reason = 4, "no test network"
+    with pytest.raises(RecoveryError, match="ended FAILED: no test network"):
+        recovery.start_failover_test(zvm, "jp-ubuntu", "140")
+
+
+def test_task_still_running_is_reported_not_failed(zvm):
+    """A task still running at the wait's end is returned as running."""
+    zvm.task_state = 1
+    result = recovery.stop_failover_test(zvm, "jp-ubuntu", False, "bad disk", wait_s=0.1)
+    assert result.task_state == "IN_PROGRESS"
+    assert "still IN_PROGRESS" in result.summary
+    assert zvm.calls[-1] == ("failover_test_stop", "id-jp-local", False, "bad disk")
+
+
+# ---------------------------------------------------------------- live recovery
+
+
+def test_live_recovery_is_refused_when_disabled(zvm, tmp_path):
+    """With allow_live false every live function refuses before touching the ZVM."""
+    settings = make_settings(tmp_path, allow_live=False)
+    token = confirm_token("jp-ubuntu", "140")
+    attempts = [
+        lambda: recovery.failover(zvm, settings, "jp-ubuntu", "140", token),
+        lambda: recovery.finish_failover(zvm, settings, "jp-ubuntu", token, commit=True),
+        lambda: recovery.finish_failover(zvm, settings, "jp-ubuntu", token, commit=False),
+        lambda: recovery.restore_vm(zvm, settings, "jp-ubuntu", "140", token),
+        lambda: recovery.finish_restore(zvm, settings, "jp-ubuntu", token, commit=True),
+        lambda: recovery.finish_restore(zvm, settings, "jp-ubuntu", token, commit=False),
+    ]
+    for attempt in attempts:
+        with pytest.raises(RecoveryError, match='"allow_live": true'):
+            attempt()
+    assert zvm.calls == []
+
+
+@pytest.mark.parametrize(
+    "confirm", ["jp-ubuntu", "jp-ubuntu@141", "JP-UBUNTU@140", " jp-ubuntu@140"]
+)
+def test_live_recovery_needs_the_exact_confirm(zvm, live, confirm):
+    """Anything but '<vm>@<checkpoint>' exactly is refused before any ZVM call."""
+    with pytest.raises(RecoveryError, match="'jp-ubuntu@140'"):
+        recovery.failover(zvm, live, "jp-ubuntu", "140", confirm)
+    with pytest.raises(RecoveryError, match="Nothing was changed"):
+        recovery.restore_vm(zvm, live, "jp-ubuntu", "140", confirm)
+    assert zvm.calls == []
+
+
+def test_failover_then_commit_uses_the_recorded_checkpoint(zvm, live):
+    """Failover passes the policies; commit wants the checkpoint the failover started from."""
+    token = confirm_token("jp-ubuntu", "140")
+    result = recovery.failover(
+        zvm, live, "jp-ubuntu", "140", token, commit_policy="commit", reverse_protection=True,
+        shutdown_policy="force_shutdown",
+    )  # fmt: skip
+    policies = {"commit_policy": 1, "shutdown_policy": 2, "reverse_protection": True}
+    assert zvm.calls[-1] == ("failover", "id-jp-local", "140", policies)
+    assert [s.arguments["confirm"] for s in result.next_steps] == [token, token]
+    with pytest.raises(RecoveryError, match="'jp-ubuntu@140'"):
+        recovery.finish_failover(
+            zvm, live, "jp-ubuntu", "jp-ubuntu@100", commit=True, reverse_protection=True
+        )
+    recovery.finish_failover(zvm, live, "jp-ubuntu", token, commit=True, reverse_protection=True)
+    assert zvm.calls[-1] == ("failover_commit", "id-jp-local", True)
+    assert not list((Path(live.state_dir) / "recovery").iterdir())  # record dropped
+
+
+def test_commit_of_a_failover_started_elsewhere_checks_the_journal(zvm, live):
+    """Without a record, the confirm's checkpoint must be in the VPG's journal."""
+    with pytest.raises(UsageError, match="checkpoint '999' is not in the journal"):
+        recovery.finish_failover(zvm, live, "jp-ubuntu", "jp-ubuntu@999", commit=False)
+    with pytest.raises(RecoveryError, match="confirm must repeat"):
+        recovery.finish_failover(zvm, live, "jp-ubuntu", "other-vm@140", commit=False)
+    recovery.finish_failover(zvm, live, "jp-ubuntu", "jp-ubuntu@140", commit=False)
+    assert zvm.operations() == ["failover_rollback"]
+
+
+def test_restore_then_rollback(zvm, live):
+    """A journal restore names the restored VM; its rollback repeats the same confirm."""
+    token = confirm_token("jp-ubuntu", "100")
+    recovery.restore_vm(zvm, live, "jp-ubuntu", "100", token, restored_vm_name="jp-back")
+    assert zvm.calls[-1] == ("restore_vm", "vm-jp-ubuntu", "id-jp-local", "100", "jp-back")
+    with pytest.raises(RecoveryError):
+        recovery.finish_restore(zvm, live, "jp-ubuntu", "jp-ubuntu@140", commit=False)
+    result = recovery.finish_restore(zvm, live, "jp-ubuntu", token, commit=False)
+    assert zvm.calls[-1] == ("restore_rollback", "vm-jp-ubuntu", "id-jp-local")
+    assert "rolled back" in result.summary
