@@ -26,7 +26,7 @@ from .errors import ConfigError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any, NoReturn
+    from typing import Any
 
 __all__ = [
     "CatalogSettings",
@@ -37,6 +37,8 @@ __all__ = [
     "VmPath",
     "ZvmSettings",
     "config_path",
+    "default_log_path",
+    "home_dir",
     "load_settings",
     "validate_patterns",
 ]
@@ -253,7 +255,7 @@ def config_path(env: Mapping[str, str] | None = None) -> str:
     named = env.get("ZERTO_REWIND_CONFIG", "").strip()
     if named:
         return os.path.abspath(os.path.expanduser(named))
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(_home(env), ".config")
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(home_dir(env), ".config")
     return os.path.join(base, "zerto-rewind", "config.json")
 
 
@@ -264,7 +266,7 @@ def default_log_path(env: Mapping[str, str] | None = None) -> str:
     return (
         os.path.abspath(os.path.expanduser(named))
         if named
-        else os.path.join(_home(env), ".zerto-guard-hook.log")
+        else os.path.join(home_dir(env), ".zerto-guard-hook.log")
     )
 
 
@@ -272,8 +274,10 @@ def load_settings(env: Mapping[str, str] | None = None, *, path: str | None = No
     """Read, validate and return the settings; ConfigError names file, key and problem."""
     env = os.environ if env is None else env
     path = path or config_path(env)
+    from ._config_parser import Parser  # import-light too: plain code, no json/re
+
     raw, mode = _read_config_file(path, env)
-    parser = _Parser(path, os.path.dirname(path))
+    parser = Parser(path, os.path.dirname(path))
     return parser.settings(raw, env, loose_permissions=bool(mode & 0o077))
 
 
@@ -296,7 +300,8 @@ def validate_patterns(settings: Settings) -> None:
                 raise ConfigError(msg, path=settings.path, key=key)
 
 
-def _home(env: Mapping[str, str]) -> str:
+def home_dir(env: Mapping[str, str]) -> str:
+    """``$HOME``, else the user's home directory."""
     return env.get("HOME") or os.path.expanduser("~")
 
 
@@ -335,357 +340,3 @@ def _read_secret_file(path: str) -> str:
         msg = f"secret file {path} is empty"
         raise ConfigError(msg)
     return value
-
-
-class _Parser:
-    """Validates the raw JSON; every error names the file and the dotted key."""
-
-    def __init__(self, path: str, base_dir: str) -> None:
-        self.path = path
-        self.base_dir = base_dir
-
-    def fail(self, key: str, message: str) -> NoReturn:
-        raise ConfigError(message, path=self.path, key=key)
-
-    # ---- scalar helpers
-
-    def obj(self, value: Any, key: str, allowed: tuple[str, ...]) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            self.fail(key, f"must be a JSON object, not {_kind(value)}")
-        for name in value:
-            if name not in allowed and not name.startswith(("_", "$")):
-                hint = ", ".join(allowed)
-                self.fail(f"{key}.{name}" if key else name, f"unknown key (known keys: {hint})")
-        return value
-
-    def string(self, value: Any, key: str, *, choices: tuple[str, ...] = ()) -> str:
-        if not isinstance(value, str) or not value.strip():
-            self.fail(key, f"must be a non-empty string, not {_kind(value)}")
-        if choices and value not in choices:
-            self.fail(key, f"must be one of {', '.join(choices)}, not {value!r}")
-        return value
-
-    def number(
-        self, value: Any, key: str, *, minimum: float = 0.0, inclusive: bool = False
-    ) -> float:
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number or value != value or value in (float("inf"), float("-inf")):
-            self.fail(key, f"must be a finite number, not {value!r}")
-        if value < minimum or (value == minimum and not inclusive):
-            bound = "at least" if inclusive else "greater than"
-            self.fail(key, f"must be a number {bound} {minimum:g}, not {value!r}")
-        try:
-            return float(value)
-        except OverflowError:
-            self.fail(key, "is too large a number")
-
-    def boolean(self, value: Any, key: str) -> bool:
-        if not isinstance(value, bool):
-            self.fail(key, f"must be true or false, not {value!r}")
-        return value
-
-    def file_path(self, value: Any, key: str) -> str:
-        text = os.path.expanduser(self.string(value, key))
-        return text if os.path.isabs(text) else os.path.normpath(os.path.join(self.base_dir, text))
-
-    # ---- sections
-
-    def settings(self, raw: Any, env: Mapping[str, str], *, loose_permissions: bool) -> Settings:
-        top = self.obj(
-            raw,
-            "",
-            (
-                "zvm",
-                "read_only_tools",
-                "tools",
-                "vm_map",
-                "unknown_tools",
-                "guard",
-                "recovery",
-                "state_dir",
-                "log",
-            ),
-        )
-        if "zvm" not in top:
-            self.fail("zvm", "missing: the ZVM's url and credentials are required")
-        zvm = self.zvm(top["zvm"], env, loose_permissions=loose_permissions)
-        catalog = self.catalog(top, env)
-        guard = self.guard(top.get("guard", {}), env)
-        recovery = self.obj(top.get("recovery", {}), "recovery", ("allow_live",))
-        allow_live = self.boolean(recovery.get("allow_live", False), "recovery.allow_live")
-        return Settings(
-            path=self.path,
-            zvm=zvm,
-            catalog=catalog,
-            guard=guard,
-            allow_live_recovery=allow_live,
-            state_dir=self.state_dir(top, env),
-            log_path=self.log_path(top, env),
-        )
-
-    def state_dir(self, top: dict[str, Any], env: Mapping[str, str]) -> str:
-        named = env.get("ZERTO_REWIND_STATE_DIR", "").strip()
-        if named:
-            return os.path.abspath(os.path.expanduser(named))
-        if "state_dir" in top:
-            return self.file_path(top["state_dir"], "state_dir")
-        base = env.get("XDG_STATE_HOME") or os.path.join(_home(env), ".local", "state")
-        return os.path.join(base, "zerto-rewind")
-
-    def log_path(self, top: dict[str, Any], env: Mapping[str, str]) -> str:
-        if env.get("ZERTO_HOOK_LOG", "").strip() or "log" not in top:
-            return default_log_path(env)
-        return self.file_path(top["log"], "log")
-
-    def zvm(self, raw: Any, env: Mapping[str, str], *, loose_permissions: bool) -> ZvmSettings:
-        keys = (
-            "url", "client_id", "client_secret", "client_secret_env", "client_secret_file",
-            "username", "password", "password_env", "password_file",
-            "ca_bundle", "verify_tls", "connect_timeout_s", "read_timeout_s", "scope",
-        )  # fmt: skip
-        zvm = self.obj(raw, "zvm", keys)
-        url = self.url(zvm.get("url"))
-        password_keys: list[str] = [
-            k for k in ("password", "password_env", "password_file") if k in zvm
-        ]
-        secret_keys: list[str] = [
-            k for k in ("client_secret", "client_secret_env", "client_secret_file") if k in zvm
-        ]
-        chosen: list[str]
-        username: str | None = None
-        if "username" in zvm or password_keys:
-            if secret_keys:
-                self.fail("zvm", "give username + password or client_id + client_secret, not both")
-            grant, chosen, client_id = (
-                "password",
-                password_keys,
-                zvm.get("client_id", "zerto-client"),
-            )
-            username = self.string(zvm.get("username"), "zvm.username")
-        else:
-            grant, chosen, client_id = "client_credentials", secret_keys, zvm.get("client_id")
-        client_id = self.string(client_id, "zvm.client_id")
-        source = self.secret_source(zvm, chosen, grant, loose_permissions=loose_permissions)
-        verify = self.boolean(zvm.get("verify_tls", True), "zvm.verify_tls")
-        ca_bundle = (
-            self.file_path(zvm["ca_bundle"], "zvm.ca_bundle") if "ca_bundle" in zvm else None
-        )
-        if ca_bundle is not None and not verify:
-            self.fail("zvm.verify_tls", "is false while zvm.ca_bundle is set; drop one of them")
-        return ZvmSettings(
-            url=url,
-            grant=grant,
-            client_id=client_id,
-            username=username,
-            secret_source=source,
-            ca_bundle=ca_bundle,
-            verify_tls=verify,
-            connect_timeout_s=self.number(zvm.get("connect_timeout_s", 5), "zvm.connect_timeout_s"),
-            read_timeout_s=self.number(zvm.get("read_timeout_s", 30), "zvm.read_timeout_s"),
-            scope=self.string(zvm["scope"], "zvm.scope") if "scope" in zvm else None,
-            secret_origin=(self.path, f"zvm.{chosen[0]}"),
-            env=env,
-        )
-
-    def url(self, value: Any) -> str:
-        url = self.string(value, "zvm.url").rstrip("/")
-        if not url.startswith(("https://", "http://")) or len(url.split("://", 1)[1]) == 0:
-            self.fail("zvm.url", f"must be an https:// URL of the ZVM, not {url!r}")
-        return url
-
-    def secret_source(
-        self, zvm: dict[str, Any], chosen: list[str], grant: str, *, loose_permissions: bool
-    ) -> tuple[str, str]:
-        what = "password" if grant == "password" else "client_secret"
-        if len(chosen) != 1:
-            options = f"{what}_env, {what}_file or {what}"
-            problem = "missing" if not chosen else f"set only one of {', '.join(chosen)}"
-            self.fail(f"zvm.{what}", f"{problem}: give exactly one of {options}")
-        key = chosen[0]
-        if key.endswith("_env"):
-            return ("env", self.string(zvm[key], f"zvm.{key}"))
-        if key.endswith("_file"):
-            return ("file", self.file_path(zvm[key], f"zvm.{key}"))
-        if loose_permissions:
-            msg = (
-                "holds a secret but the config file is readable by others; "
-                f"chmod 600 the file, or use zvm.{what}_env / zvm.{what}_file"
-            )
-            self.fail(f"zvm.{key}", msg)
-        return ("inline", self.string(zvm[key], f"zvm.{key}"))
-
-    def catalog(self, top: dict[str, Any], env: Mapping[str, str]) -> CatalogSettings:
-        read_only = self.name_list(top.get("read_only_tools", []), "read_only_tools")
-        tools_raw = top.get("tools", {})
-        if not isinstance(tools_raw, dict):
-            self.fail(
-                "tools", f"must be a JSON object of tool name -> spec, not {_kind(tools_raw)}"
-            )
-        tools = {name: self.tool(name, spec) for name, spec in tools_raw.items()}
-        both = sorted(set(read_only) & set(tools))
-        if both:
-            self.fail(
-                "tools", f"{both[0]!r} is also in read_only_tools; a tool is one or the other"
-            )
-        vm_map = self.vm_map(top["vm_map"], "vm_map") if "vm_map" in top else None
-        unknown, source = self.unknown(top, env)
-        return CatalogSettings(tuple(read_only), tools, vm_map, unknown, source)
-
-    def unknown(self, top: dict[str, Any], env: Mapping[str, str]) -> tuple[str, str]:
-        named = env.get("ZERTO_HOOK_UNKNOWN", "").strip().lower()
-        if named:
-            if named not in UNKNOWN_CHOICES:
-                msg = (
-                    f"ZERTO_HOOK_UNKNOWN must be one of {', '.join(UNKNOWN_CHOICES)}, not {named!r}"
-                )
-                raise ConfigError(msg)
-            return named, "ZERTO_HOOK_UNKNOWN"
-        if "unknown_tools" in top:
-            return self.string(
-                top["unknown_tools"], "unknown_tools", choices=UNKNOWN_CHOICES
-            ), "config"
-        return "prompt", "default"
-
-    def name_list(self, value: Any, key: str) -> list[str]:
-        if not isinstance(value, list):
-            self.fail(key, f"must be a list of tool names or glob patterns, not {_kind(value)}")
-        names = [self.string(item, f"{key}[{i}]") for i, item in enumerate(value)]
-        if len(set(names)) != len(names):
-            dupe = next(n for n in names if names.count(n) > 1)
-            self.fail(key, f"lists {dupe!r} twice")
-        return names
-
-    def tool(self, name: str, spec: Any) -> ToolSpec:
-        key = f"tools.{name}"
-        if not name.strip():
-            self.fail("tools", "a tool name is empty")
-        spec = self.obj(spec, key, ("vm_arg", "vm_map"))
-        vm_arg = self.vm_arg(spec["vm_arg"], f"{key}.vm_arg") if "vm_arg" in spec else ()
-        vm_map = self.vm_map(spec["vm_map"], f"{key}.vm_map") if "vm_map" in spec else None
-        return ToolSpec(name, vm_arg, vm_map)
-
-    def vm_arg(self, value: Any, key: str) -> tuple[VmPath, ...]:
-        items = value if isinstance(value, list) else [value]
-        if not items:
-            self.fail(key, "is an empty list; name at least one argument path")
-        return tuple(
-            self.vm_path(item, f"{key}[{i}]" if isinstance(value, list) else key)
-            for i, item in enumerate(items)
-        )
-
-    def vm_path(self, value: Any, key: str) -> VmPath:
-        if isinstance(value, dict):
-            spec = self.obj(value, key, ("path", "pattern"))
-            pattern = (
-                self.string(spec.get("pattern"), f"{key}.pattern") if "pattern" in spec else None
-            )
-            return VmPath(self.arg_path(spec.get("path"), f"{key}.path"), pattern)
-        return VmPath(self.arg_path(value, key))
-
-    def arg_path(self, value: Any, key: str) -> str:
-        path = self.string(value, key)
-        for part in path.split("."):
-            bare = part[:-2] if part.endswith("[]") else part
-            if not bare or "[" in bare or "]" in bare:
-                self.fail(key, f"{path!r} is not a dotted path like 'name', 'vm.name' or 'vms[]'")
-        return path
-
-    def vm_map(self, value: Any, key: str) -> VmMap:
-        spec = self.obj(value, key, ("aliases", "strip_domain"))
-        aliases_raw = spec.get("aliases", {})
-        if not isinstance(aliases_raw, dict):
-            self.fail(f"{key}.aliases", "must be an object of alias -> VM name")
-        aliases = {
-            self.string(k, f"{key}.aliases").lower(): self.string(v, f"{key}.aliases.{k}")
-            for k, v in aliases_raw.items()
-        }
-        strip = spec.get("strip_domain", False)
-        if isinstance(strip, list):
-            domains = tuple(
-                self.string(d, f"{key}.strip_domain").lower().lstrip(".") for d in strip
-            )
-            return VmMap(aliases, domains)
-        return VmMap(aliases, self.boolean(strip, f"{key}.strip_domain"))
-
-    def guard(self, raw: Any, env: Mapping[str, str]) -> GuardSettings:
-        keys = (
-            "timeout_s", "on_pending", "prompt_as", "cadence_s", "site_cadence_s", "site_types",
-            "landing_allowance_s", "overdue_factor", "overdue_min_s", "vm_cache_ttl_s",
-            "tag_prefix",
-        )  # fmt: skip
-        guard = self.obj(raw, "guard", keys)
-        values: dict[str, Any] = {}
-        for name in ("timeout_s", "overdue_min_s"):
-            if name in guard:
-                values[name] = self.number(guard[name], f"guard.{name}")
-        for name in ("landing_allowance_s", "vm_cache_ttl_s"):
-            if name in guard:
-                values[name] = self.number(guard[name], f"guard.{name}", inclusive=True)
-        if "overdue_factor" in guard:
-            factor = guard["overdue_factor"]
-            values["overdue_factor"] = self.number(
-                factor, "guard.overdue_factor", minimum=1.0, inclusive=True
-            )
-        for name, choices in (("on_pending", ON_PENDING_CHOICES), ("prompt_as", PROMPT_AS_CHOICES)):
-            if name in guard:
-                values[name] = self.string(guard[name], f"guard.{name}", choices=choices)
-        if "tag_prefix" in guard:
-            values["tag_prefix"] = self.tag_prefix(guard["tag_prefix"])
-        values["cadence_s"] = self.seconds_map(guard.get("cadence_s", {}), "guard.cadence_s")
-        site_cadence = self.seconds_map(guard.get("site_cadence_s", {}), "guard.site_cadence_s")
-        for kind in site_cadence:
-            if kind not in SITE_KINDS:
-                self.fail(
-                    f"guard.site_cadence_s.{kind}",
-                    f"unknown site kind; use {', '.join(SITE_KINDS)}",
-                )
-        values["site_cadence_s"] = site_cadence
-        values["site_types"] = self.site_types(guard.get("site_types", {}))
-        timeout = env.get("ZERTO_HOOK_GUARD_TIMEOUT", "").strip()
-        if timeout:
-            values["timeout_s"] = _env_seconds(timeout)
-        return GuardSettings(**values)
-
-    def tag_prefix(self, value: Any) -> str:
-        prefix = self.string(value, "guard.tag_prefix")
-        if len(prefix) > 40:
-            self.fail("guard.tag_prefix", "must be at most 40 characters (ZVM limits tag length)")
-        return prefix
-
-    def seconds_map(self, value: Any, key: str) -> dict[str, float]:
-        if not isinstance(value, dict):
-            self.fail(key, f"must be an object of name -> seconds, not {_kind(value)}")
-        return {name: self.number(v, f"{key}.{name}") for name, v in value.items()}
-
-    def site_types(self, value: Any) -> dict[int, str]:
-        if not isinstance(value, dict):
-            self.fail("guard.site_types", "must be an object of entity type number -> site kind")
-        result: dict[int, str] = {}
-        for number, kind in value.items():
-            key = f"guard.site_types.{number}"
-            if not (number.isascii() and number.isdigit()):
-                self.fail(key, 'keys are Entities.Protected numbers such as "3"')
-            result[int(number)] = self.string(kind, key, choices=SITE_KINDS)
-        return result
-
-
-def _env_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value != value or value == float("inf"):
-        msg = f"ZERTO_HOOK_GUARD_TIMEOUT must be a positive number of seconds, not {text!r}"
-        raise ConfigError(msg)
-    return value
-
-
-def _kind(value: Any) -> str:
-    names = {
-        dict: "an object",
-        list: "a list",
-        str: "a string",
-        bool: "a boolean",
-        type(None): "null",
-    }
-    return names.get(type(value), "a number")
