@@ -6,6 +6,8 @@ json, OSError) are mapped at the boundary where they occur and never escape::
     ZertoRewindError
     ├── ConfigError            the config file or environment is wrong
     ├── StateError             the state directory cannot be used
+    ├── UsageError             an argument names nothing that exists, or is ambiguous
+    ├── RecoveryError          live recovery refused (disabled, wrong confirm) or its task failed
     └── ZvmError               talking to the ZVM failed
         ├── ZvmConnectionError can't connect / connection dropped
         │   └── ZvmTlsError    certificate verification or TLS handshake failed
@@ -26,7 +28,9 @@ __all__ = [
     "AuthError",
     "ConfigError",
     "NotFound",
+    "RecoveryError",
     "StateError",
+    "UsageError",
     "ZertoRewindError",
     "ZvmConnectionError",
     "ZvmError",
@@ -57,6 +61,14 @@ class ConfigError(ZertoRewindError):
 
 class StateError(ZertoRewindError):
     """The state directory (token cache, pending tags, locks) cannot be used."""
+
+
+class UsageError(ZertoRewindError):
+    """Raised when an argument names nothing that exists or is ambiguous; lists the choices."""
+
+
+class RecoveryError(ZertoRewindError):
+    """Raised when a recovery is refused (not enabled, wrong confirm) or its ZVM task failed."""
 
 
 class ZvmError(ZertoRewindError):

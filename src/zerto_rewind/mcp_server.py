@@ -1,9 +1,10 @@
 """``zerto-rewind serve``: the MCP server that lets a cooperative model plan, check and recover.
 
 The hook enforces; these tools let the model ask first. Every tool is a thin
-adapter over :mod:`~zerto_rewind.preview`, :mod:`~zerto_rewind.protection` and
-:mod:`~zerto_rewind.recovery`; errors come back as tool errors the model can
-read (``is_error``), never as a crashed server.
+adapter over :mod:`~zerto_rewind.preview`, :mod:`~zerto_rewind.protection`,
+:mod:`~zerto_rewind.recovery_plan`, :mod:`~zerto_rewind.recovery` (the failover
+test) and :mod:`~zerto_rewind.recovery_live`; errors come back as tool errors
+the model can read (``is_error``), never as a crashed server.
 
 Start-up stays quick: the config is read (no network), the guard, the ZVM
 client and httpx are created on the first tool call. With a missing or broken
@@ -32,19 +33,16 @@ from .decision import Row, ToolCall
 from .errors import ConfigError, ZertoRewindError, ZvmConnectionError, ZvmTimeout
 from .preview import GuardAnswer, ToolCheck, confirm_call, preview_call
 from .protection import CheckpointListing, ProtectionStatus, checkpoint_listing, protection_status
-from .recovery import (
+from .recovery import OperationResult, start_failover_test, stop_failover_test
+from .recovery_live import (
     CommitPolicy,
-    OperationResult,
-    RecoveryPlan,
     ShutdownPolicy,
     failover,
     finish_failover,
     finish_restore,
-    recovery_plan,
     restore_vm,
-    start_failover_test,
-    stop_failover_test,
 )
+from .recovery_plan import RecoveryPlan, recovery_plan
 
 if TYPE_CHECKING:
     from .guard import Guard

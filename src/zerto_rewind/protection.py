@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from .cadence import observed_cadence, resolve_cadence
 from .decision import fmt_time
-from .errors import AmbiguousVm, ApiError, NotFound, ZertoRewindError
+from .errors import AmbiguousVm, ApiError, NotFound, UsageError
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -37,7 +37,6 @@ __all__ = [
     "CheckpointListing",
     "GuardTag",
     "ProtectionStatus",
-    "UsageError",
     "VpgCheckpoints",
     "VpgProtection",
     "checkpoint_listing",
@@ -55,10 +54,6 @@ CADENCE_WINDOW_STEPS = 12
 DEFAULT_SINCE = "1h"
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$", re.IGNORECASE)
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-class UsageError(ZertoRewindError):
-    """An argument names nothing that exists, or is ambiguous; the message lists the choices."""
 
 
 # ---------------------------------------------------------------- result models
@@ -123,7 +118,9 @@ class VpgProtection(BaseModel):
     recovery_site: str | None
     site_kind: str = Field(description="protected-site type: vcenter, hyperv, aws, azure, ...")
     status: str = Field(description="VPG status name, e.g. MeetingSLA")
+    status_code: int = Field(description="the ZVM's VPG Status number")
     sub_status: str = Field(description="VPG substatus name, e.g. None, ReplicationPaused...")
+    sub_status_code: int = Field(description="the ZVM's VPG SubStatus number")
     actual_rpo_s: int | None = Field(description="seconds since the latest recoverable checkpoint")
     configured_rpo_s: int | None = Field(description="the RPO alert threshold, not a cadence")
     history_minutes: int | None = Field(description="how far back the journal reaches")
@@ -274,7 +271,9 @@ def _vpg_protection(
         recovery_site=vpg.recovery_site_name,
         site_kind=kind,
         status=vpg.status_text,
+        status_code=vpg.status,
         sub_status=vpg.sub_status_text,
+        sub_status_code=vpg.sub_status,
         actual_rpo_s=vpg.actual_rpo_s,
         configured_rpo_s=vpg.configured_rpo_s,
         history_minutes=vpg.history_minutes,
@@ -318,12 +317,15 @@ def checkpoint_listing(
     since: str | None = None,
     tagged_only: bool = False,
     vpg: str | None = None,
-    limit: int = 50,
+    limit: int | None = 50,
     deadline: float | None = None,
     now: float | None = None,
 ) -> CheckpointListing:
-    """The checkpoints of each of ``vm``'s VPGs (or of ``vpg``) since ``since``, newest first."""
-    if limit < 1:
+    """The checkpoints of each of ``vm``'s VPGs (or of ``vpg``) since ``since``, newest first.
+
+    ``limit`` caps each VPG's list (``None``: all of them).
+    """
+    if limit is not None and limit < 1:
         msg = f"limit must be at least 1, not {limit}"
         raise UsageError(msg)
     start = parse_since(since or DEFAULT_SINCE, now)
@@ -339,7 +341,7 @@ def checkpoint_listing(
                 vpg=ref.vpg_name,
                 vpg_id=ref.vpg_id,
                 total=len(matching),
-                truncated=len(matching) > limit,
+                truncated=limit is not None and len(matching) > limit,
                 checkpoints=[CheckpointInfo.of(c) for c in matching[:limit]],
             )
         )

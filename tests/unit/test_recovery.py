@@ -1,4 +1,4 @@
-"""recovery.py (and the lookups of protection.py): plans, refusals, confirms and task handling."""
+"""recovery, recovery_plan, recovery_live (and protection's lookups): plans, refusals, confirms."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind import recovery
+from zerto_rewind import recovery, recovery_live, recovery_plan
 from zerto_rewind.config import Settings, load_settings
-from zerto_rewind.errors import AmbiguousVm, ZvmTimeout
-from zerto_rewind.protection import UsageError, parse_since, select_ref
-from zerto_rewind.recovery import RecoveryError, confirm_token
+from zerto_rewind.errors import AmbiguousVm, RecoveryError, UsageError, ZvmTimeout
+from zerto_rewind.protection import parse_since, select_ref
+from zerto_rewind.recovery import confirm_token
 from zerto_rewind.zvm.models import Checkpoint, Task, VmRef, Vpg
 
 NOW = 1_800_000_000.0
@@ -186,7 +186,7 @@ def test_find_checkpoint_searches_the_whole_journal_when_it_reaches_back(zvm):
 
 def test_plan_lists_the_three_ways_and_gates_live_ones(zvm, tmp_path):
     """The plan offers test, failover and restore; live ones are unavailable unless enabled."""
-    plan = recovery.recovery_plan(
+    plan = recovery_plan.recovery_plan(
         zvm, make_settings(tmp_path, allow_live=False), "jp-ubuntu", "140"
     )
     assert plan.confirm == "jp-ubuntu@140"
@@ -204,7 +204,7 @@ def test_plan_for_a_busy_vpg_marks_everything_unavailable(tmp_path, live):
     zvm = FakeZvm()
     zvm.add("busy", "vm-1", sub=15, test=True)
     zvm.journal = [cp("1", datetime.now(UTC).timestamp() - 10)]
-    plan = recovery.recovery_plan(zvm, live, "vm-1", "1")
+    plan = recovery_plan.recovery_plan(zvm, live, "vm-1", "1")
     assert [o.available for o in plan.options] == [False, False, False]
     assert "FailingOverBeforeCommit" in (plan.options[1].unavailable_reason or "")
 
@@ -212,8 +212,8 @@ def test_plan_for_a_busy_vpg_marks_everything_unavailable(tmp_path, live):
 def test_plan_for_a_multi_vpg_vm_names_the_vpg_in_every_step(zvm, live):
     """With vpg= the steps repeat it; without it the plan is refused."""
     with pytest.raises(AmbiguousVm):
-        recovery.recovery_plan(zvm, live, "multi-1", "140")
-    plan = recovery.recovery_plan(zvm, live, "multi-1", "140", vpg="multi-b")
+        recovery_plan.recovery_plan(zvm, live, "multi-1", "140")
+    plan = recovery_plan.recovery_plan(zvm, live, "multi-1", "140", vpg="multi-b")
     assert all(s.arguments["vpg"] == "multi-b" for o in plan.options for s in o.steps)
 
 
@@ -254,12 +254,12 @@ def test_live_recovery_is_refused_when_disabled(zvm, tmp_path):
     settings = make_settings(tmp_path, allow_live=False)
     token = confirm_token("jp-ubuntu", "140")
     attempts = [
-        lambda: recovery.failover(zvm, settings, "jp-ubuntu", "140", token),
-        lambda: recovery.finish_failover(zvm, settings, "jp-ubuntu", token, commit=True),
-        lambda: recovery.finish_failover(zvm, settings, "jp-ubuntu", token, commit=False),
-        lambda: recovery.restore_vm(zvm, settings, "jp-ubuntu", "140", token),
-        lambda: recovery.finish_restore(zvm, settings, "jp-ubuntu", token, commit=True),
-        lambda: recovery.finish_restore(zvm, settings, "jp-ubuntu", token, commit=False),
+        lambda: recovery_live.failover(zvm, settings, "jp-ubuntu", "140", token),
+        lambda: recovery_live.finish_failover(zvm, settings, "jp-ubuntu", token, commit=True),
+        lambda: recovery_live.finish_failover(zvm, settings, "jp-ubuntu", token, commit=False),
+        lambda: recovery_live.restore_vm(zvm, settings, "jp-ubuntu", "140", token),
+        lambda: recovery_live.finish_restore(zvm, settings, "jp-ubuntu", token, commit=True),
+        lambda: recovery_live.finish_restore(zvm, settings, "jp-ubuntu", token, commit=False),
     ]
     for attempt in attempts:
         with pytest.raises(RecoveryError, match='"allow_live": true'):
@@ -273,16 +273,16 @@ def test_live_recovery_is_refused_when_disabled(zvm, tmp_path):
 def test_live_recovery_needs_the_exact_confirm(zvm, live, confirm):
     """Anything but '<vm>@<checkpoint>' exactly is refused before any ZVM call."""
     with pytest.raises(RecoveryError, match="'jp-ubuntu@140'"):
-        recovery.failover(zvm, live, "jp-ubuntu", "140", confirm)
+        recovery_live.failover(zvm, live, "jp-ubuntu", "140", confirm)
     with pytest.raises(RecoveryError, match="Nothing was changed"):
-        recovery.restore_vm(zvm, live, "jp-ubuntu", "140", confirm)
+        recovery_live.restore_vm(zvm, live, "jp-ubuntu", "140", confirm)
     assert zvm.calls == []
 
 
 def test_failover_then_commit_uses_the_recorded_checkpoint(zvm, live):
     """Failover passes the policies; commit wants the checkpoint the failover started from."""
     token = confirm_token("jp-ubuntu", "140")
-    result = recovery.failover(
+    result = recovery_live.failover(
         zvm, live, "jp-ubuntu", "140", token, commit_policy="commit", reverse_protection=True,
         shutdown_policy="force_shutdown",
     )  # fmt: skip
@@ -290,10 +290,12 @@ def test_failover_then_commit_uses_the_recorded_checkpoint(zvm, live):
     assert zvm.calls[-1] == ("failover", "id-jp-local", "140", policies)
     assert [s.arguments["confirm"] for s in result.next_steps] == [token, token]
     with pytest.raises(RecoveryError, match="'jp-ubuntu@140'"):
-        recovery.finish_failover(
+        recovery_live.finish_failover(
             zvm, live, "jp-ubuntu", "jp-ubuntu@100", commit=True, reverse_protection=True
         )
-    recovery.finish_failover(zvm, live, "jp-ubuntu", token, commit=True, reverse_protection=True)
+    recovery_live.finish_failover(
+        zvm, live, "jp-ubuntu", token, commit=True, reverse_protection=True
+    )
     assert zvm.calls[-1] == ("failover_commit", "id-jp-local", True)
     assert not list((Path(live.state_dir) / "recovery").iterdir())  # record dropped
 
@@ -301,20 +303,20 @@ def test_failover_then_commit_uses_the_recorded_checkpoint(zvm, live):
 def test_commit_of_a_failover_started_elsewhere_checks_the_journal(zvm, live):
     """Without a record, the confirm's checkpoint must be in the VPG's journal."""
     with pytest.raises(UsageError, match="checkpoint '999' is not in the journal"):
-        recovery.finish_failover(zvm, live, "jp-ubuntu", "jp-ubuntu@999", commit=False)
+        recovery_live.finish_failover(zvm, live, "jp-ubuntu", "jp-ubuntu@999", commit=False)
     with pytest.raises(RecoveryError, match="confirm must repeat"):
-        recovery.finish_failover(zvm, live, "jp-ubuntu", "other-vm@140", commit=False)
-    recovery.finish_failover(zvm, live, "jp-ubuntu", "jp-ubuntu@140", commit=False)
+        recovery_live.finish_failover(zvm, live, "jp-ubuntu", "other-vm@140", commit=False)
+    recovery_live.finish_failover(zvm, live, "jp-ubuntu", "jp-ubuntu@140", commit=False)
     assert zvm.operations() == ["failover_rollback"]
 
 
 def test_restore_then_rollback(zvm, live):
     """A journal restore names the restored VM; its rollback repeats the same confirm."""
     token = confirm_token("jp-ubuntu", "100")
-    recovery.restore_vm(zvm, live, "jp-ubuntu", "100", token, restored_vm_name="jp-back")
+    recovery_live.restore_vm(zvm, live, "jp-ubuntu", "100", token, restored_vm_name="jp-back")
     assert zvm.calls[-1] == ("restore_vm", "vm-jp-ubuntu", "id-jp-local", "100", "jp-back")
     with pytest.raises(RecoveryError):
-        recovery.finish_restore(zvm, live, "jp-ubuntu", "jp-ubuntu@140", commit=False)
-    result = recovery.finish_restore(zvm, live, "jp-ubuntu", token, commit=False)
+        recovery_live.finish_restore(zvm, live, "jp-ubuntu", "jp-ubuntu@140", commit=False)
+    result = recovery_live.finish_restore(zvm, live, "jp-ubuntu", token, commit=False)
     assert zvm.calls[-1] == ("restore_rollback", "vm-jp-ubuntu", "id-jp-local")
     assert "rolled back" in result.summary

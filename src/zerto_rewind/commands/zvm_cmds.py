@@ -1,15 +1,17 @@
-"""``zerto-rewind status | checkpoints | tag``: thin adapters over the ZVM client.
+"""``zerto-rewind status | checkpoints | tag``: thin adapters over the library.
 
-Each command parses its arguments, calls the library and renders the result
-(rich tables on stdout, progress and errors on stderr). Errors from the
-library are reported once, here, as ``ErrorType: message`` with exit code 1.
+``status`` and ``checkpoints`` render :func:`~zerto_rewind.protection.protection_status`
+and :func:`~zerto_rewind.protection.checkpoint_listing` (what the MCP tools
+return); ``tag`` asks the ZVM for a tagged checkpoint and waits for it. Each
+command parses its arguments, calls the library and renders the result (rich
+tables on stdout, progress and errors on stderr). Errors from the library are
+reported once, here, as ``ErrorType: message`` with exit code 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -22,21 +24,24 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..cadence import Cadence, observed_cadence, resolve_cadence
 from ..config import Settings, load_settings
-from ..errors import ApiError, NotFound, ZertoRewindError, ZvmError, ZvmTimeout
+from ..errors import UsageError, ZertoRewindError, ZvmError, ZvmTimeout
+from ..protection import (
+    CheckpointInfo,
+    VpgProtection,
+    checkpoint_listing,
+    parse_since,
+    protection_status,
+    vm_refs,
+)
 from ..zvm.auth import TokenCache
 from ..zvm.client import ZvmClient
-from ..zvm.models import Checkpoint, VmRef, Vpg, format_iso, parse_iso, site_kind, tag_refusal
+from ..zvm.models import Checkpoint, Vpg, format_iso, parse_iso, tag_refusal
 
 __all__ = ["checkpoints", "status", "tag"]
 
-# Checkpoints listed to measure a cadence: this many site-cadences back.
-_CADENCE_WINDOW_STEPS = 12
 # Tag landings are searched from a little before the request (clock skew).
 _SKEW = timedelta(seconds=60)
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 Command = Callable[[argparse.Namespace, Console], int]
 
@@ -56,7 +61,7 @@ def checkpoints(argv: list[str]) -> int:
     parser = _parser("checkpoints", "List the journal checkpoints of a VM's VPGs.")
     parser.add_argument(
         "--since",
-        type=parse_since,
+        type=_since,
         default="1h",
         help="ISO-8601 time or a duration back from now: 90s, 10m, 2h, 1d (default 1h)",
     )
@@ -101,118 +106,73 @@ def _session() -> Iterator[tuple[Settings, ZvmClient]]:
         yield settings, client
 
 
-def _refs(client: ZvmClient, vm: str) -> list[VmRef]:
-    refs = client.find_vms(vm)
-    if not refs:
-        url = f"{client.settings.url}/v1/vms?vmName={vm}"
-        msg = (
-            f"no VPG protects a VM named {vm!r} on the ZVM at {client.settings.url}; "
-            "check the name as the Zerto UI shows it"
-        )
-        raise NotFound(msg, method="GET", url=url, status=None)
-    return refs
-
-
-def _entity_types(client: ZvmClient) -> list[str] | None:
-    try:
-        return client.entity_types()
-    except ApiError:
-        return None  # an older ZVM without the lookup: the built-in table applies
-
-
 def _stdout() -> Console:
     return Console(highlight=False, soft_wrap=True)
 
 
-def _when(cp: Checkpoint | None) -> str:
-    return cp.timestamp.strftime("%Y-%m-%d %H:%M:%S UTC") if cp else "—"
+def _when(cp: CheckpointInfo | None) -> str:
+    return parse_iso(cp.timestamp).strftime("%Y-%m-%d %H:%M:%S UTC") if cp else "—"
 
 
-def _cp_json(cp: Checkpoint | None) -> dict[str, Any] | None:
+def _cp_json(cp: CheckpointInfo | None) -> dict[str, Any] | None:
     if cp is None:
         return None
-    return {"id": cp.cp_id, "timestamp": format_iso(cp.timestamp), "tag": cp.tag}
+    return {"id": cp.checkpoint_id, "timestamp": cp.timestamp, "tag": cp.tag}
 
 
 # ---------------------------------------------------------------- status
 
 
-@dataclass(frozen=True)
-class _Row:
-    vm: str
-    vpg: Vpg
-    kind: str
-    cadence: Cadence
-    latest: Checkpoint | None
-
-    def to_json(self) -> dict[str, Any]:
-        v = self.vpg
-        return {
-            "vm": self.vm,
-            "vpg": v.name,
-            "vpg_id": v.vpg_id,
-            "site_kind": self.kind,
-            "status": v.status,
-            "status_name": v.status_text,
-            "sub_status": v.sub_status,
-            "sub_status_name": v.sub_status_text,
-            "actual_rpo_s": v.actual_rpo_s,
-            "cadence_s": self.cadence.seconds,
-            "cadence_source": self.cadence.source,
-            "latest_checkpoint": _cp_json(self.latest),
-            "tag_refusal": tag_refusal(v),
-        }
-
-
 def _status(args: argparse.Namespace, err: Console) -> int:
     with _session() as (settings, client):
-        refs = _refs(client, args.vm)
-        names = _entity_types(client)
-        rows = [_status_row(settings, client, ref, names) for ref in refs]
+        report = protection_status(client, settings, args.vm)
     if args.json:
-        print(json.dumps({"vm": args.vm, "vpgs": [r.to_json() for r in rows]}, indent=2))
+        rows = [_status_json(args.vm, v) for v in report.vpgs]
+        print(json.dumps({"vm": args.vm, "vpgs": rows}, indent=2))
         return 0
     out = _stdout()
-    out.print(_status_table(rows))
-    for row in rows:
-        reason = tag_refusal(row.vpg)
-        if reason:
-            out.print(f"[yellow]cannot tag[/yellow]: {escape(reason)}")
+    out.print(_status_table(report.vm, report.vpgs))
+    for v in report.vpgs:
+        if v.tag_refusal:
+            out.print(f"[yellow]cannot tag[/yellow]: {escape(v.tag_refusal)}")
     return 0
 
 
-def _status_row(settings: Settings, client: ZvmClient, ref: VmRef, names: list[str] | None) -> _Row:
-    guard = settings.guard
-    vpg = client.get_vpg(ref.vpg_id)
-    kind = site_kind(vpg.protected_entity, names, guard.site_types)
-    window = _CADENCE_WINDOW_STEPS * guard.site_cadence_s.get(kind, 630.0)
-    since = datetime.now(UTC) - timedelta(seconds=window)
-    cps = client.list_checkpoints(vpg.vpg_id, since=since)
-    observed = observed_cadence([c.timestamp.timestamp() for c in cps])
-    cadence = resolve_cadence(
-        vpg.name, observed, kind, overrides=guard.cadence_s, site_defaults=guard.site_cadence_s
-    )
-    latest = cps[-1] if cps else client.checkpoint_stats(vpg.vpg_id)[1]
-    return _Row(ref.vm_name, vpg, kind, cadence, latest)
+def _status_json(vm: str, v: VpgProtection) -> dict[str, Any]:
+    return {
+        "vm": vm,
+        "vpg": v.vpg,
+        "vpg_id": v.vpg_id,
+        "site_kind": v.site_kind,
+        "status": v.status_code,
+        "status_name": v.status,
+        "sub_status": v.sub_status_code,
+        "sub_status_name": v.sub_status,
+        "actual_rpo_s": v.actual_rpo_s,
+        "cadence_s": v.cadence_s,
+        "cadence_source": v.cadence_source,
+        "latest_checkpoint": _cp_json(v.latest_checkpoint),
+        "tag_refusal": v.tag_refusal,
+    }
 
 
-def _status_table(rows: list[_Row]) -> Table:
-    table = Table(title=f"VM {rows[0].vm}")
+def _status_table(vm: str, vpgs: list[VpgProtection]) -> Table:
+    table = Table(title=f"VM {vm}")
     for header in ("VPG", "site", "status", "substatus", "RPO", "cadence", "latest checkpoint"):
         table.add_column(header)
-    for row in rows:
-        v, c = row.vpg, row.cadence
+    for v in vpgs:
         rpo = f"{v.actual_rpo_s} s" if v.actual_rpo_s is not None else "—"
-        latest = f"{row.latest.cp_id} {_when(row.latest)}" if row.latest else "—"
-        if row.latest and row.latest.tag:
-            latest += f" [{escape(row.latest.tag)}]"
+        cp = v.latest_checkpoint
+        latest = f"{cp.checkpoint_id} {_when(cp)}" if cp else "—"
+        if cp and cp.tag:
+            latest += f" [{escape(cp.tag)}]"
         table.add_row(
-            escape(v.name),
-            row.kind,
-            v.status_text,
-            v.sub_status_text,
+            escape(v.vpg),
+            v.site_kind,
+            v.status,
+            v.sub_status,
             rpo,
-            f"{c.seconds:g} s ({c.source})",
+            f"{v.cadence_s:g} s ({v.cadence_source})",
             escape(latest),
         )
     return table
@@ -221,37 +181,32 @@ def _status_table(rows: list[_Row]) -> Table:
 # ---------------------------------------------------------------- checkpoints
 
 
-def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """``10m`` / ``2h`` / ``90s`` / ``1d`` back from now, or an ISO-8601 time."""
-    now = now or datetime.now(UTC)
-    match = _DURATION.match(text.strip())
-    if match:
-        return now - timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+def _since(text: str) -> str:
+    """Validate ``--since`` up front (a usage error, exit 2); the library parses it again."""
     try:
-        return parse_iso(text)
-    except ValueError:
-        msg = f"{text!r} is neither a duration (10m, 2h) nor an ISO-8601 time"
-        raise argparse.ArgumentTypeError(msg) from None
+        parse_since(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _checkpoints(args: argparse.Namespace, err: Console) -> int:
-    since: datetime = args.since
-    listed: list[tuple[VmRef, Checkpoint]] = []
     with _session() as (_settings, client):
-        for ref in _refs(client, args.vm):
-            cps = client.list_checkpoints(ref.vpg_id, since=since)
-            listed += [(ref, cp) for cp in cps if cp.tag or not args.tagged]
-    if args.json:
-        rows = [{"vpg": ref.vpg_name, **(_cp_json(cp) or {})} for ref, cp in listed]
-        print(
-            json.dumps({"vm": args.vm, "since": format_iso(since), "checkpoints": rows}, indent=2)
+        listing = checkpoint_listing(
+            client, args.vm, since=args.since, tagged_only=args.tagged, limit=None
         )
+    # The library lists newest first; this command has always shown oldest first.
+    listed = [(g.vpg, cp) for g in listing.vpgs for cp in reversed(g.checkpoints)]
+    if args.json:
+        rows = [{"vpg": vpg, **(_cp_json(cp) or {})} for vpg, cp in listed]
+        report = {"vm": args.vm, "since": listing.since, "checkpoints": rows}
+        print(json.dumps(report, indent=2))
         return 0
-    table = Table(title=f"VM {args.vm}: checkpoints since {format_iso(since)}")
+    table = Table(title=f"VM {args.vm}: checkpoints since {listing.since}")
     for header in ("VPG", "id", "time", "tag"):
         table.add_column(header)
-    for ref, cp in listed:
-        table.add_row(escape(ref.vpg_name), cp.cp_id, _when(cp), escape(cp.tag or ""))
+    for vpg, cp in listed:
+        table.add_row(escape(vpg), cp.checkpoint_id, _when(cp), escape(cp.tag or ""))
     _stdout().print(table)
     return 0
 
@@ -271,7 +226,8 @@ def _tag(args: argparse.Namespace, err: Console) -> int:
     deadline = time.monotonic() + args.timeout
     name = args.name or f"zerto-rewind manual {args.vm} {format_iso(datetime.now(UTC))}"
     with _session() as (_settings, client):
-        vpgs = [client.get_vpg(ref.vpg_id, deadline=deadline) for ref in _refs(client, args.vm)]
+        refs = vm_refs(client, args.vm, deadline=deadline)
+        vpgs = [client.get_vpg(ref.vpg_id, deadline=deadline) for ref in refs]
         refusals = [reason for reason in map(tag_refusal, vpgs) if reason]
         for reason in refusals:
             err.print(f"[red]Refused[/red]: {escape(reason)}", highlight=False)
@@ -331,7 +287,11 @@ def _print_landed(requests: list[_Request], name: str) -> None:
         cp = req.landed
         assert cp is not None  # _await_landing returns only once it landed
         table.add_row(
-            escape(req.vpg.name), cp.cp_id, _when(cp), escape(cp.tag or ""), f"{req.waited_s:.1f} s"
+            escape(req.vpg.name),
+            cp.cp_id,
+            _when(CheckpointInfo.of(cp)),
+            escape(cp.tag or ""),
+            f"{req.waited_s:.1f} s",
         )
     _stdout().print(table)
     sys.stdout.flush()

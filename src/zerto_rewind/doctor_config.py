@@ -1,0 +1,164 @@
+"""The doctor's checks of the config and the ZVM: does it load, and does the ZVM agree?
+
+Config, secret, ZVM reachability, credentials, the catalog's ``vm_arg`` and TLS.
+:class:`Check` is the record every doctor check returns; the host-settings
+checks are in :mod:`~zerto_rewind.doctor_host`, the command in
+:mod:`~zerto_rewind.doctor`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from .config import Settings, config_path
+from .errors import (
+    ApiError,
+    AuthError,
+    ConfigError,
+    ZvmConnectionError,
+    ZvmTimeout,
+    ZvmTlsError,
+)
+from .install import load_config
+
+__all__ = [
+    "ZVM_DEADLINE_S",
+    "Check",
+    "Status",
+    "config_checks",
+    "secret_and_zvm_checks",
+    "tls_check",
+    "vm_arg_check",
+]
+
+Status = Literal["pass", "fail", "warn"]
+
+ZVM_DEADLINE_S = 10.0
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the doctor's report: what was checked, how it went, what to do."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        """The check as a JSON object."""
+        return asdict(self)
+
+
+def config_checks(env: Mapping[str, str], origin: str) -> tuple[list[Check], Settings | None]:
+    """Whether the config loads; the settings when it does."""
+    path = config_path(env)
+    try:
+        settings = load_config(env)
+    except ConfigError as exc:
+        fix = f"edit {path} (or point --config / ZERTO_REWIND_CONFIG at the right file)"
+        return [Check("config", "fail", str(exc), fix)], None
+    catalog = settings.catalog
+    detail = (
+        f"{path}{origin}: valid; {len(catalog.tools)} mutating tool entries, "
+        f"{len(catalog.read_only)} read-only entries, guard budget {settings.guard.timeout_s:g} s"
+    )
+    return [Check("config", "pass", detail)], settings
+
+
+def secret_and_zvm_checks(
+    settings: Settings, env: Mapping[str, str], deadline_s: float
+) -> list[Check]:
+    """The secret is found; then the ZVM and the credentials (skipped without a secret)."""
+    zvm = settings.zvm
+    try:
+        zvm.secret(env)
+    except ConfigError as exc:
+        fix = f"make the secret available where the hook runs ({zvm.secret_hint})"
+        return [Check("secret", "fail", str(exc), fix)]
+    checks = [Check("secret", "pass", f"found in {zvm.secret_hint}")]
+    return checks + _zvm_checks(settings, env, deadline_s)
+
+
+def _zvm_checks(settings: Settings, env: Mapping[str, str], deadline_s: float) -> list[Check]:
+    """Get a fresh token (no cache: the credentials must really work) and make one cheap call."""
+    from .zvm.client import ZvmClient
+
+    zvm = settings.zvm
+    started = time.monotonic()
+    who = f"{zvm.grant} grant for client {zvm.client_id!r}" + (
+        f", user {zvm.username!r}" if zvm.username else ""
+    )
+    try:
+        with ZvmClient(_EnvSecret(zvm, env), retries=1, backoff_s=0.1) as client:
+            site = client.local_site(deadline=started + deadline_s)
+    except ZvmTlsError as exc:
+        fix = "set zvm.ca_bundle to the PEM file of the CA that signed the ZVM's certificate"
+        return [Check("zvm", "fail", str(exc), fix)]
+    except (ZvmConnectionError, ZvmTimeout) as exc:
+        fix = f"check zvm.url ({zvm.url}), that the ZVM is up, and the network path to it"
+        return [Check("zvm", "fail", str(exc), fix)]
+    except ConfigError as exc:
+        return [Check("zvm", "fail", str(exc), "fix the zvm section of the config")]
+    except AuthError as exc:
+        reached = Check("zvm", "pass", f"{zvm.url} answered (its Keycloak refused the login)")
+        fix = f"check zvm.client_id / zvm.username and the secret in {zvm.secret_hint}"
+        return [reached, Check("credentials", "fail", str(exc), fix)]
+    except ApiError as exc:
+        reached = Check("zvm", "pass", f"{zvm.url} answered")
+        fix = "give the account a Zerto role that may read the site (e.g. admin)"
+        return [reached, Check("credentials", "fail", str(exc), fix)]
+    elapsed_ms = int((time.monotonic() - started) * 1000)
+    name = site.get("SiteName") or site.get("SiteIdentifier") or "unnamed site"
+    version = site.get("DisplayVersion") or site.get("Version") or "unknown version"
+    return [
+        Check("zvm", "pass", f"{zvm.url} answered in {elapsed_ms} ms: {name} ({version})"),
+        Check("credentials", "pass", f"token issued for the {who}; GET /v1/localsite accepted"),
+    ]
+
+
+class _EnvSecret:
+    """ZvmSettings with ``secret()`` bound to the environment the doctor was given."""
+
+    def __init__(self, settings: Any, env: Mapping[str, str]) -> None:
+        self._settings = settings
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._settings, name)
+
+    def secret(self) -> str:
+        return str(self._settings.secret(self._env))
+
+
+def vm_arg_check(settings: Settings) -> Check:
+    """Every mutating tool of the catalog names its VM argument."""
+    tools = settings.catalog.tools
+    if not tools:
+        detail = "the catalog lists no mutating tools: every call is read-only or unlisted"
+        return Check("vm_arg", "warn", detail, "list the mutating tools under tools with vm_arg")
+    missing = [name for name, spec in tools.items() if not spec.vm_arg]
+    if missing:
+        detail = (
+            f"{len(missing)} of {len(tools)} tools have no vm_arg, so their VM is never known "
+            f"and every call is prompted: {', '.join(missing)}"
+        )
+        fix = 'add "vm_arg": "<argument path>" to each of them in the config\'s tools'
+        return Check("vm_arg", "fail", detail, fix)
+    return Check("vm_arg", "pass", f"all {len(tools)} tools name their VM argument")
+
+
+def tls_check(settings: Settings) -> Check:
+    """The ZVM is reached over https with certificates verified."""
+    zvm = settings.zvm
+    if zvm.url.startswith("http://"):
+        detail = f"zvm.url {zvm.url} is plain http: tokens and secrets cross the network in clear"
+        return Check("tls", "warn", detail, "use the ZVM's https:// URL")
+    if not zvm.verify_tls:
+        detail = "zvm.verify_tls is false: anyone on the path can impersonate the ZVM"
+        return Check("tls", "warn", detail, "drop verify_tls and set zvm.ca_bundle instead")
+    via = f"against {zvm.ca_bundle}" if zvm.ca_bundle else "against the system CA store"
+    return Check("tls", "pass", f"certificates verified {via}")

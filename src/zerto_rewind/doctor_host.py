@@ -1,0 +1,298 @@
+"""The doctor's checks of the host settings files: is the hook installed so that it guards?
+
+For each Claude Code settings file: the hook is there once, hooks are not
+disabled, its command starts (``--help`` is run to prove it), its timeout
+leaves the guard its budget, ``onFailure`` blocks, and its matcher sends every
+mutating tool of the catalog to the hook.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .catalog import MUTATING, UNLISTED, classify
+from .config import DEFAULT_GUARD_TIMEOUT_S, Settings
+from .doctor_config import Check
+from .errors import ConfigError
+from .install import find_our_hooks, read_settings, required_margin
+from .matcher import compile_matcher, covered_servers
+
+__all__ = ["HostFile", "hook_config", "host_checks"]
+
+# Claude Code's default timeout for a command hook when the entry sets none.
+HOST_DEFAULT_TIMEOUT_S = 600.0
+# The command is run with --help to prove the interpreter finds the package.
+COMMAND_PROBE_TIMEOUT_S = 30.0
+_EXACT_LIST = re.compile(r"^[A-Za-z0-9_\- ,|]*$")
+_INSTALL = "zerto-rewind install claude-code --project DIR (or --user) --config CONFIG"
+
+
+@dataclass
+class HostFile:
+    """One host settings file: its JSON, why it cannot be read, and our hooks in it."""
+
+    path: str
+    explicit: bool
+    data: dict[str, Any] | None
+    problem: str
+    hooks: list[tuple[dict[str, Any], dict[str, Any]]]
+
+    @classmethod
+    def read(cls, path: str, *, explicit: bool) -> HostFile:
+        """Read ``path``; a missing or broken file is recorded in ``problem``, not raised."""
+        path = os.path.abspath(path)
+        if not os.path.isfile(path):
+            return cls(path, explicit, None, f"{path} does not exist", [])
+        try:
+            data, _text = read_settings(path)
+        except ConfigError as exc:
+            return cls(path, explicit, None, str(exc), [])
+        return cls(path, explicit, data, "", find_our_hooks(data))
+
+
+def hook_config(hosts: list[HostFile]) -> tuple[str, str] | None:
+    """(config, settings file) of the first installed hook that names its config."""
+    for host in hosts:
+        for _entry, handler in host.hooks:
+            config = _parse_command(handler).config
+            if config:
+                return config, host.path
+    return None
+
+
+def host_checks(hosts: list[HostFile], settings: Settings | None, config: str) -> list[Check]:
+    """Whether the hook is installed, and each installed hook's command, timeout and matcher."""
+    checks: list[Check] = []
+    for host in hosts:
+        if host.data is None:
+            checks.append(Check("host settings", "fail", host.problem, "fix the file"))
+            continue
+        if host.data.get("disableAllHooks") is True:
+            detail = f"{host.path}: disableAllHooks is true, so no hook runs"
+            checks.append(Check("host settings", "fail", detail, "remove disableAllHooks"))
+        if len(host.hooks) > 1:
+            detail = (
+                f"{host.path}: {len(host.hooks)} zerto-rewind hooks; each call is guarded twice"
+            )
+            fix = "re-run zerto-rewind install, which keeps one"
+            checks.append(Check("hook installed", "warn", detail, fix))
+        for entry, handler in host.hooks:
+            checks += _hook_checks(host.path, entry, handler, settings, config)
+    with_hook = [h.path for h in hosts if h.hooks]
+    if with_hook:
+        checks.insert(0, Check("hook installed", "pass", "in " + ", ".join(with_hook)))
+    else:
+        looked = (
+            ", ".join(h.path for h in hosts) or "./.claude/settings.json, ~/.claude/settings.json"
+        )
+        detail = f"no zerto-rewind PreToolUse hook in {looked}"
+        checks.insert(0, Check("hook installed", "fail", detail, f"run {_INSTALL}"))
+    return checks
+
+
+def _hook_checks(
+    path: str,
+    entry: dict[str, Any],
+    handler: dict[str, Any],
+    settings: Settings | None,
+    config: str,
+) -> list[Check]:
+    budget = settings.guard.timeout_s if settings else DEFAULT_GUARD_TIMEOUT_S
+    checks = [
+        _command_check(path, handler, config),
+        _timeout_check(path, handler, budget, assumed=settings is None),
+        _on_failure_check(path, handler),
+    ]
+    if settings is not None:
+        checks.append(_matcher_check(path, entry.get("matcher"), settings))
+    return checks
+
+
+class _Command:
+    """What a hook command runs: the program, how, and with which config."""
+
+    def __init__(self, argv: list[str], config: str | None, problem: str = "") -> None:
+        self.argv = argv
+        self.config = config
+        self.problem = problem
+
+
+def _parse_command(handler: Mapping[str, Any]) -> _Command:
+    command = handler.get("command")
+    if not isinstance(command, str) or not command.strip():
+        return _Command([], None, "the hook has no command")
+    args = handler.get("args")
+    try:
+        argv = [command, *map(str, args)] if isinstance(args, list) else shlex.split(command)
+    except ValueError as exc:
+        return _Command([], None, f"the command is not valid shell ({exc})")
+    config = None
+    while argv and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[0]):
+        name, _, value = argv.pop(0).partition("=")
+        if name == "ZERTO_REWIND_CONFIG":
+            config = value
+    if "--config" in argv[:-1]:
+        config = argv[argv.index("--config") + 1]
+    return _Command(argv, config)
+
+
+def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
+    name = "hook command"
+    if handler.get("type", "command") != "command":
+        return Check(name, "fail", f"{path}: hook type is {handler.get('type')!r}", "reinstall")
+    if handler.get("async") is True:
+        detail = f"{path}: the hook is async, so it cannot stop a call"
+        return Check(name, "fail", detail, 'remove "async": true (or reinstall)')
+    parsed = _parse_command(handler)
+    reinstall = f"re-run {_INSTALL}"
+    if parsed.problem or not parsed.argv:
+        return Check(name, "fail", f"{path}: {parsed.problem}", reinstall)
+    program = parsed.argv[0]
+    problems = []
+    if not os.path.isabs(program):
+        problems.append(f"the interpreter {program!r} is not an absolute path (it depends on PATH)")
+    elif not os.access(program, os.X_OK):
+        problems.append(f"the interpreter {program} does not exist or is not executable")
+    if parsed.config is not None and not os.path.isabs(parsed.config):
+        problems.append(f"the config {parsed.config!r} is not an absolute path")
+    elif parsed.config is not None and not os.path.isfile(parsed.config):
+        problems.append(f"the config {parsed.config} does not exist")
+    if problems:
+        detail = f"{path}: " + "; ".join(problems) + " — a hook that cannot start guards nothing"
+        return Check(name, "fail", detail, reinstall)
+    probe = _probe(parsed.argv)
+    if probe:
+        return Check(name, "fail", f"{path}: {probe}", reinstall)
+    if parsed.config is None:
+        detail = (
+            f"{path}: the command names no --config, so it depends on ZERTO_REWIND_CONFIG "
+            "being set in Claude Code's environment"
+        )
+        return Check(name, "warn", detail, reinstall)
+    if os.path.abspath(parsed.config) != os.path.abspath(config):
+        detail = f"{path}: the hook uses {parsed.config}, but this report checked {config}"
+        return Check(name, "warn", detail, f"run zerto-rewind doctor --config {parsed.config}")
+    return Check(name, "pass", f"{path}: {shlex.join(parsed.argv)} starts")
+
+
+def _probe(argv: list[str]) -> str:
+    """Run the hook command with --help: proves the interpreter finds zerto_rewind."""
+    try:
+        hook_at = argv.index("hook")
+    except ValueError:
+        return f"the command {shlex.join(argv)} does not run `zerto-rewind hook`"
+    try:
+        done = subprocess.run(
+            [*argv[: hook_at + 1], "--help"],
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot run the hook command: {exc}"
+    if done.returncode != 0:
+        err = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"`{shlex.join(argv[: hook_at + 1])} --help` failed ({done.returncode}): {err}"
+    return ""
+
+
+def _timeout_check(path: str, handler: dict[str, Any], budget: float, *, assumed: bool) -> Check:
+    raw = handler.get("timeout")
+    note = " (the default, the config did not load)" if assumed else ""
+    if raw is None:
+        timeout, source = HOST_DEFAULT_TIMEOUT_S, " (Claude Code's default)"
+    elif isinstance(raw, bool) or not isinstance(raw, int | float):
+        return Check(
+            "hook timeout", "fail", f"{path}: timeout is {raw!r}", "set a number of seconds"
+        )
+    else:
+        timeout, source = float(raw), ""
+    need = budget + required_margin(budget)
+    if timeout >= need:
+        detail = f"{path}: timeout {timeout:g} s{source} > guard budget {budget:g} s{note}"
+        return Check("hook timeout", "pass", detail)
+    detail = (
+        f"{path}: timeout {timeout:g} s{source} leaves the guard budget {budget:g} s{note} too "
+        f"little room (needs ≥ {need:g} s): the host would cancel the hook before it answers"
+    )
+    fix = (
+        f"set the hook's timeout to {need:g} or more (re-running install does), "
+        "or lower guard.timeout_s"
+    )
+    return Check("hook timeout", "fail", detail, fix)
+
+
+def _on_failure_check(path: str, handler: dict[str, Any]) -> Check:
+    value = handler.get("onFailure")
+    if value == "block":
+        return Check("hook onFailure", "pass", f"{path}: a hook that fails or times out blocks")
+    shown = f"is {value!r}" if value is not None else "is not set (Claude Code's default: continue)"
+    detail = (
+        f"{path}: onFailure {shown}: a hook that times out, crashes or cannot start lets the "
+        "tool call run unguarded — the seed's silent failure"
+    )
+    fix = 'set "onFailure": "block" on the hook (zerto-rewind install writes it)'
+    return Check("hook onFailure", "fail", detail, fix)
+
+
+def _matcher_check(path: str, matcher: Any, settings: Settings) -> Check:
+    name = "hook matcher"
+    test = _matcher_test(matcher)
+    if isinstance(test, str):
+        return Check(name, "warn" if "cannot check" in test else "fail", f"{path}: {test}")
+    catalog = settings.catalog
+    missed = [n for n in _mutating_probes(settings) if not test(n)]
+    if missed:
+        detail = (
+            f"{path}: matcher {matcher!r} lets mutating tools skip the hook: {', '.join(missed)}"
+        )
+        return Check(name, "fail", detail, f"re-run {_INSTALL}")
+    unguarded = [
+        server
+        for server in covered_servers(catalog)
+        if classify(probe := f"mcp__{server}__zerto_rewind_probe", {}, catalog).kind == UNLISTED
+        and not test(probe)
+    ]
+    if unguarded:
+        detail = (
+            f"{path}: unlisted tools of {', '.join(unguarded)} skip the hook, so a tool the "
+            "catalog does not know runs unguarded"
+        )
+        return Check(name, "warn", detail, f"re-run {_INSTALL}")
+    current = {compile_matcher(catalog), compile_matcher(catalog, all_tools=True)}
+    same = "" if matcher in current else "; differs from what install writes now (still safe)"
+    return Check(name, "pass", f"{path}: every mutating tool starts the hook{same}")
+
+
+def _matcher_test(matcher: Any) -> Callable[[str], bool] | str:
+    """How Claude Code applies ``matcher`` to a tool name, or a problem."""
+    if matcher is None or matcher in ("", "*"):
+        return lambda _name: True
+    if not isinstance(matcher, str):
+        return f"the matcher is {matcher!r}, not a string"
+    if _EXACT_LIST.match(matcher):
+        names = {part.strip() for part in re.split(r"[,|]", matcher)}
+        return lambda name: name in names
+    try:
+        compiled = re.compile(matcher)
+    except re.error as exc:
+        return f"cannot check the matcher {matcher!r} with Python's re ({exc}); check it by hand"
+    return lambda name: compiled.search(name) is not None
+
+
+def _mutating_probes(settings: Settings) -> list[str]:
+    """Each tools name, and for a glob a few names it matches that classify() calls mutating."""
+    probes: list[str] = []
+    for key in settings.catalog.tools:
+        samples = [key.replace("?", "x").replace("*", fill) for fill in ("", "x", "_probe_")]
+        probes += [
+            s for s in dict.fromkeys(samples) if classify(s, {}, settings.catalog).kind == MUTATING
+        ]
+    return probes

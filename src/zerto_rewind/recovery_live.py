@@ -1,0 +1,259 @@
+"""Live recovery: failover and journal VM restore, with their commit and rollback.
+
+Live operations are refused unless the config says ``"recovery": {"allow_live":
+true}``, and every live call must repeat the VM and checkpoint in ``confirm``
+as ``"<vm>@<checkpoint>"`` (see :func:`~zerto_rewind.recovery.confirm_token`).
+Commit and rollback take the same token: the checkpoint the operation was
+started from, which this module records in ``<state_dir>/recovery/`` when it
+starts one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Literal
+
+from .errors import RecoveryError
+from .recovery import (
+    CONFIRM_FORMAT,
+    TASK_WAIT_S,
+    OperationResult,
+    Target,
+    confirm_token,
+    failover_finish_steps,
+    recovery_site,
+    restore_finish_steps,
+)
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .zvm.client import ZvmClient
+    from .zvm.models import Checkpoint
+
+__all__ = [
+    "CommitPolicy",
+    "ShutdownPolicy",
+    "failover",
+    "finish_failover",
+    "finish_restore",
+    "restore_vm",
+]
+
+CommitPolicy = Literal["rollback", "commit", "none"]
+ShutdownPolicy = Literal["none", "shutdown", "force_shutdown"]
+_COMMIT_POLICIES: dict[str, int] = {"rollback": 0, "commit": 1, "none": 2}
+_SHUTDOWN_POLICIES: dict[str, int] = {"none": 0, "shutdown": 1, "force_shutdown": 2}
+
+
+def _gate(
+    client: ZvmClient,
+    settings: Settings,
+    vm: str,
+    checkpoint: str,
+    confirm: str,
+    operation: str,
+    vpg: str | None,
+    wait_s: float,
+    deadline: float | None,
+) -> tuple[Target, Checkpoint]:
+    """Before starting a live operation: enabled, confirmed, then the target and its checkpoint."""
+    _require_live(settings)
+    _require_confirm(confirm, vm, checkpoint, operation)
+    target = Target(client, vm, vpg, deadline, wait_s)
+    return target, target.checkpoint(checkpoint)
+
+
+def _require_live(settings: Settings) -> None:
+    if not settings.allow_live_recovery:
+        msg = (
+            "live recovery (failover, journal VM restore, their commit and rollback) is disabled: "
+            f'an operator must set "recovery": {{"allow_live": true}} in {settings.path}. '
+            "The non-disruptive check is zerto_start_failover_test."
+        )
+        raise RecoveryError(msg)
+
+
+def _require_confirm(confirm: str, vm: str, checkpoint: str, operation: str) -> None:
+    expected = confirm_token(vm, checkpoint)
+    if confirm != expected:
+        msg = (
+            f"{operation} refused: confirm must repeat the VM and checkpoint exactly as "
+            f"{CONFIRM_FORMAT}, here {expected!r} (got {confirm!r}). Nothing was changed."
+        )
+        raise RecoveryError(msg)
+
+
+# ---------------------------------------------------------------- in-progress records
+
+
+def _record_path(settings: Settings, kind: str, key: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    return os.path.join(settings.state_dir, "recovery", f"{kind}-{digest}.json")
+
+
+def _remember(settings: Settings, kind: str, key: str, vm: str, checkpoint: str) -> None:
+    from .fsutil import atomic_write_json, ensure_private_dir
+
+    ensure_private_dir(os.path.join(settings.state_dir, "recovery"))
+    record = {"vm": vm, "checkpoint_id": checkpoint, "started_at": time.time()}
+    atomic_write_json(_record_path(settings, kind, key), record)
+
+
+def _recalled(settings: Settings, kind: str, key: str) -> str | None:
+    from .fsutil import read_json
+
+    raw = read_json(_record_path(settings, kind, key))
+    checkpoint = raw.get("checkpoint_id") if isinstance(raw, dict) else None
+    return checkpoint if isinstance(checkpoint, str) else None
+
+
+def _forget(settings: Settings, kind: str, key: str) -> None:
+    import contextlib
+
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_record_path(settings, kind, key))
+
+
+def _confirm_finish(settings: Settings, target: Target, confirm: str, kind: str, key: str) -> str:
+    """Check ``confirm`` for a commit/rollback; returns the operation's checkpoint id."""
+    operation = f"{kind} commit/rollback"
+    recorded = _recalled(settings, kind, key)
+    if recorded is not None:
+        _require_confirm(confirm, target.vm, recorded, operation)
+        return recorded
+    # Started elsewhere (Zerto UI): the checkpoint named must at least be in the journal.
+    vm_part, sep, checkpoint = confirm.rpartition("@")
+    if not sep or vm_part != target.vm or not checkpoint:
+        _require_confirm(confirm, target.vm, "<checkpoint the operation started from>", operation)
+    return target.checkpoint(checkpoint).cp_id
+
+
+# ---------------------------------------------------------------- live failover
+
+
+def failover(
+    client: ZvmClient,
+    settings: Settings,
+    vm: str,
+    checkpoint: str,
+    confirm: str,
+    *,
+    commit_policy: CommitPolicy = "none",
+    reverse_protection: bool = False,
+    shutdown_policy: ShutdownPolicy = "shutdown",
+    vpg: str | None = None,
+    wait_s: float = TASK_WAIT_S,
+    deadline: float | None = None,
+) -> OperationResult:
+    """Live failover of ``vm``'s VPG to ``checkpoint``; refused unless enabled and confirmed."""
+    target, found = _gate(
+        client, settings, vm, checkpoint, confirm, "failover", vpg, wait_s, deadline
+    )
+    v = target.vpg
+    task_id = client.failover(
+        v.vpg_id,
+        found.cp_id,
+        commit_policy=_COMMIT_POLICIES[commit_policy],
+        shutdown_policy=_SHUTDOWN_POLICIES[shutdown_policy],
+        reverse_protection=reverse_protection,
+        deadline=deadline,
+    )
+    _remember(settings, "failover", v.vpg_id, vm, found.cp_id)
+    summary = (
+        f"Live failover of VPG {v.name!r} to checkpoint {found.cp_id} started (commit policy "
+        f"{commit_policy}, shutdown policy {shutdown_policy}): its VMs come up at "
+        f"{recovery_site(v)}. Check them, then commit or roll back."
+    )
+    steps = failover_finish_steps(target, confirm_token(vm, found.cp_id))
+    return target.result("failover", task_id, found, summary, steps)
+
+
+def finish_failover(
+    client: ZvmClient,
+    settings: Settings,
+    vm: str,
+    confirm: str,
+    *,
+    commit: bool,
+    reverse_protection: bool = False,
+    vpg: str | None = None,
+    wait_s: float = TASK_WAIT_S,
+    deadline: float | None = None,
+) -> OperationResult:
+    """Commit (``commit=True``) or roll back the failover waiting before commit on ``vm``'s VPG."""
+    _require_live(settings)
+    target = Target(client, vm, vpg, deadline, wait_s)
+    key = target.vpg.vpg_id
+    checkpoint = _confirm_finish(settings, target, confirm, "failover", key)
+    if commit:
+        task_id = client.failover_commit(key, reverse_protection, deadline=deadline)
+        protection = "with" if reverse_protection else "without"
+        what = f"committed {protection} reverse protection"
+    else:
+        task_id = client.failover_rollback(key, deadline=deadline)
+        what = "rolled back: the recovered VMs are removed and the VPG returns to protecting"
+    _forget(settings, "failover", key)
+    summary = f"Failover of VPG {target.vpg.name!r} to checkpoint {checkpoint} {what}."
+    operation = "failover_commit" if commit else "failover_rollback"
+    return target.result(operation, task_id, None, summary)
+
+
+# ---------------------------------------------------------------- journal VM restore
+
+
+def restore_vm(
+    client: ZvmClient,
+    settings: Settings,
+    vm: str,
+    checkpoint: str,
+    confirm: str,
+    *,
+    restored_vm_name: str | None = None,
+    vpg: str | None = None,
+    wait_s: float = TASK_WAIT_S,
+    deadline: float | None = None,
+) -> OperationResult:
+    """Journal VM restore of ``vm`` to ``checkpoint``; refused unless enabled and confirmed."""
+    target, found = _gate(
+        client, settings, vm, checkpoint, confirm, "restore", vpg, wait_s, deadline
+    )
+    v, vm_id = target.vpg, target.ref.vm_id
+    task_id = client.restore_vm(
+        vm_id, v.vpg_id, found.cp_id, restored_vm_name=restored_vm_name, deadline=deadline
+    )
+    _remember(settings, "restore", f"{vm_id}|{v.vpg_id}", vm, found.cp_id)
+    name = restored_vm_name or "the ZVM's default name"
+    summary = (
+        f"Journal restore of {vm} from checkpoint {found.cp_id} started as {name}. It waits for "
+        "commit or rollback (commit policy rollback: left alone, Zerto rolls it back)."
+    )
+    steps = restore_finish_steps(target, confirm_token(vm, found.cp_id))
+    return target.result("restore", task_id, found, summary, steps)
+
+
+def finish_restore(
+    client: ZvmClient,
+    settings: Settings,
+    vm: str,
+    confirm: str,
+    *,
+    commit: bool,
+    vpg: str | None = None,
+    wait_s: float = TASK_WAIT_S,
+    deadline: float | None = None,
+) -> OperationResult:
+    """Commit (``commit=True``: the restored VM stays) or roll back ``vm``'s journal restore."""
+    _require_live(settings)
+    target = Target(client, vm, vpg, deadline, wait_s)
+    vm_id, vpg_id = target.ref.vm_id, target.vpg.vpg_id
+    key = f"{vm_id}|{vpg_id}"
+    checkpoint = _confirm_finish(settings, target, confirm, "restore", key)
+    end = client.restore_commit if commit else client.restore_rollback
+    task_id = end(vm_id, vpg_id, deadline=deadline)
+    _forget(settings, "restore", key)
+    what = "committed: the restored VM stays" if commit else "rolled back: the restored VM is gone"
+    summary = f"Journal restore of {vm} from checkpoint {checkpoint} {what}."
+    return target.result("restore_commit" if commit else "restore_rollback", task_id, None, summary)
