@@ -5,6 +5,9 @@
 - ``project_dir``, ``claude_home``, ``actions_log``, ``vm_mcp_config``: per-test temp paths.
 - ``e2e``: an ``E2ESession`` binding them: ``e2e.script([...])``, ``e2e.run(...)``,
   ``e2e.actions()``, ``e2e.write_settings({...})``.
+- ``guarded``: the real product around ``e2e`` (``guarded.Guarded``): a ZVM simulator with
+  short cadences, its config, ``zerto-rewind install claude-code --project DIR`` already run,
+  and the stand-in VM server reporting its changes to the simulator.
 
 Every test collected under this directory gets the ``e2e`` marker.
 """
@@ -16,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from fake_anthropic import FakeAnthropic
+from guarded import Guarded
 from harness import E2ESession, claude_path, make_home, mcp_config
 
 _HERE = Path(__file__).resolve().parent
@@ -80,3 +84,13 @@ def e2e(
         actions_log=actions_log,
         mcp_config=vm_mcp_config,
     )
+
+
+@pytest.fixture
+def guarded(e2e: E2ESession, tmp_path: Path) -> Iterator[Guarded]:
+    setup = Guarded.start(e2e, tmp_path / "zerto")
+    try:
+        setup.install()
+        yield setup
+    finally:
+        setup.stop()

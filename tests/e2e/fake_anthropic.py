@@ -27,6 +27,8 @@ import json
 import re
 import secrets
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -38,6 +40,8 @@ __all__ = [
     "ToolResult",
     "Turn",
     "call",
+    "delayed",
+    "last_tool_result_text",
     "text",
 ]
 
@@ -54,12 +58,22 @@ class ToolCall:
     input: dict[str, Any] = field(default_factory=dict)
 
 
+# Given the request's messages, the epoch time before which the turn must not be answered.
+NotBefore = Callable[[list[dict[str, Any]]], float | None]
+MAX_DELAY_S = 120.0
+
+
 @dataclass(frozen=True)
 class Turn:
-    """One scripted assistant message: tool calls (stop_reason tool_use) or a final text."""
+    """One scripted assistant message: tool calls (stop_reason tool_use) or a final text.
+
+    ``not_before`` (see :func:`delayed`) holds the answer back: a model that was told "retry
+    after T" and waits until T before it calls again.
+    """
 
     calls: tuple[ToolCall, ...] = ()
     text: str | None = None
+    not_before: NotBefore | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,27 @@ def call(tool_name: str, /, **tool_input: Any) -> ToolCall:
 
 def text(final: str) -> Turn:
     return Turn(text=final)
+
+
+def delayed(item: ScriptItem, not_before: NotBefore) -> Turn:
+    """``item`` as a turn answered no earlier than ``not_before(messages)`` (epoch seconds).
+
+    The callable reads the conversation the model was sent (e.g. the retry time in the last
+    tool result); ``None`` means no wait. The wait is capped at ``MAX_DELAY_S``.
+    """
+    turn = _as_turn(item)
+    return Turn(calls=turn.calls, text=turn.text, not_before=not_before)
+
+
+def last_tool_result_text(messages: list[dict[str, Any]]) -> str:
+    """The text of the last tool_result in a request's messages ("" if none)."""
+    for msg in reversed(messages):
+        if msg.get("role") != "user":
+            continue
+        for block in reversed(_blocks(msg.get("content"))):
+            if block.get("type") == "tool_result":
+                return _block_text(block.get("content"))
+    return ""
 
 
 Block = tuple[str, dict[str, Any]]
@@ -129,6 +164,7 @@ class FakeAnthropic:
         self.requests: list[RecordedRequest] = []
         self.unknown: list[RecordedRequest] = []
         self.served: list[dict[str, Any]] = []  # every content block answered to the main loop
+        self.holds: list[float] = []  # seconds each delayed turn was held back
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -284,6 +320,15 @@ class FakeAnthropic:
                 pos += 1
         return pos
 
+    def _hold(self, until: float | None) -> None:
+        """Sleep until ``until`` (epoch seconds), at most ``MAX_DELAY_S``; recorded in ``holds``."""
+        if until is None:
+            return
+        wait = min(MAX_DELAY_S, max(0.0, until - time.time()))
+        with self._lock:
+            self.holds.append(wait)
+        time.sleep(wait)
+
     def answer(self, body: dict[str, Any]) -> tuple[str, int | None, list[dict[str, Any]], str]:
         """Return (kind, turn, content blocks, stop_reason) for a /v1/messages body."""
         if not body.get("tools"):
@@ -292,6 +337,8 @@ class FakeAnthropic:
         if index >= len(self.script):
             return "main", index, [{"type": "text", "text": END_ANSWER}], "end_turn"
         turn = self.script[index]
+        if turn.not_before is not None:
+            self._hold(turn.not_before(body.get("messages", [])))
         if turn.text is not None:
             return "main", index, [{"type": "text", "text": turn.text}], "end_turn"
         content = [
