@@ -19,15 +19,16 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
-
-import httpx
 
 from ..errors import AuthError, NotFound, ZvmTimeout
 from ._http import HttpCore, ZvmSettingsLike, api_error, bad_body, decode_json
 from .auth import TokenCache, TokenProvider
 from .models import Checkpoint, Task, VmRef, Vpg, format_iso
+
+if TYPE_CHECKING:
+    import httpx  # only in annotations; _http imports it, without its CLI
 
 __all__ = ["ZvmClient"]
 

@@ -1,0 +1,150 @@
+"""Shared helpers for the benchmark scripts: timing, the simulator, tables, verdicts.
+
+Every script measures its baseline in the same run as its subject and prints
+the ratio it is judged by, with PASS/FAIL; ``judge`` returns the exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from zerto_rewind.sandbox import HookRun, Sandbox
+
+__all__ = ["HookRun", "Sandbox", "at_once", "judge", "sandbox", "table"]
+
+POWER_OFF = "mcp__vsphere__power_off_vm"
+READ_ONLY = "mcp__vsphere__get_vm"
+
+
+def machine() -> str:
+    """One line naming the machine: cores, CPU model, Python."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return (
+        f"{os.cpu_count()} cores, {model}, Python {platform.python_version()} "
+        f"({sys.executable}), {platform.system()} {platform.release()}"
+    )
+
+
+def prompt_simulator() -> None:
+    """Make the in-process simulator answer like a real ZVM: no 40 ms Nagle stall.
+
+    ``http.server`` writes the headers and the body of a response in two
+    ``send`` calls; with Nagle's algorithm on, the body then waits for the
+    client's delayed ACK (40 ms on Linux) — on every request. No production
+    HTTP server (Kestrel, nginx) behaves so; left in, it would make every ZVM
+    round trip in these figures 40 ms slower than a real appliance's.
+    """
+    from zerto_rewind.sim import dispatch
+
+    dispatch.SimRequestHandler.disable_nagle_algorithm = True
+
+
+def sandbox(root: str | None = None, **kwargs: Any) -> Sandbox:
+    """A started Sandbox in a fresh temporary directory (the caller stops it)."""
+    prompt_simulator()
+    box = Sandbox(root or tempfile.mkdtemp(prefix="zr-bench-"), **kwargs)
+    box.start()
+    return box
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def zvm_requests(box: Sandbox) -> dict[str, int]:
+    """The simulator's per-route request counters, control plane excluded."""
+    counts: dict[str, int] = box.control("GET", "/_sim/stats")["requests"]
+    return {k: v for k, v in counts.items() if " sim." not in k}
+
+
+def token_requests(box: Sandbox) -> int:
+    return int(box.control("GET", "/_sim/stats")["token_requests"]["total"])
+
+
+def diff(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+
+
+def epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def timed(argv: Sequence[str], stdin: bytes, env: dict[str, str] | None = None) -> float:
+    """Wall seconds of one process, from spawn to exit; it must exit 0 with empty stdout."""
+    started = time.perf_counter()
+    proc = subprocess.run(argv, input=stdin, capture_output=True, env=env, check=False)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0 or proc.stdout.strip():
+        msg = f"{argv[0]}… exited {proc.returncode}: {proc.stdout[:200]!r} {proc.stderr[:300]!r}"
+        raise RuntimeError(msg)
+    return elapsed
+
+
+def at_once(jobs: Sequence[Callable[[], HookRun]]) -> tuple[float, list[HookRun]]:
+    """Start every job at the same moment (a barrier); wall seconds until the last ends."""
+    barrier = threading.Barrier(len(jobs) + 1)
+    results: list[HookRun | None] = [None] * len(jobs)
+
+    def work(i: int) -> None:
+        barrier.wait()
+        results[i] = jobs[i]()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - started
+    return wall, [r for r in results if r is not None]
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    """Print a small aligned table."""
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for n, row in enumerate(cells):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def judge(name: str, value: float, target: float, *, unit: str = "", at_most: bool = True) -> int:
+    """Print the judged figure against its target; 0 on PASS, 1 on FAIL."""
+    ok = value <= target if at_most else value >= target
+    sign = "≤" if at_most else "≥"
+    verdict = "PASS" if ok else "FAIL"
+    print(f"{verdict}: {name} = {value:.3f}{unit} (target {sign} {target:g}{unit})")
+    return 0 if ok else 1
+
+
+def header(title: str, command: str) -> None:
+    print(f"== {title}")
+    print(f"machine: {machine()}")
+    print(f"reproduce: {command}")
+    print()

@@ -1,0 +1,165 @@
+"""Speed 1: the hook process for a read-only call, as a ratio to ``python -c pass``.
+
+Every entry form is timed in interleaved rounds (so load on the machine hits
+them alike); the judged form is the command ``zerto-rewind install`` writes.
+The Node peer guard cc-safety-net 2.4.5 is timed too when npm can install it.
+
+    .venv/bin/python benchmarks/bench_readonly.py [--rounds 100] [--no-node]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import _bench
+
+TARGET = 1.3
+LAUNCHER = "import sys;from zerto_rewind.hook import main;sys.exit(main())"
+
+
+def forms(python: str, config: str) -> dict[str, list[str]]:
+    """Entry forms of the hook, by the name the table prints."""
+    script = os.path.join(os.path.dirname(python), "zerto-rewind")
+    found = {
+        "python -c pass (baseline)": [python, "-c", "pass"],
+        "python -m zerto_rewind hook": [python, "-m", "zerto_rewind", "hook", "--config", config],
+        "python -c <launcher>": [python, "-c", LAUNCHER, "--config", config],
+    }
+    if os.path.exists(script):
+        found["zerto-rewind hook (console script)"] = [script, "hook", "--config", config]
+    return found
+
+
+def install_form(python: str, config: str) -> list[str] | None:
+    """The exact command `zerto-rewind install` writes, split as a shell would."""
+    try:
+        from zerto_rewind.install import hook_command
+    except ImportError:
+        return None
+    return shlex.split(hook_command(python, config))
+
+
+def cc_safety_net(workdir: str) -> tuple[list[str] | None, str]:
+    """npm-install cc-safety-net 2.4.5 into ``workdir``; its hook command, or why not."""
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        return None, "node/npm not on PATH"
+    entry = os.path.join(
+        workdir, "node_modules", "cc-safety-net", "dist", "bin", "cc-safety-net.js"
+    )
+    if not os.path.exists(entry):
+        cmd = [
+            "npm",
+            "install",
+            "--prefix",
+            workdir,
+            "cc-safety-net@2.4.5",
+            "--no-audit",
+            "--no-fund",
+        ]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, timeout=180, check=False)
+        except subprocess.TimeoutExpired:
+            return None, "npm install timed out"
+        if proc.returncode != 0 or not os.path.exists(entry):
+            return None, f"npm install failed: {proc.stderr.decode()[-200:].strip()}"
+    node = shutil.which("node") or "node"
+    return [node, entry, "hook", "--claude-code"], "npm cc-safety-net@2.4.5"
+
+
+def imported_modules(argv: list[str], stdin: bytes, env: dict[str, str]) -> set[str]:
+    """Modules a process imports, from ``-X importtime``."""
+    cmd = [argv[0], "-X", "importtime", *argv[1:]]
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, env=env, check=False)
+    names = set()
+    for line in proc.stderr.decode().splitlines():
+        if line.startswith("import time:") and "|" in line:
+            names.add(line.rsplit("|", 1)[1].strip())
+    return names
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--no-node", action="store_true", help="skip cc-safety-net")
+    args = parser.parse_args()
+    _bench.header(
+        "read-only decision: hook process vs `python -c pass`",
+        "./.venv/bin/python benchmarks/bench_readonly.py",
+    )
+    box = _bench.sandbox()
+    try:
+        return measure(box, args)
+    finally:
+        box.stop()
+
+
+def measure(box: _bench.Sandbox, args: argparse.Namespace) -> int:
+    python, config = sys.executable, box.config_path
+    env = box.env()
+    payload = json.dumps(
+        {
+            "session_id": "bench",
+            "hook_event_name": "PreToolUse",
+            "tool_name": _bench.READ_ONLY,
+            "tool_input": {"name": "jp-ubuntu"},
+            "tool_use_id": "toolu_bench",
+        }
+    ).encode()
+    candidates = forms(python, config)
+    installed = install_form(python, config)
+    judged = "install's command"
+    if installed is not None:
+        candidates[judged] = installed
+    node_note = "skipped (--no-node)"
+    node_home = tempfile.mkdtemp(prefix="zr-bench-node-")
+    node_env = {**env, "HOME": node_home}
+    node_payload = json.dumps(
+        {
+            "session_id": "bench",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": "ls -la"},
+            "tool_use_id": "toolu_bench",
+        }
+    ).encode()
+    if not args.no_node:
+        node_cmd, node_note = cc_safety_net(os.path.join(tempfile.gettempdir(), "zr-bench-ccsn"))
+        if node_cmd is not None:
+            candidates["cc-safety-net hook --claude-code (node)"] = node_cmd
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for name, argv in candidates.items():  # warm the page cache and .pyc files
+        node = name.startswith("cc-safety-net")
+        _bench.timed(argv, node_payload if node else payload, node_env if node else env)
+    for _round in range(args.rounds):
+        for name, argv in candidates.items():
+            node = name.startswith("cc-safety-net")
+            data, run_env = (node_payload, node_env) if node else (payload, env)
+            times[name].append(_bench.timed(argv, data, run_env))
+    base = _bench.median(times["python -c pass (baseline)"])
+    rows = []
+    for name, values in times.items():
+        med = _bench.median(values)
+        rows.append([name, f"{med * 1000:.2f}", f"{min(values) * 1000:.2f}", f"{med / base:.3f}"])
+    _bench.table(["entry form", "median ms", "min ms", "ratio"], rows)
+    print(f"\nrounds: {args.rounds}; cc-safety-net: {node_note}")
+    if installed is not None:
+        print(f"install writes: {shlex.join(installed)}")
+    subject = judged if installed is not None else "python -c <launcher>"
+    baseline = imported_modules([python, "-c", "pass"], b"", env)
+    extra = imported_modules(candidates[subject], payload, env) - baseline
+    print(f"modules the judged form imports beyond `python -c pass`: {', '.join(sorted(extra))}")
+    print()
+    return _bench.judge(
+        f"read-only ratio ({subject})", _bench.median(times[subject]) / base, TARGET, unit="×"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
