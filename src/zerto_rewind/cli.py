@@ -54,9 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         _usage(sys.stderr)
         return 2
     module_name, function_name, _help = entry
-    from importlib import import_module
-
-    function = getattr(import_module(module_name), function_name)
+    # __import__ + sys.modules, not importlib.import_module: importlib pulls in
+    # `warnings`, a cost the hook would pay on every call through this CLI.
+    __import__(module_name)
+    function = getattr(sys.modules[module_name], function_name)
     result = function(args[1:])
     return int(result or 0)
 

@@ -31,7 +31,12 @@ if TYPE_CHECKING:
 
     from .decision import Decision, ToolCall
 
-__all__ = ["main"]
+__all__ = ["LAUNCH_CODE", "main", "run"]
+
+# What `zerto-rewind install` puts after `python -c`. Cheaper than `-m` (runpy
+# costs ~7 ms, about half of bare interpreter start-up) or the console script
+# (it imports `re`): see docs/performance.md.
+LAUNCH_CODE = "from zerto_rewind.hook import run; run()"
 
 _USAGE = """usage: zerto-rewind hook [--config PATH]
 
@@ -63,6 +68,8 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None) -> int:
     started_wall, started_mono = time.time(), time.monotonic()
     env = os.environ if env is None else env
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["hook"]:  # `python -c LAUNCH_CODE hook --config F`
+        args = args[1:]
     if args[:1] in (["-h"], ["--help"]):
         sys.stdout.write(_USAGE)
         return 0
@@ -215,5 +222,10 @@ def _log(path: str, decision: Decision, call: ToolCall) -> None:
         sys.stderr.write(f"zerto-rewind hook: decision not logged: {exc}\n")
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """Entry point for ``python -c LAUNCH_CODE hook [--config PATH]``."""
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -42,7 +42,7 @@ __all__ = [
 DEFAULT_TIMEOUT_S = 180
 STATUS_MESSAGE = "zerto-rewind: checkpoint before change"
 # How our own entry is recognised in a settings file, whatever the interpreter path.
-HOOK_MARKERS = ("zerto_rewind hook", "zerto-rewind hook")
+HOOK_MARKERS = ("zerto_rewind hook", "zerto-rewind hook", "zerto_rewind.hook")
 EVENT = "PreToolUse"
 
 
@@ -73,8 +73,15 @@ def plan_timeout(requested_s: float, budget_s: float) -> tuple[int, str | None]:
 
 
 def hook_command(python: str, config: str) -> str:
-    """The shell command Claude Code runs: absolute interpreter and config, shell-quoted."""
-    return f"{shlex.quote(python)} -m zerto_rewind hook --config {shlex.quote(config)}"
+    """The shell command Claude Code runs: absolute interpreter and config, shell-quoted.
+
+    ``python -c LAUNCH_CODE hook`` rather than ``python -m zerto_rewind hook``:
+    the same hook, without runpy's start-up cost on every tool call.
+    """
+    from .hook import LAUNCH_CODE
+
+    code = shlex.quote(LAUNCH_CODE)
+    return f"{shlex.quote(python)} -c {code} hook --config {shlex.quote(config)}"
 
 
 def build_entry(*, python: str, config: str, matcher: str, timeout_s: int) -> dict[str, Any]:
@@ -243,6 +250,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zerto-rewind install",
         description="Install the zerto-rewind PreToolUse hook into an agent host's settings.",
+        epilog="`zerto-rewind install claude-plugin --out DIR` builds a Claude Code plugin.",
     )
     parser.add_argument("host", choices=["claude-code"], help="the agent host")
     where = parser.add_mutually_exclusive_group(required=True)
@@ -278,7 +286,12 @@ def load_config(env: Mapping[str, str]) -> Settings:
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """Run ``zerto-rewind install``; returns the exit code."""
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["claude-plugin"]:
+        from .plugin import main as plugin_main
+
+        return plugin_main(argv[1:], env)
+    args = _parser().parse_args(argv)
     env = dict(os.environ if env is None else env)
     if args.config:
         env["ZERTO_REWIND_CONFIG"] = args.config

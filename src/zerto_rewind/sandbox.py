@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from .config import Settings, load_settings
+from .hook import LAUNCH_CODE
 from .sim import SimConfig, SimServer
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ class Sandbox:
         stdin: bytes | None = None,
         timeout_s: float = 300.0,
     ) -> HookRun:
-        """Run ``python -m zerto_rewind hook`` with a PreToolUse payload on stdin."""
+        """Run the hook exactly as installed (``python -c LAUNCH_CODE hook``), payload on stdin."""
         payload = {
             "session_id": session_id,
             "transcript_path": os.path.join(self.root, "transcript.jsonl"),
@@ -199,7 +200,7 @@ class Sandbox:
         data = json.dumps(payload).encode() if stdin is None else stdin
         started = time.monotonic()
         proc = subprocess.run(
-            [sys.executable, "-m", "zerto_rewind", "hook"],
+            [sys.executable, "-c", LAUNCH_CODE, "hook"],
             input=data,
             capture_output=True,
             env=env or self.env(),

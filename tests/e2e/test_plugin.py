@@ -1,7 +1,7 @@
 """The zerto-rewind Claude Code plugin (``zerto_rewind.plugin``) in the real CLI.
 
 The plugin is generated for this environment (absolute interpreter and config) by
-``python -m zerto_rewind.plugin --out DIR --config C`` (the body of
+``zerto-rewind install claude-plugin --out DIR --config C`` (the body of
 ``zerto-rewind install claude-plugin``), checked with ``claude plugin validate`` and loaded
 with ``--plugin-dir``. The project's own settings file is removed first, so the plugin's hook
 is the only guard; the plugin's MCP server (``zerto-rewind serve``) runs beside the stand-in
@@ -19,6 +19,7 @@ from fake_anthropic import call
 from guarded import MODES, PYTHON, Guarded
 from harness import claude_env, mcp_tool
 
+from zerto_rewind.install import hook_command
 from zerto_rewind.plugin import MCP_SERVER_NAME, PLUGIN_NAME
 
 POWER_OFF = mcp_tool("power_off_vm")
@@ -29,7 +30,17 @@ CHECK_TOOL = f"{PLUGIN_TOOLS}zerto_check_tool"
 def _generate(guarded: Guarded, out: Path) -> None:
     config = guarded.box.config_path
     proc = subprocess.run(
-        [PYTHON, "-m", "zerto_rewind.plugin", "--out", str(out), "--config", config],
+        [
+            PYTHON,
+            "-m",
+            "zerto_rewind",
+            "install",
+            "claude-plugin",
+            "--out",
+            str(out),
+            "--config",
+            config,
+        ],
         capture_output=True,
         text=True,
         env=guarded.box.env(),
@@ -62,7 +73,9 @@ def test_the_plugin_guards_calls_and_serves_its_tools(
     _generate(guarded, plugin)
     [entry] = json.loads((plugin / "hooks" / "hooks.json").read_text())["hooks"]["PreToolUse"]
     assert entry["hooks"][0]["onFailure"] == "block"
-    assert entry["hooks"][0]["command"].startswith(f"{PYTHON} -m zerto_rewind hook --config ")
+    assert entry["hooks"][0]["command"].startswith(
+        hook_command(PYTHON, "/x").split(" --config ")[0]
+    )
     validated = _validate(guarded, plugin)
     assert validated.returncode == 0, validated.stdout + validated.stderr
     assert json.loads(validated.stdout)["success"] is True
