@@ -43,23 +43,8 @@ def machine() -> str:
     )
 
 
-def prompt_simulator() -> None:
-    """Make the in-process simulator answer like a real ZVM: no 40 ms Nagle stall.
-
-    ``http.server`` writes the headers and the body of a response in two
-    ``send`` calls; with Nagle's algorithm on, the body then waits for the
-    client's delayed ACK (40 ms on Linux) — on every request. No production
-    HTTP server (Kestrel, nginx) behaves so; left in, it would make every ZVM
-    round trip in these figures 40 ms slower than a real appliance's.
-    """
-    from zerto_rewind.sim import dispatch
-
-    dispatch.SimRequestHandler.disable_nagle_algorithm = True
-
-
 def sandbox(root: str | None = None, **kwargs: Any) -> Sandbox:
     """A started Sandbox in a fresh temporary directory (the caller stops it)."""
-    prompt_simulator()
     box = Sandbox(root or tempfile.mkdtemp(prefix="zr-bench-"), **kwargs)
     box.start()
     return box
