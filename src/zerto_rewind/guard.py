@@ -218,7 +218,33 @@ class Guard:
         if any(tagger.beyond_budget(p, deadline) for p in plans):
             return False
         tagger.wait(plans, deadline)
-        return all(p.outcome.row == Row.CONFIRMED for p in plans)
+        if all(p.outcome.row == Row.CONFIRMED for p in plans):
+            return True
+        self._recheck_late(plans, deadline)
+        return False
+
+    def _recheck_late(self, plans: list[TagPlan], deadline: float) -> None:
+        """A tag expected within the budget did not land: did the VPG stop taking tags?
+
+        A VPG paused or failing over mid-wait would otherwise read as *pending*
+        with a retry time, and the retry would only then be refused.
+        """
+        from .zvm.models import tag_refusal
+
+        for plan in plans:
+            out = plan.outcome
+            if out.row != Row.PENDING or self.mono() > deadline:
+                continue
+            try:
+                vpg = self.client().get_vpg(out.vpg_id, deadline=deadline + 0.5)
+            except ZertoRewindError:
+                continue  # no better answer than pending; the retry will ask again
+            refusal = tag_refusal(vpg)
+            if refusal:
+                out.row = Row.FAILED
+                out.reason = (
+                    f"{refusal} (it stopped taking checkpoints while tag {out.tag!r} was pending)"
+                )
 
     # ------------------------------------------------------------------ combining
 

@@ -234,6 +234,23 @@ def test_a_tag_that_never_lands_becomes_failed_when_overdue(box: Sandbox) -> Non
     assert box.log_records()[-1]["row"] == "failed"
 
 
+def test_a_vpg_paused_mid_wait_is_reported_failed_not_pending(box: Sandbox) -> None:
+    """Replication paused while the hook waits for its tag: failed, with the pause as reason."""
+    import threading
+
+    box.write_config(guard={"timeout_s": 5, "landing_allowance_s": 0.5})
+    box.control("POST", "/_sim/vpgs/jp-local/tag-behaviour", {"mode": "never"})
+    pause = threading.Timer(
+        0.8, box.control, ("POST", "/_sim/vpgs/jp-local/status", {"status": 2, "sub_status": 25})
+    )
+    pause.start()
+    run = box.run_hook(POWER_OFF, {"name": "jp-ubuntu"})
+    pause.join()
+    assert run.decision == "deny"
+    assert "paused" in run.reason
+    assert box.log_records()[-1]["row"] == "failed"
+
+
 def test_deadline_holds_when_the_zvm_hangs(box: Sandbox) -> None:
     """The ZVM stops answering: the hook still denies, with a reason, before its budget."""
     box.write_config(guard={"timeout_s": 4})
