@@ -25,7 +25,7 @@ from .sim import SimConfig, SimServer
 if TYPE_CHECKING:
     from .zvm.client import ZvmClient
 
-__all__ = ["DEMO_CATALOG", "HookRun", "Sandbox", "fast_sim_config"]
+__all__ = ["DEMO_CATALOG", "SECRET_ENV", "HookRun", "Sandbox", "fast_sim_config"]
 
 SECRET_ENV = "ZERTO_REWIND_SANDBOX_SECRET"  # noqa: S105  # a variable name, not a secret
 

@@ -13,6 +13,7 @@ import pytest
 
 from zerto_rewind.config import DEFAULT_GUARD_TIMEOUT_S, load_settings
 from zerto_rewind.errors import ConfigError
+from zerto_rewind.hook import LAUNCH_CODE
 from zerto_rewind.install import (
     build_entry,
     find_our_hooks,
@@ -97,7 +98,7 @@ def test_build_entry_has_the_fields_claude_code_needs() -> None:
     assert handler["timeout"] == 180
     assert handler["statusMessage"] == "zerto-rewind: checkpoint before change"
     assert shlex.split(handler["command"]) == [
-        "/opt/my venv/bin/python", "-m", "zerto_rewind", "hook", "--config", "/etc/z r.json",
+        "/opt/my venv/bin/python", "-c", LAUNCH_CODE, "hook", "--config", "/etc/z r.json",
     ]  # fmt: skip
 
 

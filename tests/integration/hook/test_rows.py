@@ -266,3 +266,36 @@ def _sleep_until(iso: str, extra_s: float = 0.2) -> None:
 
     target = datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
     time.sleep(max(0.0, target - time.time()) + extra_s)
+
+
+@pytest.mark.parametrize(
+    "stdin",
+    [b"", b"not json", b"[1, 2]", b'{"tool_input": {}}', b'{"tool_name": "x", "tool_input": "s"}'],
+)
+def test_malformed_stdin_exits_2_with_the_reason(box: Sandbox, stdin: bytes) -> None:
+    """Unreadable or malformed stdin: exit 2 (blocks in Claude Code), reason on stderr."""
+    run = box.run_hook("unused", {}, stdin=stdin)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert "zerto-rewind hook:" in run.stderr
+    assert "blocked" in run.stderr
+
+
+def test_a_missing_config_denies_every_call(box: Sandbox) -> None:
+    """No config file: even a read-only call is denied with 'fix the config'."""
+    env = box.env(ZERTO_REWIND_CONFIG=box.config_path + ".missing")
+    for tool in ("mcp__vsphere__list_vms", POWER_OFF):
+        run = box.run_hook(tool, {"name": "jp-ubuntu"}, env=env)
+        assert run.decision == "deny"
+        assert "fix the config" in run.reason
+        assert "not found" in run.reason
+
+
+def test_an_invalid_config_denies_every_call_naming_the_key(box: Sandbox) -> None:
+    """A config with a bad value: every call denied, the reason names file, key and problem."""
+    box.write_config(guard={"on_pending": "wait"})
+    run = box.run_hook("mcp__vsphere__list_vms", {})
+    assert run.decision == "deny"
+    assert "guard.on_pending" in run.reason
+    assert box.config_path in run.reason
+    assert box.log_records()[-1]["row"] == "config_error"
