@@ -107,6 +107,7 @@ MODES = ["bypassPermissions", "default"]
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("decision", ["deny", "ask"])
 def test_denied_call_never_reaches_the_server(e2e: E2ESession, mode: str, decision: str) -> None:
+    """A hook deny or ask stops the call: the server never sees it, the model gets the reason."""
     reason = f"zerto-rewind test: {decision} power_off_vm on web-01"
     hook = throwaway_hook(e2e, {POWER_OFF: {decision: reason}})
     e2e.script([[call(POWER_OFF, name="web-01")], "understood"])
@@ -141,6 +142,7 @@ def test_denied_call_never_reaches_the_server(e2e: E2ESession, mode: str, decisi
 def test_allowed_call_reaches_the_server_and_the_model_sees_the_context(
     e2e: E2ESession, mode: str, decision: str | None
 ) -> None:
+    """A hook's additionalContext reaches the model after the tool result of a call that ran."""
     context = "Checkpoint zr-e2e-123 tagged on VPG vpg-web at 2026-01-01T00:00:00Z; rewind with …"
     rule: dict[str, Any] = {"context": context}
     if decision:
@@ -184,6 +186,7 @@ def test_context_without_a_decision_is_not_enough_in_default_mode(e2e: E2ESessio
 
 
 def test_hook_stdin_has_the_documented_fields(e2e: E2ESession) -> None:
+    """The hook's stdin carries session, tool and tool-use ids, permission mode and the input."""
     hook = throwaway_hook(e2e, {})
     e2e.script([[call(RUN_COMMAND, command="ssh admin@jp-ubuntu.lab.local 'sudo reboot'")], "ok"])
 
@@ -222,6 +225,7 @@ def test_hook_stdin_has_the_documented_fields(e2e: E2ESession) -> None:
 
 
 def test_two_calls_in_one_turn_both_go_through_the_hook(e2e: E2ESession) -> None:
+    """Two tool calls in one assistant turn each run the hook."""
     hook = throwaway_hook(e2e, {POWER_OFF: {"deny": "no checkpoint for web-01"}})
     e2e.script(
         [[call(POWER_OFF, name="web-01"), call(SNAPSHOT, vms=["db-01", "jp-ubuntu"])], "done both"]
@@ -252,6 +256,7 @@ def test_two_calls_in_one_turn_both_go_through_the_hook(e2e: E2ESession) -> None
 
 @pytest.mark.parametrize("on_failure", ["block", None])
 def test_a_hook_past_its_timeout(e2e: E2ESession, on_failure: str | None) -> None:
+    """A hook past its timeout: blocked with onFailure block, the call runs without it."""
     hook = throwaway_hook(e2e, {POWER_OFF: {"sleep": 4}}, timeout=1, on_failure=on_failure)
     e2e.script([[call(POWER_OFF, name="web-01")], "ok"])
 
@@ -277,6 +282,7 @@ def test_a_hook_past_its_timeout(e2e: E2ESession, on_failure: str | None) -> Non
 
 @pytest.mark.parametrize("mode", MODES)
 def test_defer_stops_the_run_and_resume_asks_the_hook_again(e2e: E2ESession, mode: str) -> None:
+    """defer stops a -p run with the deferred call; --resume runs the hook again for it."""
     hook = throwaway_hook(e2e, {POWER_OFF: {"defer": True}})
     e2e.script([[call(POWER_OFF, name="web-01")], "powered off after the checkpoint"])
 
@@ -316,6 +322,7 @@ def test_defer_stops_the_run_and_resume_asks_the_hook_again(e2e: E2ESession, mod
 
 
 def test_a_resumed_deferred_call_can_still_be_denied(e2e: E2ESession) -> None:
+    """On --resume the hook may deny the deferred call after all."""
     reason = "tag still pending; retry after 12:00:30Z"
     hook = throwaway_hook(e2e, {POWER_OFF: {"defer": True}})
     e2e.script([[call(POWER_OFF, name="web-01")], "will retry later"])
@@ -335,6 +342,7 @@ def test_a_resumed_deferred_call_can_still_be_denied(e2e: E2ESession) -> None:
 
 
 def test_resume_does_not_restore_the_permission_mode(e2e: E2ESession) -> None:
+    """--resume starts in default mode unless --permission-mode is given again."""
     hook = throwaway_hook(e2e, {POWER_OFF: {"defer": True}})
     e2e.script([[call(POWER_OFF, name="web-01")], "ok"])
     first = e2e.run(settings=hook.settings, permission_mode="bypassPermissions")
@@ -380,6 +388,7 @@ def test_resume_with_a_prompt_yields_two_results(e2e: E2ESession) -> None:
 
 
 def test_a_hook_from_a_plugin_dir_gates_the_call(e2e: E2ESession) -> None:
+    """A hook in a --plugin-dir plugin gates calls like one in settings."""
     hook = throwaway_hook(e2e, {POWER_OFF: {"deny": "denied by the plugin's hook"}})
     plugin = write_plugin(e2e.project_dir.parent / "plugin", json.loads(hook.settings.read_text()))
     e2e.script([[call(POWER_OFF, name="web-01")], "ok"])
@@ -426,6 +435,7 @@ def sim_control_plane() -> Iterator[tuple[str, list[dict[str, Any]]]]:
 def test_the_vm_server_reports_to_the_simulator_through_the_mcp_env(
     e2e: E2ESession, sim_control_plane: tuple[str, list[dict[str, Any]]]
 ) -> None:
+    """The stand-in VM server reports its changes to the simulator named in its MCP env."""
     sim_url, received = sim_control_plane
     e2e.mcp_config = mcp_config(
         e2e.project_dir.parent / "mcp-sim.json", actions_log=e2e.actions_log, sim_url=sim_url
@@ -491,6 +501,7 @@ def test_the_vm_server_verifies_the_simulator_with_the_ca_bundle(
 
 
 def test_the_pinned_inspector_drives_the_vm_server(tmp_path: Path) -> None:
+    """The pinned MCP Inspector CLI can call the stand-in VM server."""
     assert INSPECTOR_BIN.exists(), "run: cd tests/e2e && npm ci"
     log = tmp_path / "actions.jsonl"
     out = subprocess.run(
@@ -508,11 +519,13 @@ def test_the_pinned_inspector_drives_the_vm_server(tmp_path: Path) -> None:
 
 
 def test_a_missing_cli_is_a_loud_error(tmp_path: Path) -> None:
+    """A missing Claude Code CLI is an error naming the install command, never a skip."""
     with pytest.raises(ClaudeMissing, match="npm ci"):
         claude_path(tmp_path / "nope" / "claude")
 
 
 def test_the_pinned_cli_runs(claude_bin: Path) -> None:
+    """The pinned Claude Code CLI is installed where the tests look."""
     assert claude_bin.exists()
 
 
@@ -526,10 +539,12 @@ def test_the_pinned_cli_runs(claude_bin: Path) -> None:
     ],
 )
 def test_ssh_host(command: str, host: str | None) -> None:
+    """The stand-in finds the ssh host inside a command string."""
     assert ssh_host(command) == host
 
 
 def test_fake_api_script_position_comes_from_the_conversation() -> None:
+    """The fake API picks the next scripted turn from the conversation it is sent."""
     api = FakeAnthropic([[call("a", x=1)], [call("b"), call("c")], "end"])
     tools = [{"name": "a"}]
     kind, turn, content, stop = api.answer({"tools": tools, "messages": [{"role": "user"}]})
