@@ -46,15 +46,22 @@ decision as JSON on stdout. --config overrides ZERTO_REWIND_CONFIG.
 
 # The watchdog answers this long before the budget ends: room to write and exit.
 _WATCHDOG_MARGIN_S = 0.3
+# Set once a decision is on stdout; there must never be a second one.
+_ANSWERED: list[bool] = []
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """Run one hook invocation; returns the exit code. Never raises."""
+    _ANSWERED.clear()
     try:
         return _main(argv, env)
     except BaseException as exc:  # the last line of defence: deny, never crash
         if isinstance(exc, SystemExit | KeyboardInterrupt):
             raise
+        if _ANSWERED:
+            # A second JSON document would make Claude Code read stdout as plain
+            # text, i.e. no decision at all: keep the answer already given.
+            return 0
         reason = (
             f"zerto-rewind hook failed unexpectedly ({type(exc).__name__}: {exc}); the call was "
             "not run. Run `zerto-rewind doctor`, and report this if it persists."
@@ -189,6 +196,7 @@ class _Answer:
             if text:
                 sys.stdout.write(text + "\n")
                 sys.stdout.flush()
+            _ANSWERED.append(True)
             _log(self.settings.log_path, decision, self.call)
             return code
 
@@ -202,6 +210,7 @@ def _config_denial(
     reason = f"zerto-rewind denied {payload.tool_name}: fix the config: {problem}"
     text, code = claude_code.render("deny", reason, "")
     sys.stdout.write(text + "\n")
+    _ANSWERED.append(True)
     decision = Decision(Row.CONFIG_ERROR, Outcome.DENY, payload.tool_name, reason=reason)
     call = ToolCall(
         payload.tool_name, None, session_id=payload.session_id, tool_use_id=payload.tool_use_id

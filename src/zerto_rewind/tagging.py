@@ -106,7 +106,13 @@ class Tagger:
         stale = (
             record.cadence_learned_at is None or now - record.cadence_learned_at > _CADENCE_TTL_S
         )
-        if stale or record.cadence_source != "observed":
+        # Re-measure when stale, or while only the site default is known (the
+        # journal may have grown enough checkpoints to observe by now).
+        guessed = (record.cadence_source or "site:").startswith("site:")
+        override_changed = (record.cadence_source == "config") != (
+            vpg.name in self.settings.cadence_s
+        )
+        if stale or guessed or override_changed:
             site_default = self.settings.site_cadence_s.get(outcome.site_kind, 630.0)
             since = now - site_default * _CADENCE_WINDOW_STEPS
             checkpoints = self.client.list_checkpoints(
@@ -167,11 +173,9 @@ class Tagger:
         plan.tag_name, plan.task_id, plan.overdue_at = tag.name, tag.task_id, tag.overdue_at
         # expected_at = boundary + the lag planned with. Until this VPG's lag is
         # learned, poll from the boundary on; once learned, poll when it should land.
-        planned_lag = tag.expected_at - _boundary_of(tag)
-        plan.lag_used_s = planned_lag
-        plan.next_poll_at = (
-            tag.expected_at if record.lag_s is not None else tag.expected_at - planned_lag
-        )
+        plan.lag_used_s = tag.planned_lag_s
+        learned = record.lag_s is not None
+        plan.next_poll_at = tag.expected_at if learned else tag.expected_at - tag.planned_lag_s
         out.tag, out.requested_at, out.expected_at = tag.name, tag.requested_at, tag.expected_at
         out.checkpoint_id, out.landed_at = tag.checkpoint_id, tag.landed_at
         out.row = Row.CONFIRMED if tag.state == "landed" else Row.PENDING
@@ -286,10 +290,6 @@ class Tagger:
             if ours:
                 record.allowed_since_landing += 1
         return True
-
-
-def _boundary_of(tag: TagRecord) -> float:
-    return tag.expected_at - tag.planned_lag_s
 
 
 def _covers(record: VpgRecord, tag: TagRecord, call: ToolCall) -> bool:
