@@ -39,38 +39,17 @@ class Step:
         return str(found)
 
 
+POWER_OFF = "mcp__vsphere__power_off_vm"
 STEPS = [
-    Step("read-only tool", "mcp__vsphere__list_vms", {}, "none"),
-    Step(
-        "mutating, checkpoint confirmed",
-        "mcp__vsphere__power_off_vm",
-        {"name": "jp-ubuntu"},
-        "context",
-    ),
-    Step(
-        "mutating, checkpoint failed (VPG paused)",
-        "mcp__vsphere__power_off_vm",
-        {"name": "sql-paused-1"},
-        "deny",
-    ),
-    Step(
-        "mutating, checkpoint pending (AWS cadence)",
-        "mcp__vsphere__power_off_vm",
-        {"name": "win2019-1"},
-        "deny",
-    ),
-    Step(
-        "mutating, VM unknown to Zerto", "mcp__vsphere__power_off_vm", {"name": "ghost-vm"}, "ask"
-    ),
-    Step("mutating, no VM in the arguments", "mcp__vsphere__power_off_vm", {"force": True}, "ask"),
+    Step("read-only", "mcp__vsphere__list_vms", {}, "none"),
+    Step("confirmed", POWER_OFF, {"name": "jp-ubuntu"}, "context"),
+    Step("failed (VPG paused)", POWER_OFF, {"name": "sql-paused-1"}, "deny"),
+    Step("pending (AWS cadence)", POWER_OFF, {"name": "win2019-1"}, "deny"),
+    Step("VM unknown to Zerto", POWER_OFF, {"name": "ghost-vm"}, "ask"),
+    Step("no VM in arguments", POWER_OFF, {"force": True}, "ask"),
     Step("unlisted tool", "mcp__vsphere__delete_datastore", {"datastore": "ds1"}, "ask"),
 ]
-RETRY = Step(
-    "pending retried after the tag landed",
-    "mcp__vsphere__power_off_vm",
-    {"name": "win2019-1"},
-    "context",
-)
+RETRY = Step("pending, retried", POWER_OFF, {"name": "win2019-1"}, "context")
 
 
 def main(argv: list[str] | None = None) -> int:
