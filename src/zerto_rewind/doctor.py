@@ -22,6 +22,7 @@ from .doctor_config import (
     ZVM_DEADLINE_S,
     Check,
     config_checks,
+    pending_check,
     secret_and_zvm_checks,
     tls_check,
     vm_arg_check,
@@ -67,7 +68,7 @@ def run_checks(
     checks, settings = config_checks(env, origin)
     if settings is not None:
         checks += secret_and_zvm_checks(settings, env, zvm_deadline_s)
-        checks += [vm_arg_check(settings), tls_check(settings)]
+        checks += [vm_arg_check(settings), tls_check(settings), pending_check(settings)]
     checks += host_checks(hosts, settings, config_path(env))
     return checks
 

@@ -29,6 +29,7 @@ __all__ = [
     "Check",
     "Status",
     "config_checks",
+    "pending_check",
     "secret_and_zvm_checks",
     "tls_check",
     "vm_arg_check",
@@ -162,3 +163,16 @@ def tls_check(settings: Settings) -> Check:
         return Check("tls", "warn", detail, "drop verify_tls and set zvm.ca_bundle instead")
     via = f"against {zvm.ca_bundle}" if zvm.ca_bundle else "against the system CA store"
     return Check("tls", "pass", f"certificates verified {via}")
+
+
+def pending_check(settings: Settings) -> Check:
+    """How a tag that lands after the budget is answered, and where that is safe."""
+    if settings.guard.on_pending != "defer":
+        detail = f"pending tags are answered with {settings.guard.on_pending}"
+        return Check("on_pending", "pass", detail)
+    detail = (
+        "guard.on_pending is defer: Claude Code honours it only in `claude -p`, and with two "
+        "calls in one turn it resumes only the last deferred call (the others are dropped)"
+    )
+    fix = "use defer only for single-call headless runs; deny (the default) suits the rest"
+    return Check("on_pending", "warn", detail, fix)

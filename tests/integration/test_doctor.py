@@ -115,6 +115,7 @@ def test_everything_passes_for_a_correct_install(
         "credentials": "pass",
         "vm_arg": "pass",
         "tls": "pass",
+        "on_pending": "pass",
         "hook installed": "pass",
         "hook command": "pass",
         "hook timeout": "pass",
@@ -277,3 +278,18 @@ def test_no_hook_installed_fails_with_the_install_command(
     checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
     assert checks["hook installed"].status == "fail"
     assert "zerto-rewind install claude-code" in checks["hook installed"].fix
+
+
+def test_on_pending_defer_is_a_warning(tmp_path: Path) -> None:
+    """guard.on_pending: defer is a warning: `claude -p` only, and only the last call of a turn."""
+    from zerto_rewind.config import load_settings
+    from zerto_rewind.doctor_config import pending_check
+
+    path = tmp_path / "config.json"
+    path.write_text(
+        '{"zvm": {"url": "https://127.0.0.1:9", "client_id": "c", "client_secret_env": "X"},'
+        ' "guard": {"on_pending": "defer"}}'
+    )
+    check = pending_check(load_settings({"HOME": str(tmp_path)}, path=str(path)))
+    assert check.status == "warn"
+    assert "claude -p" in check.detail
