@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -62,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         "--budget", type=float, default=GUARD_BUDGET_S, help="the guard's budget (s)"
     )
     args = parser.parse_args(argv)
-    console = Console()
+    # Piped output (CI logs) gets a width the summary table fits in.
+    console = Console() if Console().is_terminal else Console(width=110)
     sim_config = fast_sim_config(
         cadences={"vcenter": 2.0, "hyperv": 2.0, "vcd": 2.0, "azure": 6.0, "aws": args.aws_cadence}
     )
@@ -116,9 +118,9 @@ def _retry_wait(box: Sandbox) -> float:
 
 
 def _print_table(console: Console, rows: list[tuple[Step, HookRun]]) -> None:
-    table = Table(title="decisions", show_lines=False)
+    table = Table(title="decisions", box=box.SIMPLE_HEAD)
     for column in ("situation", "tool", "VM", "decision", "checkpoint", "seconds"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=True)
     for step, run in rows:
         checkpoint = _checkpoint_of(run) if run.decision == "context" else ""
         style = "" if run.decision == step.expect else "red"
