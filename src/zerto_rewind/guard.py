@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .zvm.client import ZvmClient
     from .zvm.models import Vpg
 
-__all__ = ["Guard", "budget_deadline"]
+__all__ = ["Guard", "budget_deadline", "entity_type_names"]
 
 # The guard answers this long before its budget runs out, so the answer (and
 # its log line) is out before the hook's own watchdog has to step in.
@@ -302,13 +302,36 @@ class Guard:
         )
 
     def _entity_types(self, deadline: float) -> list[str]:
-        key = self.settings.zvm.url
-        cached = self.state().cached("entitytypes", key, _ENTITY_TYPES_TTL_S)
+        return entity_type_names(self.client(), self.state(), deadline=deadline)
+
+
+def entity_type_names(
+    client: ZvmClient,
+    state: GuardState | None = None,
+    *,
+    deadline: float | None = None,
+    remember: bool = True,
+) -> list[str]:
+    """The ZVM's site-type names (``GET /v1/vpgs/entitytypes``), cached a day per ZVM.
+
+    An older ZVM without the lookup gives ``[]``: the built-in table in
+    :func:`zvm.models.site_kind` then applies. ``remember=False`` reads the
+    cache but never writes it (previews change nothing).
+    """
+    from .errors import ApiError
+
+    key = client.settings.url
+    if state is not None:
+        cached = state.cached("entitytypes", key, _ENTITY_TYPES_TTL_S)
         if isinstance(cached, list) and all(isinstance(n, str) for n in cached):
             return cached
-        names = self.client().entity_types(deadline=deadline)
-        self.state().store("entitytypes", key, names)
-        return names
+    try:
+        names = client.entity_types(deadline=deadline)
+    except ApiError:
+        names = []
+    if state is not None and remember:
+        state.store("entitytypes", key, names)
+    return names
 
 
 # ---------------------------------------------------------------------- messages

@@ -23,8 +23,8 @@ from pydantic import BaseModel, Field
 from .cadence import expected_landing
 from .catalog import MUTATING, READ_ONLY, classify
 from .decision import SEVERITY, Outcome, Row, fmt_time
-from .guard import budget_deadline
-from .protection import GuardTag, entity_type_names, observe_cadence
+from .guard import budget_deadline, entity_type_names
+from .protection import GuardTag, observe_cadence
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -210,21 +210,12 @@ def _mutating(
             "to, so the host would ask a human. Check the VM name and vm_map."
         )
         return check
-    names = _entity_types(settings, client, state, deadline)
+    names = entity_type_names(client, state, deadline=deadline, remember=False)
     for vpg_id, vms in groups.items():
         check.vpgs.append(
             _preview_vpg(settings, client, state, vpg_id, vms, names, check.budget_s, now, deadline)
         )
     return _combine(settings, check)
-
-
-def _entity_types(
-    settings: Settings, client: ZvmClient, state: GuardState, deadline: float | None
-) -> list[str] | None:
-    cached = state.cached("entitytypes", settings.zvm.url, 86_400.0)  # read-only
-    if isinstance(cached, list) and all(isinstance(n, str) for n in cached):
-        return cached
-    return entity_type_names(client, deadline=deadline)
 
 
 def _preview_vpg(

@@ -24,7 +24,8 @@ from pydantic import BaseModel, Field
 
 from .cadence import observed_cadence, resolve_cadence
 from .decision import fmt_time
-from .errors import AmbiguousVm, ApiError, NotFound, UsageError
+from .errors import AmbiguousVm, NotFound, UsageError
+from .guard import entity_type_names
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -40,7 +41,6 @@ __all__ = [
     "VpgCheckpoints",
     "VpgProtection",
     "checkpoint_listing",
-    "entity_type_names",
     "observe_cadence",
     "parse_since",
     "protection_status",
@@ -193,14 +193,6 @@ def select_ref(refs: list[VmRef], vm: str, vpg: str | None) -> VmRef:
         msg = f"VM {vm!r} is protected by several VPGs ({names}); pass vpg= one of them"
         raise AmbiguousVm(msg)
     return refs[0]
-
-
-def entity_type_names(client: ZvmClient, *, deadline: float | None = None) -> list[str] | None:
-    """The ZVM's site-type names, or None on an older ZVM without the lookup."""
-    try:
-        return client.entity_types(deadline=deadline)
-    except ApiError:
-        return None  # the built-in table in zvm.models applies
 
 
 def observe_cadence(

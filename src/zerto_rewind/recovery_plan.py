@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from .protection import CheckpointInfo, entity_type_names
+from .guard import entity_type_names
+from .protection import CheckpointInfo
 from .recovery import (
     RecoveryStep,
     Target,

@@ -128,6 +128,16 @@ def test_several_vms_take_the_most_restrictive_decision(box: Sandbox) -> None:
     assert box.tag_requests() == 0, "no tag is requested when one VPG refuses up front"
 
 
+def test_a_zvm_without_the_entity_types_lookup_still_guards(box: Sandbox) -> None:
+    """GET /v1/vpgs/entitytypes answers 404 (an older ZVM): the built-in site table applies."""
+    box.control(
+        "POST", "/_sim/faults", {"route": "vpgs.entitytypes", "kind": "status", "status": 404}
+    )
+    run = box.run_hook(POWER_OFF, {"name": "jp-ubuntu"})
+    assert run.decision == "context"
+    assert box.log_records()[-1]["site_types"] == ["vcenter"]
+
+
 def test_a_vm_in_two_vpgs_gets_both_tagged(box: Sandbox) -> None:
     """multi-1 is protected twice: both VPGs get a landed tag named in the context."""
     run = box.run_hook(POWER_OFF, {"name": "multi-1"})
