@@ -306,14 +306,15 @@ def _plan(
 
 def _landed_now(record: VpgRecord, client: ZvmClient, now: float, deadline: float | None) -> bool:
     """Whether a requested tag is listable now, looked for only when the guard would look."""
-    from datetime import UTC, datetime
+    from .tagging import tag_in_journal
 
     tag = record.tag
     if tag is None or now < tag.expected_at - (record.lag_s or 0.0):
         return False
-    since = datetime.fromtimestamp(tag.requested_at - 5.0, UTC)
-    listed = client.list_checkpoints(record.vpg_id, since=since, deadline=deadline)
-    return any(c.tag == tag.name for c in listed)
+    found, _listed = tag_in_journal(
+        client, record.vpg_id, tag.name, tag.requested_at, deadline=deadline
+    )
+    return found is not None
 
 
 def _expect(preview: VpgPreview, expected_at: float, budget: float, now: float) -> None:

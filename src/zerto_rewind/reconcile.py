@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from .decision import fmt_time
 from .errors import ZertoRewindError
 from .state import GuardState, TagRecord, VpgRecord
+from .tagging import tag_in_journal
 
 __all__ = ["TagFate", "reconcile"]
 
@@ -72,20 +72,19 @@ def _known(record: VpgRecord, tag: str) -> TagRecord | None:
 
 
 def _ask_zvm(state: GuardState, vpg_id: str, tag: TagRecord, client: Any) -> TagRecord:
-    since = datetime.fromtimestamp(tag.requested_at - 5, UTC)
     try:
-        checkpoints = client.list_checkpoints(vpg_id, since=since, deadline=time.monotonic() + 15)
+        found, _listed = tag_in_journal(
+            client, vpg_id, tag.name, tag.requested_at, deadline=time.monotonic() + 15
+        )
     except ZertoRewindError as exc:
         tag.reason = f"could not ask the ZVM: {exc}"
         return tag
-    found = next((c for c in checkpoints if c.tag == tag.name), None)
     with state.vpg(vpg_id) as record:
         current = record.tag
         if current is None or current.name != tag.name or current.state != "requested":
             return tag
         if found is not None:
-            current.state, current.checkpoint_id = "landed", found.cp_id
-            current.landed_at = found.timestamp.timestamp()
+            current.mark_landed(found.cp_id, found.timestamp.timestamp())
         elif time.time() > current.overdue_at:
             current.state = "failed"
             current.reason = (

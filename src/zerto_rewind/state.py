@@ -50,6 +50,10 @@ class TagRecord:
     reason: str | None = None
     requested_by: str | None = None  # "tool VM" of the call that asked, for the log
 
+    def mark_landed(self, checkpoint_id: str, landed_at: float) -> None:
+        """The tag is in the journal as ``checkpoint_id``, time-stamped ``landed_at``."""
+        self.state, self.checkpoint_id, self.landed_at = "landed", checkpoint_id, landed_at
+
 
 @dataclass
 class VpgRecord:

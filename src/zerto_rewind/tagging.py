@@ -27,7 +27,7 @@ from .state import GuardState, TagRecord, VpgRecord, remember
 from .zvm.client import ZvmClient
 from .zvm.models import Checkpoint, Vpg
 
-__all__ = ["TagPlan", "Tagger"]
+__all__ = ["TagPlan", "Tagger", "tag_in_journal", "tag_name"]
 
 # How often a learned cadence is re-measured from the journal.
 _CADENCE_TTL_S = 600.0
@@ -226,9 +226,10 @@ class Tagger:
 
     def _poll(self, plan: TagPlan, deadline: float) -> None:
         out = plan.outcome
-        since = _utc((out.requested_at or self.wall()) - _SKEW_S)
-        checkpoints = self.client.list_checkpoints(out.vpg_id, since=since, deadline=deadline)
-        found = next((c for c in checkpoints if c.tag == plan.tag_name), None)
+        requested_at = out.requested_at or self.wall()
+        found, checkpoints = tag_in_journal(
+            self.client, out.vpg_id, plan.tag_name, requested_at, deadline=deadline
+        )
         with self.state.vpg(out.vpg_id) as record:
             self._note_checkpoints(record, checkpoints)
             if found is not None:
@@ -248,7 +249,7 @@ class Tagger:
         landed_at = checkpoint.timestamp.timestamp()
         tag = record.tag
         if tag is not None and tag.name == plan.tag_name and tag.state != "landed":
-            tag.state, tag.checkpoint_id, tag.landed_at = "landed", checkpoint.cp_id, landed_at
+            tag.mark_landed(checkpoint.cp_id, landed_at)
             boundary = tag.expected_at - plan.lag_used_s
             cadence = record.cadence_s or 5.0
             record.lag_s = min(max(landed_at - boundary, 0.0), cadence)
@@ -260,13 +261,12 @@ class Tagger:
         """Look once whether a requested tag has landed meanwhile (a retry's first question)."""
         if self.wall() < tag.expected_at - (record.lag_s or 0.0):
             return
-        since = _utc(tag.requested_at - _SKEW_S)
-        checkpoints = self.client.list_checkpoints(record.vpg_id, since=since, deadline=deadline)
+        found, checkpoints = tag_in_journal(
+            self.client, record.vpg_id, tag.name, tag.requested_at, deadline=deadline
+        )
         self._note_checkpoints(record, checkpoints)
-        found = next((c for c in checkpoints if c.tag == tag.name), None)
         if found is not None:
-            tag.state, tag.checkpoint_id = "landed", found.cp_id
-            tag.landed_at = found.timestamp.timestamp()
+            tag.mark_landed(found.cp_id, found.timestamp.timestamp())
 
     def _record_failure(self, plan: TagPlan, reason: str) -> None:
         with self.state.vpg(plan.outcome.vpg_id) as record:
@@ -290,6 +290,19 @@ class Tagger:
             if ours:
                 record.allowed_since_landing += 1
         return True
+
+
+def tag_in_journal(
+    client: ZvmClient, vpg_id: str, name: str, requested_at: float, *, deadline: float | None
+) -> tuple[Checkpoint | None, list[Checkpoint]]:
+    """The checkpoint carrying tag ``name``, if it has landed, and the checkpoints listed.
+
+    The listing starts a little before the request, for clock skew between us
+    and the ZVM.
+    """
+    since = _utc(requested_at - _SKEW_S)
+    listed = client.list_checkpoints(vpg_id, since=since, deadline=deadline)
+    return next((c for c in listed if c.tag == name), None), listed
 
 
 def _covers(record: VpgRecord, tag: TagRecord, call: ToolCall) -> bool:
