@@ -19,7 +19,14 @@ from typing import Any
 
 from .errors import StateError
 
-__all__ = ["append_line", "atomic_write_json", "ensure_private_dir", "file_lock", "read_json"]
+__all__ = [
+    "append_line",
+    "atomic_write_json",
+    "atomic_write_text",
+    "ensure_private_dir",
+    "file_lock",
+    "read_json",
+]
 
 
 def ensure_private_dir(path: str) -> str:
@@ -33,16 +40,23 @@ def ensure_private_dir(path: str) -> str:
 
 
 def atomic_write_json(path: str, obj: Any, *, mode: int = 0o600) -> None:
-    """Write ``obj`` as JSON to ``path`` by write-to-temp + fsync + rename.
+    """Write ``obj`` as compact JSON to ``path`` atomically (see :func:`atomic_write_text`)."""
+    atomic_write_text(path, json.dumps(obj, separators=(",", ":"), sort_keys=True), mode=mode)
+
+
+def atomic_write_text(path: str, text: str, *, mode: int = 0o600) -> None:
+    """Write ``text`` to ``path`` by write-to-temp + fsync + rename, with exactly ``mode``.
 
     Readers see the old file or the new one, never a half-written one.
     """
     tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-    data = json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+    data = memoryview(text.encode())
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         try:
-            os.write(fd, data)
+            os.fchmod(fd, mode)  # the umask may have narrowed it
+            while data:
+                data = data[os.write(fd, data) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -50,7 +64,7 @@ def atomic_write_json(path: str, obj: Any, *, mode: int = 0o600) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        msg = f"cannot write {path}: {exc.strerror}; check the state directory's permissions"
+        msg = f"cannot write {path}: {exc.strerror}; check the permissions of its directory"
         raise StateError(msg) from exc
 
 

@@ -11,7 +11,6 @@ it changes and writes atomically.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import json
 import math
@@ -23,7 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .config import Settings, config_path, load_settings, validate_patterns
-from .errors import ConfigError, ZertoRewindError
+from .errors import ConfigError, StateError, ZertoRewindError
+from .fsutil import atomic_write_text
 from .matcher import compile_matcher
 
 __all__ = [
@@ -212,11 +212,13 @@ def write_settings(path: str, text: str, *, original: str | None) -> str | None:
         if original is not None:
             mode = os.stat(path).st_mode & 0o777
             backup = _free_name(f"{path}.bak-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
-            _write_atomic(backup, original, mode)
-        _write_atomic(path, text, mode)
+            atomic_write_text(backup, original, mode=mode)
+        atomic_write_text(path, text, mode=mode)
     except OSError as exc:
         msg = f"cannot write it: {exc.strerror or exc}"
         raise ConfigError(msg, path=path) from None
+    except StateError as exc:
+        raise ConfigError(str(exc)) from None
     return backup
 
 
@@ -225,22 +227,6 @@ def _free_name(path: str) -> str:
     while os.path.exists(candidate):
         candidate, n = f"{path}-{n}", n + 1
     return candidate
-
-
-def _write_atomic(path: str, text: str, mode: int) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)  # the umask may have narrowed it
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 # ------------------------------------------------------------------ command
