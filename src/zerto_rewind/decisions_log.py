@@ -7,6 +7,7 @@ damaged lines: a line that is not JSON is reported, not fatal.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from collections.abc import Iterator
@@ -43,9 +44,4 @@ def iter_records(path: str) -> Iterator[dict[str, Any]]:
 
 def tail(path: str, limit: int) -> list[dict[str, Any]]:
     """The last ``limit`` records."""
-    records: list[dict[str, Any]] = []
-    for record in iter_records(path):
-        records.append(record)
-        if len(records) > limit:
-            records.pop(0)
-    return records
+    return list(collections.deque(iter_records(path), maxlen=max(0, limit)))

@@ -158,14 +158,15 @@ class _Answer:
         self.call = call
         self.lock = threading.Lock()
         self.given = False
-        self._threading = threading
 
     def arm_watchdog(self, at_mono: float) -> None:
+        import threading
+
         def fire() -> None:
             time.sleep(max(0.0, at_mono - time.monotonic()))
             self._timeout()
 
-        self._threading.Thread(target=fire, name="zerto-rewind-watchdog", daemon=True).start()
+        threading.Thread(target=fire, name="zerto-rewind-watchdog", daemon=True).start()
 
     def _timeout(self) -> None:
         from .decision import Decision, Outcome, Row

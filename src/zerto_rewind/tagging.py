@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from .cadence import expected_landing, observed_cadence, overdue_after, resolve_cadence
@@ -49,7 +49,7 @@ class TagPlan:
     next_poll_at: float = 0.0  # wall clock
     overdue_at: float = 0.0
     lag_used_s: float = 0.0
-    done: bool = field(default=False)
+    done: bool = False
 
     @property
     def waiting(self) -> bool:
