@@ -21,7 +21,7 @@ import tempfile
 import _bench
 
 TARGET = 1.3
-LAUNCHER = "import sys;from zerto_rewind.hook import main;sys.exit(main())"
+LAUNCHER = "import sys;from zerto_rewind.claude_code.hook import main;sys.exit(main())"
 
 
 def forms(python: str, config: str) -> dict[str, list[str]]:
@@ -40,7 +40,7 @@ def forms(python: str, config: str) -> dict[str, list[str]]:
 def install_form(python: str, config: str) -> list[str] | None:
     """The exact command `zerto-rewind install` writes, split as a shell would."""
     try:
-        from zerto_rewind.install import hook_command
+        from zerto_rewind.claude_code.settings_file import hook_command
     except ImportError:
         return None
     return shlex.split(hook_command(python, config))

@@ -1,7 +1,21 @@
 """zerto-rewind: a tagged Zerto checkpoint before every change an AI agent makes to a VM.
 
-This module stays import-free on purpose: the PreToolUse hook imports the
-package on every tool call, and its read-only path must cost almost nothing.
+The folders are layers; imports point down this list, never up or sideways
+between doors (``tests/unit/test_layers.py`` enforces it):
+
+* ``cli``: the ``zerto-rewind`` command, doctor, demo, sandbox.
+* doors: ``claude_code`` (the PreToolUse hook and its installer),
+  ``mcp_server`` (the guard's MCP tools).
+* ``recovery``: protection status, recovery plans, failover tests, previews.
+* ``core``: the decision table and the tag lifecycle.
+* ``zvm`` (the Zerto client) and ``sim`` (the ZVM simulator), side by side.
+* ``config``: settings and their parser.
+* base: ``errors``, ``fsutil``, ``_fastjson``.
+
+``hook`` is the old import path of :mod:`.claude_code.hook`, kept for
+installed hook commands. This module stays import-free on purpose: the hook
+imports the package on every tool call, and its read-only path must cost
+almost nothing.
 """
 
 from __future__ import annotations

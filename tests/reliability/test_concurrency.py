@@ -15,7 +15,7 @@ from pathlib import Path
 
 from reliability_helpers import BUDGET_S, POWER_OFF, UNLISTED_TOOL, Bench
 
-from zerto_rewind.state import GuardState
+from zerto_rewind.core.state import GuardState
 from zerto_rewind.zvm.auth import CachedToken, TokenCache
 
 

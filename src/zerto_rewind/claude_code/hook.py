@@ -19,24 +19,27 @@ import os
 import sys
 import time
 
-from .catalog import READ_ONLY, classify
-from .config import Settings, default_log_path, load_settings
-from .errors import ConfigError
-from .hosts import claude_code
+from ..config.loader import load_settings
+from ..config.settings import Settings, default_log_path
+from ..core.catalog import READ_ONLY, classify
+from ..errors import ConfigError
+from . import host as claude_code
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from .decision import Decision, ToolCall
+    from ..core.decision import Decision, ToolCall
 
-__all__ = ["LAUNCH_CODE", "main", "run"]
+__all__ = ["LAUNCH_CODE", "LEGACY_LAUNCH_CODE", "main", "run"]
 
 # What `zerto-rewind install` puts after `python -c`. Cheaper than `-m` (runpy
 # costs ~7 ms, about half of bare interpreter start-up) or the console script
 # (it imports `re`): see docs/performance.md.
-LAUNCH_CODE = "from zerto_rewind.hook import run; run()"
+LAUNCH_CODE = "from zerto_rewind.claude_code.hook import run; run()"
+# What hooks installed before the layer folders run; zerto_rewind.hook still serves it.
+LEGACY_LAUNCH_CODE = "from zerto_rewind.hook import run; run()"
 
 _USAGE = """usage: zerto-rewind hook [--config PATH]
 
@@ -114,7 +117,7 @@ def _guarded(
     payload: claude_code.HookInput, settings: Settings, started_wall: float, started_mono: float
 ) -> int:
     """The slow path: everything but a read-only call. Any failure here denies."""
-    from .decision import Decision, Outcome, Row, ToolCall
+    from ..core.decision import Decision, Outcome, Row, ToolCall
 
     call = ToolCall(
         payload.tool_name,
@@ -126,8 +129,8 @@ def _guarded(
     answer = _Answer(settings, call)
     answer.arm_watchdog(started_mono + settings.guard.timeout_s - _WATCHDOG_MARGIN_S)
     try:
-        from .config import validate_patterns
-        from .guard import Guard
+        from ..config.settings import validate_patterns
+        from ..core.guard import Guard
 
         validate_patterns(settings)
         guard = Guard(settings)
@@ -169,7 +172,7 @@ class _Answer:
         threading.Thread(target=fire, name="zerto-rewind-watchdog", daemon=True).start()
 
     def _timeout(self) -> None:
-        from .decision import Decision, Outcome, Row
+        from ..core.decision import Decision, Outcome, Row
 
         budget = self.settings.guard.timeout_s
         reason = (
@@ -206,7 +209,7 @@ def _config_denial(
     payload: claude_code.HookInput, problem: str, env: Mapping[str, str], started: float
 ) -> int:
     """A broken config never switches the guard off: deny, say what to fix, log it."""
-    from .decision import Decision, Outcome, Row, ToolCall
+    from ..core.decision import Decision, Outcome, Row, ToolCall
 
     reason = f"zerto-rewind denied {payload.tool_name}: fix the config: {problem}"
     text, code = claude_code.render("deny", reason, "")
@@ -222,8 +225,8 @@ def _config_denial(
 
 
 def _log(path: str, decision: Decision, call: ToolCall) -> None:
-    from .decisions_log import write_record
-    from .errors import StateError
+    from ..core.decisions_log import write_record
+    from ..errors import StateError
 
     record: dict[str, Any] = decision.log_record(call)
     try:

@@ -27,9 +27,9 @@ Example: tools ``{mcp__vsphere__power_off_vm}``, read-only
 
 from __future__ import annotations
 
-from .catalog import glob_match
-from .config import CatalogSettings
-from .errors import ConfigError
+from ..config.settings import CatalogSettings
+from ..core.catalog import glob_match
+from ..errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

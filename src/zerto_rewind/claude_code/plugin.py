@@ -30,10 +30,11 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from .config import Settings, config_path
-from .errors import ConfigError, ZertoRewindError
-from .install import DEFAULT_TIMEOUT_S, build_entry, load_config, plan_timeout
+from ..config.loader import load_config
+from ..config.settings import Settings, config_path
+from ..errors import ConfigError, ZertoRewindError
 from .matcher import compile_matcher
+from .settings_file import DEFAULT_TIMEOUT_S, build_entry, plan_timeout
 
 __all__ = ["MCP_SERVER_NAME", "PLUGIN_NAME", "build_plugin", "main", "plugin_files"]
 

@@ -1,7 +1,10 @@
-"""``zerto-rewind``: subcommand dispatch.
+"""The command line: ``zerto-rewind`` and its subcommands, doctor, demo and the sandbox.
 
 Each subcommand lives in its own module and is imported only when asked for,
 so ``zerto-rewind hook`` pays for nothing but the hook.
+
+May import every layer: the doors, ``recovery``, ``core``, ``config``, ``zvm``,
+``sim`` and the base modules. Nothing imports ``cli`` but ``__main__``.
 """
 
 from __future__ import annotations
@@ -16,24 +19,44 @@ __all__ = ["COMMANDS", "main"]
 
 # name -> (module, function, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "hook": ("zerto_rewind.hook", "main", "Claude Code PreToolUse hook (reads the call on stdin)"),
-    "demo": ("zerto_rewind.demo", "main", "run every decision row against the embedded simulator"),
+    "hook": (
+        "zerto_rewind.claude_code.hook",
+        "main",
+        "Claude Code PreToolUse hook (reads the call on stdin)",
+    ),
+    "demo": (
+        "zerto_rewind.cli.demo",
+        "main",
+        "run every decision row against the embedded simulator",
+    ),
     "sim": ("zerto_rewind.sim.app", "main", "serve the local ZVM 10.x simulator"),
     "status": (
-        "zerto_rewind.commands.zvm_cmds",
+        "zerto_rewind.cli.zvm_cmds",
         "status",
         "a VM's VPGs, site, status, RPO, cadence",
     ),
     "checkpoints": (
-        "zerto_rewind.commands.zvm_cmds",
+        "zerto_rewind.cli.zvm_cmds",
         "checkpoints",
         "a VM's checkpoints as a table",
     ),
-    "tag": ("zerto_rewind.commands.zvm_cmds", "tag", "tag a checkpoint for a VM and wait for it"),
-    "log": ("zerto_rewind.commands.log_cmd", "main", "recent decisions; reconcile pending tags"),
-    "install": ("zerto_rewind.install", "main", "install the hook into an agent host's settings"),
-    "doctor": ("zerto_rewind.doctor", "main", "check config, ZVM, credentials and host settings"),
-    "serve": ("zerto_rewind.mcp_server", "main", "the MCP server (stdio, or streamable HTTP)"),
+    "tag": ("zerto_rewind.cli.zvm_cmds", "tag", "tag a checkpoint for a VM and wait for it"),
+    "log": ("zerto_rewind.cli.log_cmd", "main", "recent decisions; reconcile pending tags"),
+    "install": (
+        "zerto_rewind.claude_code.install",
+        "main",
+        "install the hook into an agent host's settings",
+    ),
+    "doctor": (
+        "zerto_rewind.cli.doctor",
+        "main",
+        "check config, ZVM, credentials and host settings",
+    ),
+    "serve": (
+        "zerto_rewind.mcp_server.server",
+        "main",
+        "the MCP server (stdio, or streamable HTTP)",
+    ),
 }
 
 

@@ -5,8 +5,8 @@ Library first: :func:`run_checks` returns one :class:`Check` per question
 command, timeout, ``onFailure`` and matcher); :func:`main` prints them and
 exits non-zero when any failed. Nothing is written anywhere.
 
-The checks themselves live in :mod:`~zerto_rewind.doctor_config` (config and
-ZVM) and :mod:`~zerto_rewind.doctor_host` (the host's settings files).
+The checks themselves live in :mod:`~zerto_rewind.cli.doctor_config` (config and
+ZVM) and :mod:`~zerto_rewind.cli.doctor_host` (the host's settings files).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from .config import config_path
+from ..config.settings import config_path
 from .doctor_config import (
     ZVM_DEADLINE_S,
     Check,

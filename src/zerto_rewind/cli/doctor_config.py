@@ -2,8 +2,8 @@
 
 Config, secret, ZVM reachability, credentials, the catalog's ``vm_arg`` and TLS.
 :class:`Check` is the record every doctor check returns; the host-settings
-checks are in :mod:`~zerto_rewind.doctor_host`, the command in
-:mod:`~zerto_rewind.doctor`.
+checks are in :mod:`~zerto_rewind.cli.doctor_host`, the command in
+:mod:`~zerto_rewind.cli.doctor`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from .config import Settings, config_path
-from .errors import (
+from ..config.loader import load_config
+from ..config.settings import Settings, config_path
+from ..errors import (
     ApiError,
     AuthError,
     ConfigError,
@@ -22,7 +23,6 @@ from .errors import (
     ZvmTimeout,
     ZvmTlsError,
 )
-from .install import load_config
 
 __all__ = [
     "ZVM_DEADLINE_S",
@@ -86,7 +86,7 @@ def secret_and_zvm_checks(
 
 def _zvm_checks(settings: Settings, env: Mapping[str, str], deadline_s: float) -> list[Check]:
     """Get a fresh token (no cache: the credentials must really work) and make one cheap call."""
-    from .zvm.client import ZvmClient
+    from ..zvm.client import ZvmClient
 
     zvm = settings.zvm
     started = time.monotonic()

@@ -16,12 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .catalog import MUTATING, UNLISTED, classify
-from .config import DEFAULT_GUARD_TIMEOUT_S, Settings
+from ..claude_code.hook import LEGACY_LAUNCH_CODE
+from ..claude_code.matcher import compile_matcher, covered_servers
+from ..claude_code.settings_file import find_our_hooks, read_settings, required_margin
+from ..config.settings import DEFAULT_GUARD_TIMEOUT_S, Settings
+from ..core.catalog import MUTATING, UNLISTED, classify
+from ..errors import ConfigError
 from .doctor_config import Check
-from .errors import ConfigError
-from .install import find_our_hooks, read_settings, required_margin
-from .matcher import compile_matcher, covered_servers
 
 __all__ = ["HostFile", "hook_config", "host_checks"]
 
@@ -178,6 +179,12 @@ def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
     if os.path.abspath(parsed.config) != os.path.abspath(config):
         detail = f"{path}: the hook uses {parsed.config}, but this report checked {config}"
         return Check(name, "warn", detail, f"run zerto-rewind doctor --config {parsed.config}")
+    if LEGACY_LAUNCH_CODE in parsed.argv:
+        detail = (
+            f"{path}: the hook uses the old import path zerto_rewind.hook; it still works, "
+            "and a re-install writes the current one"
+        )
+        return Check(name, "warn", detail, reinstall)
     return Check(name, "pass", f"{path}: {shlex.join(parsed.argv)} starts")
 
 

@@ -12,10 +12,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..config import Settings, default_log_path, load_settings
-from ..decisions_log import tail
+from ..config.loader import load_settings
+from ..config.settings import Settings, default_log_path
+from ..core.decisions_log import tail
+from ..core.reconcile import TagFate, reconcile
 from ..errors import ConfigError, ZertoRewindError
-from ..reconcile import TagFate, reconcile
 
 __all__ = ["main"]
 
@@ -69,7 +70,7 @@ def _reconcile(
 ) -> dict[str, TagFate]:
     if settings is None or not any(r.get("row") == "pending" for r in records):
         return {}
-    from ..state import GuardState
+    from ..core.state import GuardState
 
     state = GuardState(settings.state_dir)
     if not ask_zvm:

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from .config import Settings, load_settings
-from .hook import LAUNCH_CODE
-from .sim import SimConfig, SimServer
+from ..claude_code.hook import LAUNCH_CODE
+from ..config.loader import load_settings
+from ..config.settings import Settings
+from ..sim import SimConfig, SimServer
 
 if TYPE_CHECKING:
-    from .zvm.client import ZvmClient
+    from ..zvm.client import ZvmClient
 
 __all__ = ["DEMO_CATALOG", "SECRET_ENV", "HookRun", "Sandbox", "fast_sim_config"]
 
@@ -247,8 +248,8 @@ class Sandbox:
 
     def client(self) -> ZvmClient:
         """A Zerto client for the simulator, authenticated like the hook (same token cache)."""
-        from .zvm.auth import TokenCache
-        from .zvm.client import ZvmClient
+        from ..zvm.auth import TokenCache
+        from ..zvm.client import ZvmClient
 
         return ZvmClient(self.settings().zvm, token_cache=TokenCache(self.state_dir))
 

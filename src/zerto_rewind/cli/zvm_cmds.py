@@ -1,7 +1,7 @@
 """``zerto-rewind status | checkpoints | tag``: thin adapters over the library.
 
-``status`` and ``checkpoints`` render :func:`~zerto_rewind.protection.protection_status`
-and :func:`~zerto_rewind.protection.checkpoint_listing` (what the MCP tools
+``status`` and ``checkpoints`` render :func:`~zerto_rewind.recovery.protection.protection_status`
+and :func:`~zerto_rewind.recovery.protection.checkpoint_listing` (what the MCP tools
 return); ``tag`` asks the ZVM for a tagged checkpoint and waits for it. Each
 command parses its arguments, calls the library and renders the result (rich
 tables on stdout, progress and errors on stderr). Errors from the library are
@@ -24,9 +24,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..config import Settings, load_settings
+from ..config.loader import load_settings
+from ..config.settings import Settings
 from ..errors import UsageError, ZertoRewindError, ZvmError, ZvmTimeout
-from ..protection import (
+from ..recovery.protection import (
     CheckpointInfo,
     VpgProtection,
     checkpoint_listing,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 
-from .config import (
+from ..errors import ConfigError
+from .settings import (
     ON_PENDING_CHOICES,
     PROMPT_AS_CHOICES,
     SITE_KINDS,
@@ -23,7 +24,6 @@ from .config import (
     default_log_path,
     home_dir,
 )
-from .errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

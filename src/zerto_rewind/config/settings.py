@@ -1,8 +1,9 @@
-"""Load and validate the zerto-rewind configuration; the only reader of the environment.
+"""The zerto-rewind settings types, where the config lives, and secret resolution.
 
 The hook imports this module on every tool call, read-only ones included, so it
 imports nothing heavy: plain classes instead of dataclasses, the C JSON scanner
 instead of :mod:`json`, and ``re`` only when a ``vm_arg`` pattern must be checked.
+Reading and validating the file is :mod:`.loader` and :mod:`.parser`.
 
 Environment (precedence: variable > config file > default):
 
@@ -20,8 +21,7 @@ from __future__ import annotations
 import os
 import stat
 
-from . import _fastjson
-from .errors import ConfigError
+from ..errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ __all__ = [
     "config_path",
     "default_log_path",
     "home_dir",
-    "load_settings",
     "validate_patterns",
 ]
 
@@ -270,17 +269,6 @@ def default_log_path(env: Mapping[str, str] | None = None) -> str:
     )
 
 
-def load_settings(env: Mapping[str, str] | None = None, *, path: str | None = None) -> Settings:
-    """Read, validate and return the settings; ConfigError names file, key and problem."""
-    env = os.environ if env is None else env
-    path = path or config_path(env)
-    from ._config_parser import Parser  # import-light too: plain code, no json/re
-
-    raw, mode = _read_config_file(path, env)
-    parser = Parser(path, os.path.dirname(path))
-    return parser.settings(raw, env, loose_permissions=bool(mode & 0o077))
-
-
 def validate_patterns(settings: Settings) -> None:
     """Compile every ``vm_arg`` regex (imports ``re``); ConfigError on the first bad one."""
     import re
@@ -303,25 +291,6 @@ def validate_patterns(settings: Settings) -> None:
 def home_dir(env: Mapping[str, str]) -> str:
     """``$HOME``, else the user's home directory."""
     return env.get("HOME") or os.path.expanduser("~")
-
-
-def _read_config_file(path: str, env: Mapping[str, str]) -> tuple[Any, int]:
-    hint = "" if env.get("ZERTO_REWIND_CONFIG") else " (ZERTO_REWIND_CONFIG is not set)"
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-            mode = os.fstat(fh.fileno()).st_mode
-    except FileNotFoundError:
-        msg = f"config file not found{hint}; create it or point ZERTO_REWIND_CONFIG at it"
-        raise ConfigError(msg, path=path) from None
-    except OSError as exc:
-        msg = f"cannot read the config file: {exc.strerror}"
-        raise ConfigError(msg, path=path) from None
-    try:
-        return _fastjson.loads(data), mode
-    except ValueError as exc:
-        msg = f"not valid JSON: {exc}"
-        raise ConfigError(msg, path=path) from None
 
 
 def _read_secret_file(path: str) -> str:

@@ -10,8 +10,8 @@ them is in ``tools``, the call is mutating (the restrictive reading wins).
 
 from __future__ import annotations
 
-from .config import CatalogSettings, ToolSpec, VmMap, VmPath
-from .errors import ConfigError
+from ..config.settings import CatalogSettings, ToolSpec, VmMap, VmPath
+from ..errors import ConfigError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from .fsutil import append_line
+from ..fsutil import append_line
 
 __all__ = ["iter_records", "tail", "write_record"]
 

@@ -21,16 +21,16 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..config.settings import Settings
+from ..errors import ConfigError, ZertoRewindError
 from .catalog import MUTATING, READ_ONLY, Classification, classify
-from .config import Settings
 from .decision import SEVERITY, Decision, Outcome, Row, ToolCall, VpgOutcome, fmt_time
-from .errors import ConfigError, ZertoRewindError
 
 if TYPE_CHECKING:
+    from ..zvm.client import ZvmClient
+    from ..zvm.models import Vpg
     from .state import GuardState
     from .tagging import Tagger, TagPlan
-    from .zvm.client import ZvmClient
-    from .zvm.models import Vpg
 
 __all__ = ["Guard", "budget_deadline", "entity_type_names"]
 
@@ -184,7 +184,7 @@ class Guard:
         self, groups: dict[str, list[str]], deadline: float
     ) -> list[tuple[Vpg, VpgOutcome]]:
         """Fetch each VPG; refuse fast where it cannot take a tag."""
-        from .zvm.models import site_kind, tag_refusal
+        from ..zvm.models import site_kind, tag_refusal
 
         type_names = self._entity_types(deadline)
         outcomes = []
@@ -229,7 +229,7 @@ class Guard:
         A VPG paused or failing over mid-wait would otherwise read as *pending*
         with a retry time, and the retry would only then be refused.
         """
-        from .zvm.models import tag_refusal
+        from ..zvm.models import tag_refusal
 
         for plan in plans:
             out = plan.outcome
@@ -274,8 +274,8 @@ class Guard:
     def client(self) -> ZvmClient:
         """The ZVM client, created on first use (keeps httpx off the read-only path)."""
         if self._client is None:
-            from .zvm.auth import TokenCache
-            from .zvm.client import ZvmClient
+            from ..zvm.auth import TokenCache
+            from ..zvm.client import ZvmClient
 
             cache = TokenCache(self.state().root)
             self._client = ZvmClient(self.settings.zvm, token_cache=cache)
@@ -318,7 +318,7 @@ def entity_type_names(
     :func:`zvm.models.site_kind` then applies. ``remember=False`` reads the
     cache but never writes it (previews change nothing).
     """
-    from .errors import ApiError
+    from ..errors import ApiError
 
     key = client.settings.url
     if state is not None:

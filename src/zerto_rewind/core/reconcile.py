@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ZertoRewindError
 from .decision import fmt_time
-from .errors import ZertoRewindError
 from .state import GuardState, TagRecord, VpgRecord
 from .tagging import tag_in_journal
 

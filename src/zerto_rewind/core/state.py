@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
+from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
 
 __all__ = ["GuardState", "TagRecord", "VpgRecord"]
 

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from ..config.settings import GuardSettings
+from ..zvm.client import ZvmClient
+from ..zvm.models import Checkpoint, Vpg
 from .cadence import expected_landing, observed_cadence, overdue_after, resolve_cadence
-from .config import GuardSettings
 from .decision import Row, ToolCall, VpgOutcome, fmt_time
 from .state import GuardState, TagRecord, VpgRecord, remember
-from .zvm.client import ZvmClient
-from .zvm.models import Checkpoint, Vpg
 
 __all__ = ["TagPlan", "Tagger", "tag_in_journal", "tag_name"]
 

@@ -1,7 +1,7 @@
 """Live failover and journal VM restore as MCP tools (only with ``recovery.allow_live``).
 
 Each call must repeat the VM name and checkpoint id in ``confirm``; every tool
-is marked destructive. The library behind them is :mod:`~zerto_rewind.recovery_live`.
+is marked destructive. The library behind them is :mod:`~zerto_rewind.recovery.live`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
-from .mcp_runtime import DESTRUCTIVE, CheckpointId, Confirm, Runtime, Vm, VpgChoice, reported
-from .recovery import OperationResult
-from .recovery_live import (
+from ..recovery.failover import OperationResult
+from ..recovery.live import (
     CommitPolicy,
     ShutdownPolicy,
     failover,
@@ -21,6 +20,7 @@ from .recovery_live import (
     finish_restore,
     restore_vm,
 )
+from .runtime import DESTRUCTIVE, CheckpointId, Confirm, Runtime, Vm, VpgChoice, reported
 
 __all__ = ["register_live_tools"]
 

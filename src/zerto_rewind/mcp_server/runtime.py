@@ -16,13 +16,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from .config import Settings, load_settings, validate_patterns
-from .errors import ConfigError, ZertoRewindError, ZvmConnectionError, ZvmTimeout
+from ..config.loader import load_settings
+from ..config.settings import Settings, validate_patterns
+from ..errors import ConfigError, ZertoRewindError, ZvmConnectionError, ZvmTimeout
 
 if TYPE_CHECKING:
-    from .guard import Guard
-    from .state import GuardState
-    from .zvm.client import ZvmClient
+    from ..core.guard import Guard
+    from ..core.state import GuardState
+    from ..zvm.client import ZvmClient
 
 __all__ = [
     "DESTRUCTIVE",
@@ -108,7 +109,7 @@ class Runtime:
         settings = self.settings()
         with self._lock:
             if self._guard is None:
-                from .guard import Guard
+                from ..core.guard import Guard
 
                 guard = Guard(settings)
                 guard.client()

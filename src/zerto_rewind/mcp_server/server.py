@@ -1,11 +1,11 @@
 """``zerto-rewind serve``: the MCP server that lets a cooperative model plan, check and recover.
 
 The hook enforces; these tools let the model ask first. Every tool is a thin
-adapter over :mod:`~zerto_rewind.preview`, :mod:`~zerto_rewind.protection`,
-:mod:`~zerto_rewind.recovery_plan`, :mod:`~zerto_rewind.recovery` (the failover
-test) and :mod:`~zerto_rewind.recovery_live` (its tools are in
-:mod:`~zerto_rewind.mcp_live_tools`); argument types, annotations and the shared
-runtime are in :mod:`~zerto_rewind.mcp_runtime`. Errors come back as tool
+adapter over :mod:`~zerto_rewind.recovery.preview`, :mod:`~zerto_rewind.recovery.protection`,
+:mod:`~zerto_rewind.recovery.plan`, :mod:`~zerto_rewind.recovery.failover` (the failover
+test) and :mod:`~zerto_rewind.recovery.live` (its tools are in
+:mod:`~zerto_rewind.mcp_server.live_tools`); argument types, annotations and the shared
+runtime are in :mod:`~zerto_rewind.mcp_server.runtime`. Errors come back as tool
 errors the model can read (``is_error``), never as a crashed server.
 
 Start-up stays quick: the config is read (no network), the guard, the ZVM
@@ -27,11 +27,20 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from .config import Settings
-from .decision import Row, ToolCall
-from .errors import ConfigError
-from .mcp_live_tools import register_live_tools
-from .mcp_runtime import (
+from ..config.settings import Settings
+from ..core.decision import Row, ToolCall
+from ..errors import ConfigError
+from ..recovery.failover import OperationResult, start_failover_test, stop_failover_test
+from ..recovery.plan import RecoveryPlan, recovery_plan
+from ..recovery.preview import GuardAnswer, ToolCheck, confirm_call, preview_call
+from ..recovery.protection import (
+    CheckpointListing,
+    ProtectionStatus,
+    checkpoint_listing,
+    protection_status,
+)
+from .live_tools import register_live_tools
+from .runtime import (
     DESTRUCTIVE,
     READ,
     TAG,
@@ -46,10 +55,6 @@ from .mcp_runtime import (
     read_deadline,
     reported,
 )
-from .preview import GuardAnswer, ToolCheck, confirm_call, preview_call
-from .protection import CheckpointListing, ProtectionStatus, checkpoint_listing, protection_status
-from .recovery import OperationResult, start_failover_test, stop_failover_test
-from .recovery_plan import RecoveryPlan, recovery_plan
 
 if TYPE_CHECKING:
     pass

@@ -9,8 +9,8 @@ place" means failover with reverse protection, then a move back.
 
 This module holds what every operation shares (the result models, the
 checkpoint lookup, :class:`Target`) and the non-disruptive failover test.
-:mod:`~zerto_rewind.recovery_plan` says which operations fit, read-only;
-:mod:`~zerto_rewind.recovery_live` runs the live ones behind
+:mod:`~zerto_rewind.recovery.plan` says which operations fit, read-only;
+:mod:`~zerto_rewind.recovery.live` runs the live ones behind
 ``recovery.allow_live`` and the confirm rule.
 """
 
@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from .decision import fmt_time
-from .errors import RecoveryError, UsageError, ZvmError, ZvmTimeout
+from ..core.decision import fmt_time
+from ..errors import RecoveryError, UsageError, ZvmError, ZvmTimeout
 from .protection import CheckpointInfo, select_ref, vm_refs
 
 if TYPE_CHECKING:
-    from .zvm.client import ZvmClient
-    from .zvm.models import Checkpoint, Task, VmRef, Vpg
+    from ..zvm.client import ZvmClient
+    from ..zvm.models import Checkpoint, Task, VmRef, Vpg
 
 __all__ = [
     "CONFIRM_FORMAT",

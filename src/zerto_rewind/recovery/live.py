@@ -2,7 +2,7 @@
 
 Live operations are refused unless the config says ``"recovery": {"allow_live":
 true}``, and every live call must repeat the VM and checkpoint in ``confirm``
-as ``"<vm>@<checkpoint>"`` (see :func:`~zerto_rewind.recovery.confirm_token`).
+as ``"<vm>@<checkpoint>"`` (see :func:`~zerto_rewind.recovery.failover.confirm_token`).
 Commit and rollback take the same token: the checkpoint the operation was
 started from, which this module records in ``<state_dir>/recovery/`` when it
 starts one.
@@ -14,8 +14,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Literal
 
-from .errors import RecoveryError
-from .recovery import (
+from ..errors import RecoveryError
+from .failover import (
     CONFIRM_FORMAT,
     TASK_WAIT_S,
     OperationResult,
@@ -27,9 +27,9 @@ from .recovery import (
 )
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .zvm.client import ZvmClient
-    from .zvm.models import Checkpoint
+    from ..config.settings import Settings
+    from ..zvm.client import ZvmClient
+    from ..zvm.models import Checkpoint
 
 __all__ = [
     "CommitPolicy",
@@ -95,7 +95,7 @@ def _record_path(settings: Settings, kind: str, key: str) -> str:
 
 
 def _remember(settings: Settings, kind: str, key: str, vm: str, checkpoint: str) -> None:
-    from .fsutil import atomic_write_json, ensure_private_dir
+    from ..fsutil import atomic_write_json, ensure_private_dir
 
     ensure_private_dir(os.path.join(settings.state_dir, "recovery"))
     record = {"vm": vm, "checkpoint_id": checkpoint, "started_at": time.time()}
@@ -103,7 +103,7 @@ def _remember(settings: Settings, kind: str, key: str, vm: str, checkpoint: str)
 
 
 def _recalled(settings: Settings, kind: str, key: str) -> str | None:
-    from .fsutil import read_json
+    from ..fsutil import read_json
 
     raw = read_json(_record_path(settings, kind, key))
     checkpoint = raw.get("checkpoint_id") if isinstance(raw, dict) else None

@@ -3,8 +3,8 @@
 The plan names each operation (failover test, live failover, journal VM
 restore), what it touches, whether it can run now and the exact tool calls,
 including the ``confirm`` value the live ones want. Nothing here changes the
-ZVM; the operations themselves are in :mod:`~zerto_rewind.recovery` (the
-failover test) and :mod:`~zerto_rewind.recovery_live`.
+ZVM; the operations themselves are in :mod:`~zerto_rewind.recovery.failover` (the
+failover test) and :mod:`~zerto_rewind.recovery.live`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from .guard import entity_type_names
-from .protection import CheckpointInfo
-from .recovery import (
+from ..core.guard import entity_type_names
+from .failover import (
     RecoveryStep,
     Target,
     confirm_token,
@@ -24,11 +23,12 @@ from .recovery import (
     restore_finish_steps,
     step,
 )
+from .protection import CheckpointInfo
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .zvm.client import ZvmClient
-    from .zvm.models import Vpg
+    from ..config.settings import Settings
+    from ..zvm.client import ZvmClient
+    from ..zvm.models import Vpg
 
 __all__ = ["IN_PLACE_NOTE", "RecoveryOption", "RecoveryPlan", "recovery_plan"]
 
@@ -90,7 +90,7 @@ def recovery_plan(
     deadline: float | None = None,
 ) -> RecoveryPlan:
     """Which Zerto operations bring ``vm`` back to ``checkpoint``; read-only."""
-    from .zvm.models import site_kind
+    from ..zvm.models import site_kind
 
     target = Target(client, vm, vpg, deadline)
     v = target.vpg

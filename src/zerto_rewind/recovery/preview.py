@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from .cadence import expected_landing
-from .catalog import MUTATING, READ_ONLY, classify
-from .decision import SEVERITY, Outcome, Row, fmt_time
-from .guard import budget_deadline, entity_type_names
+from ..core.cadence import expected_landing
+from ..core.catalog import MUTATING, READ_ONLY, classify
+from ..core.decision import SEVERITY, Outcome, Row, fmt_time
+from ..core.guard import budget_deadline, entity_type_names
 from .protection import GuardTag, observe_cadence
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .decision import Decision, ToolCall, VpgOutcome
-    from .guard import Guard
-    from .state import GuardState, VpgRecord
-    from .zvm.client import ZvmClient
+    from ..config.settings import Settings
+    from ..core.decision import Decision, ToolCall, VpgOutcome
+    from ..core.guard import Guard
+    from ..core.state import GuardState, VpgRecord
+    from ..zvm.client import ZvmClient
 
 __all__ = [
     "CheckpointConfirmation",
@@ -229,7 +229,7 @@ def _preview_vpg(
     now: float,
     deadline: float | None,
 ) -> VpgPreview:
-    from .zvm.models import site_kind, tag_refusal
+    from ..zvm.models import site_kind, tag_refusal
 
     vpg = client.get_vpg(vpg_id, deadline=deadline)
     kind = site_kind(vpg.protected_entity, names, settings.guard.site_types)
@@ -306,7 +306,7 @@ def _plan(
 
 def _landed_now(record: VpgRecord, client: ZvmClient, now: float, deadline: float | None) -> bool:
     """Whether a requested tag is listable now, looked for only when the guard would look."""
-    from .tagging import tag_in_journal
+    from ..core.tagging import tag_in_journal
 
     tag = record.tag
     if tag is None or now < tag.expected_at - (record.lag_s or 0.0):
@@ -361,8 +361,8 @@ def _combine(settings: Settings, check: ToolCheck) -> ToolCheck:
 
 def confirm_call(guard: Guard, call: ToolCall, *, log_path: str) -> tuple[GuardAnswer, Decision]:
     """Run the guard without consuming the checkpoint, and log the decision."""
-    from .decisions_log import write_record
-    from .errors import StateError
+    from ..core.decisions_log import write_record
+    from ..errors import StateError
 
     decision = guard.decide(call, consume=False)
     answer = answer_of(decision, now=time.time())

@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from .cadence import observed_cadence, resolve_cadence
-from .decision import fmt_time
-from .errors import AmbiguousVm, NotFound, UsageError
-from .guard import entity_type_names
+from ..core.cadence import observed_cadence, resolve_cadence
+from ..core.decision import fmt_time
+from ..core.guard import entity_type_names
+from ..errors import AmbiguousVm, NotFound, UsageError
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .state import GuardState, VpgRecord
-    from .zvm.client import ZvmClient
-    from .zvm.models import Checkpoint, VmRef, Vpg
+    from ..config.settings import Settings
+    from ..core.state import GuardState, VpgRecord
+    from ..zvm.client import ZvmClient
+    from ..zvm.models import Checkpoint, VmRef, Vpg
 
 __all__ = [
     "CheckpointInfo",
@@ -245,7 +245,7 @@ def _vpg_protection(
     now: float,
     deadline: float | None,
 ) -> VpgProtection:
-    from .zvm.models import site_kind, tag_refusal
+    from ..zvm.models import site_kind, tag_refusal
 
     vpg = client.get_vpg(ref.vpg_id, deadline=deadline)
     kind = site_kind(vpg.protected_entity, names, settings.guard.site_types)
@@ -285,7 +285,7 @@ def _vpg_protection(
 
 def parse_since(text: str, now: float | None = None) -> datetime:
     """``90s`` / ``30m`` / ``2h`` / ``1d`` back from now, or an ISO-8601 time; UsageError else."""
-    from .zvm.models import parse_iso
+    from ..zvm.models import parse_iso
 
     now = time.time() if now is None else now
     relative = _RELATIVE.match(text)

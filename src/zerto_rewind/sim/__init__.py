@@ -2,6 +2,8 @@
 
 See docs/simulator.md. ``SimServer(SimConfig(...)).start()`` runs it in-process;
 ``python -m zerto_rewind.sim`` (or ``zerto-rewind sim``) runs it as a process.
+
+A stand-alone service: it imports only its own modules, never the client or the guard.
 """
 
 from zerto_rewind.sim.app import SimServer, main

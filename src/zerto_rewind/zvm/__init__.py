@@ -2,6 +2,8 @@
 
 The client and the token cache import httpx, so they are loaded on first use:
 ``from zerto_rewind.zvm.models import tag_refusal`` stays cheap for the hook.
+
+May import only the base modules (``errors``, ``fsutil``); never the guard or a door.
 """
 
 from __future__ import annotations

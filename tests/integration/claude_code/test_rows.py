@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from zerto_rewind.sandbox import Sandbox
+from zerto_rewind.cli.sandbox import Sandbox
 
 POWER_OFF = "mcp__vsphere__power_off_vm"
 

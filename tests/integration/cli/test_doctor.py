@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.doctor import Check, main, run_checks
-from zerto_rewind.install import build_entry, merge
-from zerto_rewind.matcher import compile_matcher
+from zerto_rewind.claude_code.matcher import compile_matcher
+from zerto_rewind.claude_code.settings_file import build_entry, merge
+from zerto_rewind.cli.doctor import Check, main, run_checks
 from zerto_rewind.sim import SimConfig, SimServer
 
 SECRET_VAR = "ZR_DOCTOR_TEST_PASSWORD"
@@ -282,8 +282,8 @@ def test_no_hook_installed_fails_with_the_install_command(
 
 def test_on_pending_defer_is_a_warning(tmp_path: Path) -> None:
     """guard.on_pending: defer is a warning: `claude -p` only, and only the last call of a turn."""
+    from zerto_rewind.cli.doctor_config import pending_check
     from zerto_rewind.config import load_settings
-    from zerto_rewind.doctor_config import pending_check
 
     path = tmp_path / "config.json"
     path.write_text(
@@ -293,3 +293,47 @@ def test_on_pending_defer_is_a_warning(tmp_path: Path) -> None:
     check = pending_check(load_settings({"HOME": str(tmp_path)}, path=str(path)))
     assert check.status == "warn"
     assert "claude -p" in check.detail
+
+
+def test_a_hook_installed_before_the_layer_folders_still_runs_and_is_flagged(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """An old `zerto_rewind.hook` command starts; doctor warns about it, install rewrites it."""
+    import shlex
+    import subprocess
+
+    from zerto_rewind.claude_code.hook import LAUNCH_CODE, LEGACY_LAUNCH_CODE
+    from zerto_rewind.claude_code.install import main as install_main
+
+    config = write_config(sim, tmp_path)
+    legacy = shlex.join([sys.executable, "-c", LEGACY_LAUNCH_CODE, "hook", "--config", str(config)])
+    settings = write_host_settings(tmp_path, config, command=legacy)
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["hook command"].status == "warn"
+    assert "old import path" in checks["hook command"].detail
+
+    # The legacy command is a working hook: an unlisted tool gets the guard's own answer.
+    payload = {"tool_name": "mcp__other__thing", "tool_input": {}, "hook_event_name": "PreToolUse"}
+    proc = subprocess.run(
+        shlex.split(legacy),
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env={**env, "ZERTO_HOOK_UNKNOWN": "deny"},
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    decision = json.loads(proc.stdout)["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny"
+    assert "not in the zerto-rewind catalog" in decision["permissionDecisionReason"]
+
+    project = tmp_path  # write_host_settings wrote <tmp_path>/.claude/settings.json
+    assert (
+        install_main(["claude-code", "--project", str(project), "--config", str(config)], env) == 0
+    )
+    (entry,) = json.loads(settings.read_text())["hooks"]["PreToolUse"]
+    assert LAUNCH_CODE in entry["hooks"][0]["command"]
+    assert LEGACY_LAUNCH_CODE not in entry["hooks"][0]["command"]
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["hook command"].status == "pass"

@@ -23,7 +23,7 @@ from mcp_helpers import (
     write_config,
 )
 
-from zerto_rewind.mcp_server import build_server
+from zerto_rewind.mcp_server.server import build_server
 
 pytestmark = pytest.mark.anyio
 

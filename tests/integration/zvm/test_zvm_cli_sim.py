@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from zerto_rewind.commands import zvm_cmds
+from zerto_rewind.cli import zvm_cmds
 
 
 @pytest.fixture(autouse=True)

@@ -70,8 +70,8 @@ def imported_modules(importtime_stderr: str) -> set[str]:
 def test_hook_modules_import_nothing_heavy() -> None:
     """Importing hook, config, catalog and the Claude Code adapter loads no heavy module."""
     code = (
-        "import sys; from zerto_rewind import hook, config, catalog; "
-        "from zerto_rewind.hosts import claude_code; "
+        "import sys; from zerto_rewind.claude_code import hook, host; "
+        "from zerto_rewind import config; from zerto_rewind.core import catalog; "
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     )
     out = subprocess.run(
@@ -99,7 +99,7 @@ def test_read_only_hook_call_is_silent_and_light(
     modules = imported_modules(stderr)
     # The CLI loads the hook with importlib (not logged by -X importtime); the hook's
     # own import statements are, which shows the instrumentation covers its path.
-    assert {"zerto_rewind.catalog", "zerto_rewind.hosts.claude_code"} <= modules
+    assert {"zerto_rewind.core.catalog", "zerto_rewind.claude_code.host"} <= modules
     assert modules.isdisjoint({"json", "re", "httpx"}), sorted(modules & {"json", "re", "httpx"})
     assert not any(m.startswith(("json.", "httpx.", "mcp")) for m in modules)
     assert not os.path.exists(hook_env["ZERTO_HOOK_LOG"])  # read-only calls are not logged

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zerto_rewind import hook
+from zerto_rewind.claude_code import hook
 
 
 @pytest.fixture

@@ -11,21 +11,22 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.config import DEFAULT_GUARD_TIMEOUT_S, load_settings
-from zerto_rewind.errors import ConfigError
-from zerto_rewind.hook import LAUNCH_CODE
-from zerto_rewind.install import (
+from zerto_rewind.claude_code.hook import LAUNCH_CODE
+from zerto_rewind.claude_code.install import main
+from zerto_rewind.claude_code.matcher import compile_matcher
+from zerto_rewind.claude_code.settings_file import (
     build_entry,
     find_our_hooks,
     hook_command,
-    main,
     merge,
     plan_timeout,
     required_margin,
 )
-from zerto_rewind.matcher import compile_matcher
+from zerto_rewind.config import load_settings
+from zerto_rewind.config.settings import DEFAULT_GUARD_TIMEOUT_S
+from zerto_rewind.errors import ConfigError
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "hooks" / "settings.example.json"
+EXAMPLE = Path(__file__).resolve().parents[3] / "hooks" / "settings.example.json"
 VSPHERE_MATCHER = "^mcp__vsphere__(?!(?:list_vms|get_.*)$)"
 
 

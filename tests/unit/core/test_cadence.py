@@ -8,14 +8,14 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from zerto_rewind.cadence import (
+from zerto_rewind.config.settings import DEFAULT_SITE_CADENCE_S
+from zerto_rewind.core.cadence import (
     Cadence,
     expected_landing,
     observed_cadence,
     overdue_after,
     resolve_cadence,
 )
-from zerto_rewind.config import DEFAULT_SITE_CADENCE_S
 
 T0 = 1_700_000_000.0
 _SETTINGS = settings(max_examples=200, deadline=None, database=None)

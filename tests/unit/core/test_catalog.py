@@ -11,8 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zerto_rewind.catalog import MUTATING, READ_ONLY, UNLISTED, classify, glob_match, map_vm_name
 from zerto_rewind.config import CatalogSettings, VmMap, load_settings
+from zerto_rewind.core.catalog import (
+    MUTATING,
+    READ_ONLY,
+    UNLISTED,
+    classify,
+    glob_match,
+    map_vm_name,
+)
 
 ZVM = {"url": "https://127.0.0.1:9", "client_id": "rewind", "client_secret_env": "ZS"}
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.catalog import classify
 from zerto_rewind.config import load_settings
-from zerto_rewind.decision import Decision, Outcome, Row, ToolCall, VpgOutcome, fmt_time
+from zerto_rewind.core.catalog import classify
+from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall, VpgOutcome, fmt_time
 
 PASSWORD = "Pa55w0rd-do-not-log-9f3k"
 LOG_KEYS = {

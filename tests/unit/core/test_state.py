@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from zerto_rewind.core.state import GuardState, TagRecord, VpgRecord
 from zerto_rewind.errors import StateError
 from zerto_rewind.fsutil import append_line, atomic_write_json, file_lock, read_json
-from zerto_rewind.state import GuardState, TagRecord, VpgRecord
 
 
 def mode_of(path: Path | str) -> int:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zerto_rewind.decision import ToolCall
-from zerto_rewind.tagging import TAG_MAX, tag_name
+from zerto_rewind.core.decision import ToolCall
+from zerto_rewind.core.tagging import TAG_MAX, tag_name
 
 NOW = calendar.timegm((2024, 5, 17, 13, 45, 9)) + 0.75
 SAFE = re.compile(r"[A-Za-z0-9 ._:=,\-]*")

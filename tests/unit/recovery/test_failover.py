@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind import recovery, recovery_live, recovery_plan
 from zerto_rewind.config import Settings, load_settings
 from zerto_rewind.errors import AmbiguousVm, RecoveryError, UsageError, ZvmTimeout
-from zerto_rewind.protection import parse_since, select_ref
-from zerto_rewind.recovery import confirm_token
+from zerto_rewind.recovery import failover as recovery
+from zerto_rewind.recovery import live as recovery_live
+from zerto_rewind.recovery import plan as recovery_plan
+from zerto_rewind.recovery.failover import confirm_token
+from zerto_rewind.recovery.protection import parse_since, select_ref
 from zerto_rewind.zvm.models import Checkpoint, Task, VmRef, Vpg
 
 NOW = 1_800_000_000.0

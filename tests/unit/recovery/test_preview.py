@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from zerto_rewind.config import Settings, load_settings
-from zerto_rewind.decision import Decision, Outcome, Row, VpgOutcome
-from zerto_rewind.preview import answer_of, preview_call
-from zerto_rewind.state import GuardState, TagRecord
+from zerto_rewind.core.decision import Decision, Outcome, Row, VpgOutcome
+from zerto_rewind.core.state import GuardState, TagRecord
+from zerto_rewind.recovery.preview import answer_of, preview_call
 from zerto_rewind.zvm.models import Checkpoint, VmRef, Vpg
 
 NOW = 1_800_000_000.0

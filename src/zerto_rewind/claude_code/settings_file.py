@@ -1,0 +1,230 @@
+"""The guard's entry in Claude Code's ``settings.json``: build it, find it, merge it.
+
+Library first: :func:`build_entry` makes the ``PreToolUse`` entry, :func:`merge`
+puts it into a settings dict (replacing an earlier zerto-rewind entry, keeping
+everything else), :func:`plan_timeout` keeps the host's timeout above the
+guard's budget. The commands around them are :mod:`.install` and :mod:`.plugin`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import shlex
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ConfigError, StateError
+from ..fsutil import atomic_write_text
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "build_entry",
+    "find_our_hooks",
+    "hook_command",
+    "is_our_hook",
+    "merge",
+    "plan_timeout",
+    "read_settings",
+    "render",
+    "required_margin",
+    "settings_file",
+    "write_settings",
+]
+
+DEFAULT_TIMEOUT_S = 180
+STATUS_MESSAGE = "zerto-rewind: checkpoint before change"
+# How our own entry is recognised in a settings file, whatever the interpreter path.
+HOOK_MARKERS = (
+    "zerto_rewind hook",
+    "zerto-rewind hook",
+    "zerto_rewind.hook",
+    "zerto_rewind.claude_code.hook",
+)
+EVENT = "PreToolUse"
+
+
+# ------------------------------------------------------------------ pure parts
+
+
+def required_margin(budget_s: float) -> float:
+    """How far the host timeout must exceed the guard budget: 10 s or 10 %, whichever is more.
+
+    The guard answers (deny, with a reason) just before its budget; the host
+    needs room to read that answer before its own timeout cancels the hook.
+    """
+    return max(10.0, 0.1 * budget_s)
+
+
+def plan_timeout(requested_s: float, budget_s: float) -> tuple[int, str | None]:
+    """The host timeout to write, and a note when ``requested_s`` had to be raised."""
+    requested = math.ceil(requested_s)
+    if requested >= budget_s + required_margin(budget_s):
+        return requested, None
+    raised = math.ceil(budget_s + max(30.0, required_margin(budget_s)))
+    note = (
+        f"timeout raised from {requested} s to {raised} s: it must exceed the guard budget "
+        f"({budget_s:g} s, guard.timeout_s / ZERTO_HOOK_GUARD_TIMEOUT) by at least "
+        f"{required_margin(budget_s):g} s, or the host would cancel the hook before it answers"
+    )
+    return raised, note
+
+
+def hook_command(python: str, config: str) -> str:
+    """The shell command Claude Code runs: absolute interpreter and config, shell-quoted.
+
+    ``python -c LAUNCH_CODE hook`` rather than ``python -m zerto_rewind hook``:
+    the same hook, without runpy's start-up cost on every tool call.
+    """
+    from .hook import LAUNCH_CODE
+
+    code = shlex.quote(LAUNCH_CODE)
+    return f"{shlex.quote(python)} -c {code} hook --config {shlex.quote(config)}"
+
+
+def build_entry(*, python: str, config: str, matcher: str, timeout_s: int) -> dict[str, Any]:
+    """One ``hooks.PreToolUse`` entry that runs the guard for tools ``matcher`` selects."""
+    for what, path in (("interpreter", python), ("config", config)):
+        if not os.path.isabs(path):
+            msg = f"the hook's {what} path must be absolute, not {path!r}"
+            raise ValueError(msg)
+    return {
+        "matcher": matcher,
+        "hooks": [
+            {
+                "type": "command",
+                "command": hook_command(python, config),
+                "timeout": timeout_s,
+                # A timed-out or crashed hook must block the call, not let it run.
+                "onFailure": "block",
+                "statusMessage": STATUS_MESSAGE,
+            }
+        ],
+    }
+
+
+def is_our_hook(handler: Any) -> bool:
+    """True for a hook handler that runs ``zerto-rewind hook`` (shell or exec form)."""
+    if not isinstance(handler, dict):
+        return False
+    parts = [handler.get("command")]
+    args = handler.get("args")
+    if isinstance(args, list):
+        parts += args
+    text = " ".join(str(p) for p in parts if isinstance(p, str))
+    return any(marker in text for marker in HOOK_MARKERS)
+
+
+def find_our_hooks(settings: Mapping[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every (entry, handler) pair under ``hooks.PreToolUse`` that runs our hook."""
+    hooks = settings.get("hooks")
+    entries = hooks.get(EVENT) if isinstance(hooks, dict) else None
+    found = []
+    for entry in entries if isinstance(entries, list) else []:
+        handlers = entry.get("hooks") if isinstance(entry, dict) else None
+        for handler in handlers if isinstance(handlers, list) else []:
+            if is_our_hook(handler):
+                found.append((entry, handler))
+    return found
+
+
+def merge(settings: Mapping[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``settings`` with ``entry`` under ``hooks.PreToolUse``.
+
+    An earlier zerto-rewind handler is replaced in place (its entry keeps any
+    other handlers it holds); every other key, event and entry is untouched.
+    ConfigError if ``hooks`` or ``hooks.PreToolUse`` has an unexpected shape.
+    """
+    result = copy.deepcopy(dict(settings))
+    hooks = result.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        msg = "must be an object of event name -> list of entries; fix it by hand"
+        raise ConfigError(msg, key="hooks")
+    entries = hooks.setdefault(EVENT, [])
+    if not isinstance(entries, list):
+        msg = "must be a list of {matcher, hooks} entries; fix it by hand"
+        raise ConfigError(msg, key=f"hooks.{EVENT}")
+    kept: list[Any] = []
+    position: int | None = None
+    for item in entries:
+        handlers = item.get("hooks") if isinstance(item, dict) else None
+        if not isinstance(handlers, list) or not any(is_our_hook(h) for h in handlers):
+            kept.append(item)
+            continue
+        position = len(kept) if position is None else position
+        others = [h for h in handlers if not is_our_hook(h)]
+        if others:  # someone put other handlers next to ours: keep them
+            kept.append({**item, "hooks": others})
+    kept.insert(len(kept) if position is None else position, copy.deepcopy(entry))
+    hooks[EVENT] = kept
+    return result
+
+
+def render(settings: Mapping[str, Any]) -> str:
+    """Settings as Claude Code's files usually look: indent 2, UTF-8, final newline."""
+    return json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+
+
+def settings_file(*, project: str | None, user: bool, home: str) -> str:
+    """``DIR/.claude/settings.json`` for a project, ``~/.claude/settings.json`` for the user."""
+    base = home if user else os.path.abspath(os.path.expanduser(project or "."))
+    return os.path.join(base, ".claude", "settings.json")
+
+
+# ------------------------------------------------------------------ files
+
+
+def read_settings(path: str) -> tuple[dict[str, Any], str | None]:
+    """The settings in ``path`` (``{}`` if absent) and the original text, if any.
+
+    ConfigError (naming the file) when it is unreadable, not JSON or not an
+    object: such a file is never overwritten.
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        return {}, None
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"cannot read it ({exc}); nothing was written"
+        raise ConfigError(msg, path=path) from None
+    if not text.strip():
+        return {}, text
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        msg = f"not valid JSON ({exc}); fix or move the file, nothing was written"
+        raise ConfigError(msg, path=path) from None
+    if not isinstance(data, dict):
+        msg = "must hold a JSON object; fix or move the file, nothing was written"
+        raise ConfigError(msg, path=path)
+    return data, text
+
+
+def write_settings(path: str, text: str, *, original: str | None) -> str | None:
+    """Back up the old file (if any), then replace it atomically; returns the backup path."""
+    backup = None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        mode = 0o644
+        if original is not None:
+            mode = os.stat(path).st_mode & 0o777
+            backup = _free_name(f"{path}.bak-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+            atomic_write_text(backup, original, mode=mode)
+        atomic_write_text(path, text, mode=mode)
+    except OSError as exc:
+        msg = f"cannot write it: {exc.strerror or exc}"
+        raise ConfigError(msg, path=path) from None
+    except StateError as exc:
+        raise ConfigError(str(exc)) from None
+    return backup
+
+
+def _free_name(path: str) -> str:
+    candidate, n = path, 1
+    while os.path.exists(candidate):
+        candidate, n = f"{path}-{n}", n + 1
+    return candidate
