@@ -2,7 +2,12 @@
 
 Zero fail-open: a mutating call is allowed only on a landed checkpoint, an
 unlisted call is never passed silently, and every answer names what failed and
-comes within the guard's budget + 1 s. ``scripts/fault-matrix`` reruns this file
+comes within the guard's budget + 1 s.
+
+Only the *mutating* column is fault coverage. A read-only or unlisted call never
+reaches the ZVM, so no fault can touch it: those two columns are controls that
+prove the guard does not start talking to the ZVM under a fault, and are not
+counted as faults covered. ``scripts/fault-matrix`` reruns this file
 and writes the table in docs/reliability.md (``ZERTO_FAULT_MATRIX_REPORT``).
 """
 
@@ -29,6 +34,7 @@ class Fault:
     setup: Callable[[Bench], Callable[[], None] | None]
     mutating: tuple[str, ...]  # acceptable decisions
     says: tuple[str, ...] = field(default=())  # the reason names at least one of these
+    row: str | None = None  # the decision log's row, where only one is right
 
 
 def _fault(route: str, kind: str, **extra: object) -> Callable[[Bench], None]:
@@ -43,9 +49,13 @@ def _expired_token(bench: Bench) -> None:
     bench.box.control("POST", "/_sim/tokens/expire")
 
 
-def _tag_behaviour(mode: str, extra_delay_s: float = 0.0) -> Callable[[Bench], None]:
+def _tag_behaviour(
+    mode: str, extra_delay_s: float = 0.0, reason: str | None = None
+) -> Callable[[Bench], None]:
     def setup(bench: Bench) -> None:
-        body = {"mode": mode, "extra_delay_s": extra_delay_s, "count": None}
+        body: dict[str, object] = {"mode": mode, "extra_delay_s": extra_delay_s, "count": None}
+        if reason is not None:
+            body["reason"] = reason
         bench.box.control("POST", "/_sim/vpgs/jp-local/tag-behaviour", body)
 
     return setup
@@ -97,7 +107,11 @@ FAULTS = [
     Fault("tag lands 0.5 s late (within budget)", _tag_behaviour("late", 0.5), ("context",),
           ("checkpoint",)),
     Fault("tag lands 8 s late (beyond budget)", _tag_behaviour("late", 8.0), DENY, ("pending",)),
-    Fault("VPG paused mid-wait", _paused_mid_wait, DENY, ("pending", "never reached", "paused")),
+    # The tag was due within the budget: the answer is failed (not pending) and says why.
+    Fault("VPG paused mid-wait", _paused_mid_wait, DENY, ("paused",), row="failed"),
+    Fault("tag task fails on a healthy VPG",
+          _tag_behaviour("fail", reason="VRA did not acknowledge"), DENY,
+          ("VRA did not acknowledge",), row="failed"),
     Fault("TLS mismatch (other CA bundle)", _tls_mismatch, DENY,
           ("certificate", "ca_bundle", "TLS")),
 ]  # fmt: skip
@@ -132,6 +146,8 @@ def test_fault_never_fails_open(bench: Bench, fault: Fault, call: str) -> None:
     assert run.decision in fault.mutating, run.reason
     reason = run.reason.lower()
     assert any(word.lower() in reason for word in fault.says), run.reason
+    if fault.row is not None:
+        assert _last_record(bench)["row"] == fault.row, run.reason
     if run.decision == "context":
         record = _last_record(bench)
         assert record["row"] == "confirmed"

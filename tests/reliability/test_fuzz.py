@@ -122,25 +122,30 @@ def test_stdin_parses_or_is_refused_with_a_reason(data: bytes) -> None:
 def test_hook_main_never_passes_a_non_read_only_call_silently(
     fuzz_settings: tuple[str, Settings], data: bytes
 ) -> None:
-    """hook.main on any stdin: blocked (exit 2), read-only silence, or handed to the guard."""
+    """hook.main on any stdin, with the real guard (its ZVM unreachable): blocked (exit 2),
+    read-only silence, or the guard's own deny/ask with a reason — never allowed."""
     config, loaded = fuzz_settings
-    guarded: list[str] = []
-    real = hook._guarded
-    hook._guarded = lambda payload, *_a: guarded.append(payload.tool_name) or 0  # type: ignore[func-returns-value]
-    try:
-        with _stdio(data) as out:
-            code = hook.main(["--config", config], env={})
-    finally:
-        hook._guarded = real
+    scratch = Path(config).parent
+    env = {
+        "ZERTO_HOOK_LOG": str(scratch / "decisions.log"),
+        "ZERTO_REWIND_STATE_DIR": str(scratch / "state"),
+        "HOME": str(scratch),
+    }
+    with _stdio(data) as out:
+        # In-process: no watchdog, it would end pytest; the ZVM refuses at once anyway.
+        code = hook.main(["--config", config], env=env, watchdog=False)
     if code == 2:
         return
     assert code == 0
-    if guarded:
+    text = out.getvalue()
+    if not text:
+        payload = parse_input(data)
+        verdict = classify(payload.tool_name, payload.tool_input, loaded.catalog)
+        assert verdict.kind == READ_ONLY, "a silent exit 0 is only for read-only calls"
         return
-    payload = parse_input(data)
-    verdict = classify(payload.tool_name, payload.tool_input, loaded.catalog)
-    assert verdict.kind == READ_ONLY, "a silent exit 0 is only for read-only calls"
-    assert out.getvalue() == ""
+    answer = json.loads(text)["hookSpecificOutput"]
+    assert answer["permissionDecision"] in ("deny", "ask"), answer
+    assert answer["permissionDecisionReason"].strip()
 
 
 VALID_CONFIG: dict[str, Any] = {
@@ -178,12 +183,17 @@ def test_config_loads_or_raises_config_error(tmp_path_factory: pytest.TempPathFa
     """Any config file content yields Settings or a ConfigError, never another exception."""
     path = tmp_path_factory.mktemp("cfg", numbered=True) / "config.json"
     _write(path, content)
-    problem = "loaded"
+    problem: str | None = None
     try:
-        validate_patterns(load_settings({"ZERTO_REWIND_CONFIG": str(path), "SECRET": "x"}))
+        loaded = load_settings({"ZERTO_REWIND_CONFIG": str(path), "SECRET": "x"})
+        validate_patterns(loaded)
     except ConfigError as exc:
         problem = str(exc)
-    assert problem, "a ConfigError says what is wrong"
+    if problem is not None:
+        assert str(path) in problem, "a ConfigError names the file and what is wrong"
+    else:
+        assert loaded.zvm.url, "a loaded config knows its ZVM"
+        assert loaded.guard.timeout_s > 0
 
 
 @SUBPROCESS
@@ -207,6 +217,39 @@ def test_hook_process_on_fuzzed_stdin_fails_closed(bench: Bench, data: bytes) ->
         )
     else:
         assert run.decision in ("deny", "ask", "context")
+        assert run.reason
+
+
+MUTATIONS = st.none() | st.tuples(
+    CONFIG_KEYS,
+    JSON_VALUES,
+    st.none() | ODD_TEXT | st.sampled_from(["url", "timeout_s", "ca_bundle", "on_pending"]),
+)
+
+
+@SUBPROCESS
+@given(mutation=MUTATIONS, tool=st.sampled_from([POWER_OFF, UNLISTED_TOOL, READ_ONLY_TOOL]))
+def test_hook_process_with_a_fuzzed_live_config_allows_only_on_a_landed_tag(
+    bench: Bench, mutation: tuple[str, Any, str | None] | None, tool: str
+) -> None:
+    """The sandbox's working config (a live simulator), one key fuzzed: a mutating call is
+    allowed only with a landed, logged checkpoint; anything else is a deny or ask that says why."""
+    config = bench.box.config()
+    content = config if mutation is None else _mutate(config, *mutation)
+    path = bench.root / "fuzzed-live-config.json"
+    _write(path, content)
+    run = bench.hook(tool, {"name": "jp-ubuntu"}, env=bench.env(ZERTO_REWIND_CONFIG=str(path)))
+    assert "Traceback" not in run.stderr
+    if tool == READ_ONLY_TOOL:
+        assert run.decision in ("none", "deny"), run.stdout
+        return
+    assert run.decision in ("deny", "ask", "context"), run.stdout
+    if run.decision == "context":
+        assert tool == POWER_OFF
+        with open(bench.log_path, encoding="utf-8") as fh:
+            record = json.loads(fh.read().splitlines()[-1])
+        assert (record["row"], bool(record["checkpoint_ids"])) == ("confirmed", True)
+    else:
         assert run.reason
 
 

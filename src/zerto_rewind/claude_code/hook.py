@@ -41,11 +41,15 @@ LAUNCH_CODE = "from zerto_rewind.claude_code.hook import run; run()"
 # What hooks installed before the layer folders run; zerto_rewind.hook still serves it.
 LEGACY_LAUNCH_CODE = "from zerto_rewind.hook import run; run()"
 
-_USAGE = """usage: zerto-rewind hook [--config PATH]
+_USAGE = """usage: zerto-rewind hook [--config PATH] [--mcp-server NAME]
 
 Claude Code PreToolUse hook: reads the tool call as JSON on stdin, prints the
 decision as JSON on stdout. --config overrides ZERTO_REWIND_CONFIG.
+--mcp-server names zerto-rewind's MCP server as the host registered it (set by
+install --with-mcp-server): the rewind hint then names its tool
+mcp__NAME__zerto_recovery_plan instead of the CLI.
 """
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 # The watchdog answers this long before the budget ends: room to write and exit.
 _WATCHDOG_MARGIN_S = 0.3
@@ -53,11 +57,21 @@ _WATCHDOG_MARGIN_S = 0.3
 _ANSWERED: list[bool] = []
 
 
-def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    """Run one hook invocation; returns the exit code. Never raises."""
+def main(
+    argv: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    watchdog: bool = True,
+) -> int:
+    """Run one hook invocation; returns the exit code. Never raises.
+
+    ``watchdog=False`` is for in-process callers (tests) that must outlive the
+    call: the watchdog ends its process with ``os._exit``. A parameter, not an
+    environment variable, so that nothing the agent can set disarms it.
+    """
     _ANSWERED.clear()
     try:
-        return _main(argv, env)
+        return _main(argv, env, watchdog)
     except BaseException as exc:  # the last line of defence: deny, never crash
         if isinstance(exc, SystemExit | KeyboardInterrupt):
             raise
@@ -74,7 +88,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         return code
 
 
-def _main(argv: list[str] | None, env: Mapping[str, str] | None) -> int:
+def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool) -> int:
     started_wall, started_mono = time.time(), time.monotonic()
     env = os.environ if env is None else env
     args = sys.argv[1:] if argv is None else argv
@@ -83,13 +97,17 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None) -> int:
     if args[:1] in (["-h"], ["--help"]):
         sys.stdout.write(_USAGE)
         return 0
-    if len(args) == 2 and args[0] == "--config":
-        env = {**env, "ZERTO_REWIND_CONFIG": args[1]}
-    elif args:
+    options = dict(zip(args[::2], args[1::2], strict=False))
+    if len(args) % 2 or not set(options) <= {"--config", "--mcp-server"}:
         sys.stderr.write(
             f"zerto-rewind hook: unexpected arguments {args!r}; the call is blocked.\n{_USAGE}"
         )
         return 2
+    if "--config" in options:
+        env = {**env, "ZERTO_REWIND_CONFIG": options["--config"]}
+    server = options.get("--mcp-server", "")
+    if not set(server) <= _NAME_CHARS:
+        server = ""  # only a hint: an odd name falls back to the CLI command
     try:
         payload = claude_code.parse_input(sys.stdin.buffer.read())
     except claude_code.HookInputError as exc:
@@ -110,11 +128,20 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None) -> int:
         read_only = False  # the guarded path validates again and denies with the reason
     if read_only:
         return 0
-    return _guarded(payload, settings, started_wall, started_mono)
+    rewind_tool = f"mcp__{server}__zerto_recovery_plan" if server else None
+    return _guarded(
+        payload, settings, started_wall, started_mono, watchdog=watchdog, rewind_tool=rewind_tool
+    )
 
 
 def _guarded(
-    payload: claude_code.HookInput, settings: Settings, started_wall: float, started_mono: float
+    payload: claude_code.HookInput,
+    settings: Settings,
+    started_wall: float,
+    started_mono: float,
+    *,
+    watchdog: bool = True,
+    rewind_tool: str | None = None,
 ) -> int:
     """The slow path: everything but a read-only call. Any failure here denies."""
     from ..core.decision import Decision, Outcome, Row, ToolCall
@@ -127,13 +154,14 @@ def _guarded(
         started_at=started_wall,
     )
     answer = _Answer(settings, call)
-    answer.arm_watchdog(started_mono + settings.guard.timeout_s - _WATCHDOG_MARGIN_S)
+    if watchdog:
+        answer.arm_watchdog(started_mono + settings.guard.timeout_s - _WATCHDOG_MARGIN_S)
     try:
         from ..config.settings import validate_patterns
         from ..core.guard import Guard
 
         validate_patterns(settings)
-        guard = Guard(settings)
+        guard = Guard(settings, rewind_tool=rewind_tool)
         try:
             decision = guard.decide(call)
         finally:
@@ -161,13 +189,16 @@ class _Answer:
         self.call = call
         self.lock = threading.Lock()
         self.given = False
+        self.answered = threading.Event()
 
     def arm_watchdog(self, at_mono: float) -> None:
         import threading
 
         def fire() -> None:
-            time.sleep(max(0.0, at_mono - time.monotonic()))
-            self._timeout()
+            # Wait on the answer rather than sleep: once it is given the watchdog
+            # has nothing left to do, and must not end a process that lives on.
+            if not self.answered.wait(max(0.0, at_mono - time.monotonic())):
+                self._timeout()
 
         threading.Thread(target=fire, name="zerto-rewind-watchdog", daemon=True).start()
 
@@ -182,15 +213,23 @@ class _Answer:
         )
         decision = Decision(Row.ERROR, Outcome.DENY, self.call.tool_name, reason=reason)
         decision.elapsed_ms = int((time.time() - self.call.started_at) * 1000)
-        code = self.give(decision)
+        code = self._deliver(decision)
+        if code is None:
+            return  # the guard answered while this one was being prepared
         sys.stdout.flush()
         os._exit(code)  # the guard thread may be stuck in a socket read
 
     def give(self, decision: Decision) -> int:
+        code = self._deliver(decision)
+        return 0 if code is None else code
+
+    def _deliver(self, decision: Decision) -> int | None:
+        """Write and log the decision; None if an answer was already given."""
         with self.lock:
             if self.given:
-                return 0
+                return None
             self.given = True
+            self.answered.set()
             text, code = claude_code.render(
                 decision.outcome,
                 decision.reason,

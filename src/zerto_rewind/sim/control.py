@@ -8,8 +8,9 @@ from zerto_rewind.sim.errors import bad_request
 from zerto_rewind.sim.faults import parse_fault
 from zerto_rewind.sim.handlers import Context, Request, Response
 from zerto_rewind.sim.models import TagBehaviour, Vpg
+from zerto_rewind.sim.state import TAG_TASK_FAILURE
 
-_MODES = ("normal", "late", "never")
+_MODES = ("normal", "late", "never", "fail")
 
 
 def _object(req: Request) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def tokens_expire(ctx: Context, req: Request) -> Response:
 
 
 def tag_behaviour(ctx: Context, req: Request) -> Response:
-    """POST /_sim/vpgs/{name}/tag-behaviour {"mode", "extra_delay_s", "count"}."""
+    """POST /_sim/vpgs/{name}/tag-behaviour {"mode", "extra_delay_s", "count", "reason"}."""
     body = _object(req)
     mode = body.get("mode", "normal")
     if mode not in _MODES:
@@ -80,9 +81,16 @@ def tag_behaviour(ctx: Context, req: Request) -> Response:
     if count is not None and (not isinstance(count, int) or count < 1):
         msg = "count must be a positive integer or null"
         raise bad_request(msg)
-    behaviour = TagBehaviour(mode, _number(body, "extra_delay_s", 0.0), count)
+    reason = body.get("reason")
+    if reason is not None and (not isinstance(reason, str) or not reason):
+        msg = "reason must be a non-empty string"
+        raise bad_request(msg)
+    behaviour = TagBehaviour(mode, _number(body, "extra_delay_s", 0.0), count, reason)
     _vpg(ctx, req).tag_behaviour = behaviour
-    return Response(body={"mode": mode, "extra_delay_s": behaviour.extra_delay_s, "count": count})
+    answer = {"mode": mode, "extra_delay_s": behaviour.extra_delay_s, "count": count}
+    if mode == "fail":
+        answer["reason"] = reason or TAG_TASK_FAILURE
+    return Response(body=answer)
 
 
 def vpg_status(ctx: Context, req: Request) -> Response:

@@ -66,11 +66,16 @@ class Restore:
 
 @dataclass
 class TagBehaviour:
-    """How the next tags on a VPG land: ``normal``, ``late`` or ``never``."""
+    """How the next tags on a VPG land: ``normal``, ``late``, ``never`` or ``fail``.
+
+    ``fail`` fails the tag task itself on a healthy VPG, with ``reason`` as its
+    CompleteReason (a ZVM that accepts the request, then refuses it).
+    """
 
     mode: str = "normal"
     extra_delay_s: float = 0.0
     remaining: int | None = 1
+    reason: str | None = None
 
 
 @dataclass

@@ -22,6 +22,8 @@ from zerto_rewind.sim.models import Site, TagBehaviour, Vm, Vpg, stable_guid
 from zerto_rewind.sim.tasks import Task, TaskBook
 
 MAX_TAG_LENGTH = 128
+# CompleteReason of a tag task failed by the ``fail`` tag behaviour without a reason.
+TAG_TASK_FAILURE = "Failed to insert tagged checkpoint: the VRA did not acknowledge the request"
 
 
 @dataclass
@@ -277,7 +279,10 @@ class Backend:
         self.stats.tag_requests[vpg.name] += 1
         now = self.clock()
         reason = self.refusal(vpg)
-        if reason is None:
+        if reason is None and vpg.tag_behaviour.mode == "fail":
+            reason = vpg.tag_behaviour.reason or TAG_TASK_FAILURE
+            self._consume(vpg)
+        elif reason is None:
             self._schedule_tag(vpg, name, now)
         return self.new_task("InsertTaggedCP", vpg, reason)
 

@@ -80,9 +80,12 @@ def test_status_over_tls_with_the_ca_bundle(served: dict[str, str]) -> None:
     """`status jp-ubuntu` shows its VPG, vCenter site and the observed cadence."""
     done, _ = run(served, "status", "jp-ubuntu", "--json")
     assert done.returncode == 0, done.stderr
-    text = done.stdout
-    assert "jp-local" in text
-    assert "vcenter" in text
+    status = json.loads(done.stdout)
+    assert status["vm"] == "jp-ubuntu"
+    (vpg,) = [v for v in status["vpgs"] if v["vpg"] == "jp-local"]
+    assert vpg["site_kind"] == "vcenter"
+    assert vpg["cadence_source"] == "observed"  # measured from the journal, not a default
+    assert vpg["cadence_s"] == pytest.approx(CADENCE_S, abs=0.05)  # the simulator's --cadence
 
 
 def test_tag_lands_within_cadence_plus_lag(served: dict[str, str]) -> None:

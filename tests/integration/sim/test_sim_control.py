@@ -146,6 +146,34 @@ def test_tag_behaviour_never_then_normal(
 
 
 @pytest.mark.timeout(15)
+def test_tag_behaviour_fail_fails_the_task_on_a_healthy_vpg(
+    anon: httpx.Client,
+    api: httpx.Client,
+    vpg_id: Callable[[str], str],
+    wait_task: Callable[[str], dict[str, Any]],
+) -> None:
+    """mode fail: the VPG stays healthy, the tag task fails with the reason, no tag lands."""
+    answer = anon.post(
+        "/_sim/vpgs/jp-local/tag-behaviour", json={"mode": "fail", "reason": "VRA is down"}
+    )
+    assert answer.json()["reason"] == "VRA is down"
+    vid = vpg_id("jp-local")
+    task_id = api.post(f"/v1/vpgs/{vid}/checkpoints", json={"checkpointName": "refused"}).json()
+    task = wait_task(task_id)
+    assert (task["Status"]["State"], task["CompleteReason"]) == (4, "VRA is down")
+    assert api.get(f"/v1/vpgs/{vid}").json()["Status"] == 1
+    tag(api, vid, "next")  # count 1: the next tag is normal again
+    time.sleep(1.5)
+    assert tags_of(api, vid) == ["next"]
+
+
+def test_tag_behaviour_rejects_an_empty_reason(anon: httpx.Client) -> None:
+    """A reason must be a non-empty string."""
+    answer = anon.post("/_sim/vpgs/jp-local/tag-behaviour", json={"mode": "fail", "reason": ""})
+    assert answer.status_code == 400
+
+
+@pytest.mark.timeout(15)
 def test_tag_behaviour_late(
     anon: httpx.Client, api: httpx.Client, vpg_id: Callable[[str], str]
 ) -> None:

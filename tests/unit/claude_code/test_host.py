@@ -94,11 +94,21 @@ def test_invalid_input_is_hook_input_error(data: bytes, problem: str) -> None:
         parse_input(data)
 
 
-def test_oversized_input_refused_before_parsing() -> None:
+def test_oversized_input_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Input over the size bound is refused with its size, without being decoded."""
-    data = b" " * (MAX_INPUT_BYTES + 1)
-    with pytest.raises(HookInputError, match=f"{MAX_INPUT_BYTES + 1} bytes"):
+    from zerto_rewind import _fastjson
+
+    def never(_data: object) -> object:
+        raise AssertionError("oversized input was decoded")
+
+    monkeypatch.setattr(_fastjson, "loads", never)
+    body = encode(PAYLOAD)  # a valid payload, padded one byte past the bound
+    data = body + b" " * (MAX_INPUT_BYTES + 1 - len(body))
+    expected = f"hook input is {MAX_INPUT_BYTES + 1} bytes, more than the {MAX_INPUT_BYTES}"
+    with pytest.raises(HookInputError, match=expected):
         parse_input(data)
+    with pytest.raises(AssertionError, match="decoded"):  # the bound itself is still parsed
+        parse_input(data[:MAX_INPUT_BYTES])
 
 
 def test_hook_input_error_is_a_value_error() -> None:

@@ -282,12 +282,18 @@ def test_any_shape_is_loaded_or_config_error(
     raw = {"zvm": ZVM, **sections}
     if guard:
         raw["guard"] = guard
-    message = str(tmp_path / "config.json") + ": "
+    prefix = str(tmp_path / "config.json") + ": "
+    message: str | None = None
     try:
-        load(tmp_path, raw)
+        loaded = load(tmp_path, raw)
     except ConfigError as exc:
         message = str(exc)
-    assert message.startswith(str(tmp_path / "config.json") + ": ")
+    if message is not None:
+        assert message.startswith(prefix)
+        assert len(message) > len(prefix), "the error names the key and the problem"
+    else:
+        assert loaded.zvm.url == ZVM["url"]
+        assert loaded.guard.timeout_s > 0
 
 
 # ------------------------------------------------------------------------ secrets
@@ -561,6 +567,12 @@ def test_exact_name_and_overlapping_pattern_may_coexist(tmp_path: Path) -> None:
     catalog = load(tmp_path, raw).catalog
     assert "mcp__v__list" in catalog.read_only
     assert "mcp__v__*" in catalog.tools
+    from zerto_rewind.core.catalog import MUTATING, READ_ONLY, classify
+
+    listed = classify("mcp__v__list", {}, catalog)
+    assert (listed.kind, listed.entry) == (READ_ONLY, "mcp__v__list")  # the exact name wins
+    other = classify("mcp__v__power_off", {}, catalog)
+    assert (other.kind, other.entry) == (MUTATING, "mcp__v__*")  # the pattern still applies
 
 
 def test_validate_patterns_accepts_named_vm_group(tmp_path: Path) -> None:

@@ -1,0 +1,244 @@
+"""Fakes for the guard's and the tagger's unit tests: a fake clock and a ZVM client over the
+simulator's own models (its backend, journal and tasks), with no HTTP and no real time.
+
+The client answers from :class:`zerto_rewind.sim.state.Backend` through the simulator's
+wire views and the client's own parsers, so journals, tag landing and task results
+follow the simulator's rules; only the sockets are gone. Time moves only when the
+code under test sleeps or a test advances the clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from zerto_rewind.config import Settings, load_settings
+from zerto_rewind.core.decision import ToolCall
+from zerto_rewind.core.guard import Guard
+from zerto_rewind.core.state import GuardState
+from zerto_rewind.core.tagging import Tagger
+from zerto_rewind.sim import enums, views
+from zerto_rewind.sim.config import SimConfig
+from zerto_rewind.sim.state import Backend
+from zerto_rewind.zvm.models import Checkpoint, Task, VmRef, Vpg
+
+URL = "https://zvm.sim.test"
+TOOL = "mcp__vsphere__power_off_vm"
+# 2027-01-15T08:00:00Z: far from any real clock, so no test leans on time.time().
+START_WALL = 1_800_000_000.0
+START_MONO = 5_000.0
+
+
+class FakeClock:
+    """Wall and monotonic clocks that move together, only on sleep() or advance().
+
+    ``at(wall_time, action)`` runs ``action`` when the clock passes ``wall_time``:
+    that is how a test pauses a VPG in the middle of the guard's wait.
+    """
+
+    def __init__(self, wall: float = START_WALL, mono: float = START_MONO) -> None:
+        self.offset = wall - mono
+        self.now_mono = mono
+        self.sleeps: list[float] = []
+        self._events: list[tuple[float, Callable[[], None]]] = []
+
+    def wall(self) -> float:
+        return self.now_mono + self.offset
+
+    def mono(self) -> float:
+        return self.now_mono
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> None:
+        self.now_mono += max(0.0, seconds)
+        due = [e for e in self._events if e[0] <= self.wall()]
+        self._events = [e for e in self._events if e[0] > self.wall()]
+        for _at, action in sorted(due, key=lambda e: e[0]):
+            action()
+
+    def at(self, wall_time: float, action: Callable[[], None]) -> None:
+        self._events.append((wall_time, action))
+
+
+class SimZvm:
+    """The ZvmClient methods the guard uses, answered by the simulator's backend."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.settings = SimpleNamespace(url=URL)
+        self.calls: list[str] = []
+
+    def find_vms(self, name: str, *, deadline: float | None = None) -> list[VmRef]:
+        self.calls.append(f"find_vms {name}")
+        rows = self.backend.find_vms(name, None, None)
+        return [VmRef.from_wire(views.vm(self.backend, URL, vm, vpg)) for vm, vpg in rows]
+
+    def get_vpg(self, vpg_id: str, *, deadline: float | None = None) -> Vpg:
+        self.calls.append(f"get_vpg {self.name_of(vpg_id)}")
+        return Vpg.from_wire(views.vpg(self.backend, URL, self.backend.vpg(vpg_id)))
+
+    def find_vpg(self, name: str, *, deadline: float | None = None) -> Vpg:
+        self.calls.append(f"find_vpg {name}")
+        return Vpg.from_wire(views.vpg(self.backend, URL, self.backend.vpg_named(name)))
+
+    def entity_types(self, *, deadline: float | None = None) -> list[str]:
+        self.calls.append("entity_types")
+        return list(enums.ENTITY_TYPES)
+
+    def list_checkpoints(
+        self,
+        vpg_id: str,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        deadline: float | None = None,
+    ) -> list[Checkpoint]:
+        self.calls.append(f"list_checkpoints {self.name_of(vpg_id)}")
+        found = self.backend.checkpoints(
+            self.backend.vpg(vpg_id),
+            None if since is None else since.timestamp() - 0.0005,
+            None if until is None else until.timestamp() + 0.0005,
+        )
+        listed = [Checkpoint.from_wire(views.checkpoint(cp)) for cp in found]
+        return sorted(listed, key=Checkpoint.sort_key)
+
+    def tag_checkpoint(self, vpg_id: str, name: str, *, deadline: float | None = None) -> str:
+        self.calls.append(f"tag {self.name_of(vpg_id)}")
+        return self.backend.tag(self.backend.vpg(vpg_id), name).identifier
+
+    def get_task(self, task_id: str, *, deadline: float | None = None) -> Task:
+        self.calls.append("get_task")
+        return Task.from_wire(views.task(self.backend, URL, self.backend.task(task_id)))
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+    # ---- for the tests
+
+    def name_of(self, vpg_id: str) -> str:
+        return self.backend.vpg(vpg_id).name
+
+    def vpg_id(self, name: str) -> str:
+        return self.backend.vpg_named(name).identifier
+
+    def tag_requests(self, name: str) -> int:
+        return self.backend.stats.tag_requests[name]
+
+    def tags(self, name: str) -> list[str]:
+        """Tags that have landed in the VPG's journal by now."""
+        vpg = self.backend.vpg_named(name)
+        return [c.tag for c in vpg.journal.list() if c.tag]
+
+    def pause(self, name: str) -> None:
+        """Replication paused by the user (status 2, sub-status 25): the journal stops."""
+        self.backend.set_state(self.backend.vpg_named(name), 2, enums.SUB_PAUSED_USER)
+
+    def tag_behaviour(self, name: str, mode: str, **fields: Any) -> None:
+        from zerto_rewind.sim.models import TagBehaviour
+
+        self.backend.vpg_named(name).tag_behaviour = TagBehaviour(mode, **fields)
+
+
+class HookedState(GuardState):
+    """A state directory that runs a test's action just before the Nth lock of a VPG.
+
+    The guard takes a VPG's lock to plan and again to consume; an action on the
+    second lock is another process acting between the two.
+    """
+
+    def __init__(self, state_dir: str) -> None:
+        super().__init__(state_dir)
+        self.locks: dict[str, int] = {}
+        self._actions: dict[tuple[str, int], Callable[[], None]] = {}
+
+    def before_lock(self, vpg_id: str, nth: int, action: Callable[[], None]) -> None:
+        self._actions[(vpg_id, nth)] = action
+
+    def vpg(self, vpg_id: str) -> Any:
+        self.locks[vpg_id] = self.locks.get(vpg_id, 0) + 1
+        action = self._actions.pop((vpg_id, self.locks[vpg_id]), None)
+        if action is not None:
+            action()
+        return super().vpg(vpg_id)
+
+
+def make_backend(clock: FakeClock, **config: Any) -> Backend:
+    """The simulator's default estate (jp-local vCenter 5 s, CMH-AWS-1 630 s, EUS-AZ-1 60 s,
+    paused-vpg, multi-a/multi-b sharing multi-1, syncing-vpg) on the fake wall clock, with
+    no jitter so that cadence boundaries are exact."""
+    values: dict[str, Any] = {
+        "clock": clock.wall,
+        "seed": 7,
+        "jitter": 0.0,
+        "tag_lag_s": 1.0,
+        "task_duration_s": 0.3,
+    }
+    values.update(config)
+    return Backend(SimConfig(**values))
+
+
+def make_settings(tmp_path: Path, **guard: Any) -> Settings:
+    """Settings with a vSphere-like catalog and the given guard knobs."""
+    config = {
+        "zvm": {"url": URL, "username": "u", "password": "p"},
+        "read_only_tools": ["mcp__vsphere__list_vms"],
+        "tools": {TOOL: {"vm_arg": ["name", "names[]"]}},
+        "guard": guard,
+        "state_dir": str(tmp_path / "state"),
+    }
+    path = tmp_path / "config.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(config, fh)
+    return load_settings({"HOME": str(tmp_path)}, path=str(path))
+
+
+class Rig:
+    """One guard and one tagger over a simulated ZVM, a state directory and a fake clock."""
+
+    def __init__(self, tmp_path: Path, *, sim: dict[str, Any] | None = None, **guard: Any):
+        self.clock = FakeClock()
+        self.backend = make_backend(self.clock, **(sim or {}))
+        self.zvm = SimZvm(self.backend)
+        self.settings = make_settings(tmp_path, **guard)
+        self.state = HookedState(self.settings.state_dir)
+
+    def guard(self) -> Guard:
+        return Guard(
+            self.settings,
+            client=self.zvm,  # type: ignore[arg-type]
+            state=self.state,
+            wall=self.clock.wall,
+            mono=self.clock.mono,
+            sleep=self.clock.sleep,
+        )
+
+    def tagger(self) -> Tagger:
+        return Tagger(
+            self.zvm,  # type: ignore[arg-type]
+            self.state,
+            self.settings.guard,
+            wall=self.clock.wall,
+            mono=self.clock.mono,
+            sleep=self.clock.sleep,
+        )
+
+    def call(self, *vms: str, started_at: float | None = None, session: str = "s1") -> ToolCall:
+        """A mutating call on ``vms`` that started now (or at ``started_at``)."""
+        tool_input: dict[str, Any] = {"name": vms[0]} if len(vms) == 1 else {"names": list(vms)}
+        started = self.clock.wall() if started_at is None else started_at
+        return ToolCall(TOOL, tool_input, session_id=session, started_at=started)
+
+    def decide(self, *vms: str, **kwargs: Any) -> Any:
+        """The guard's decision on a call on ``vms`` made now."""
+        guard = self.guard()
+        consume = kwargs.pop("consume", True)
+        return guard.decide(self.call(*vms, **kwargs), consume=consume)
