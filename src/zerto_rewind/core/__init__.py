@@ -1,7 +1,8 @@
 """The policy core: the decision table and the life of a checkpoint tag.
 
 Classification of a call (``catalog``), the table (``guard``, ``decision``),
-the tag lifecycle (``tagging``, ``cadence``), shared state (``state``), the
+the tag lifecycle (``tagging``, ``cadence``), shared state (``state``; in
+Redis for gateway replicas, ``state_redis``; ``state_store`` picks), the
 decision log (``decisions_log``) and its reconciliation (``reconcile``).
 
 May import: ``config``, ``zvm``, and the base modules (``errors``, ``fsutil``,

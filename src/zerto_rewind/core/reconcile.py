@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import ZertoRewindError
 from .decision import fmt_time
-from .state import GuardState, TagRecord, VpgRecord
+from .state import GuardStateLike, TagRecord, VpgRecord
 from .tagging import tag_in_journal
 
 __all__ = ["TagFate", "reconcile"]
@@ -32,7 +32,7 @@ class TagFate:
 
 
 def reconcile(
-    records: list[dict[str, Any]], state: GuardState | None, client: Any | None = None
+    records: list[dict[str, Any]], state: GuardStateLike | None, client: Any | None = None
 ) -> dict[str, TagFate]:
     """Map every tag of a pending decision to its fate; asks the ZVM when state can't tell."""
     fates: dict[str, TagFate] = {}
@@ -45,7 +45,7 @@ def reconcile(
     return fates
 
 
-def _fate(tag: str, vpg_id: str, state: GuardState | None, client: Any | None) -> TagFate:
+def _fate(tag: str, vpg_id: str, state: GuardStateLike | None, client: Any | None) -> TagFate:
     if state is None:
         return TagFate(tag, "unknown", "no state directory to look in")
     known = _known(state.peek_vpg(vpg_id), tag)
@@ -71,7 +71,7 @@ def _known(record: VpgRecord, tag: str) -> TagRecord | None:
     return None
 
 
-def _ask_zvm(state: GuardState, vpg_id: str, tag: TagRecord, client: Any) -> TagRecord:
+def _ask_zvm(state: GuardStateLike, vpg_id: str, tag: TagRecord, client: Any) -> TagRecord:
     try:
         found, _listed = tag_in_journal(
             client, vpg_id, tag.name, tag.requested_at, deadline=time.monotonic() + 15

@@ -13,6 +13,10 @@ Layout::
     <state_dir>/cache/vms-<hash>.json   VM name -> [(vm id, vpg id, vpg name)], short-lived
     <state_dir>/cache/entitytypes-<hash>.json
     <state_dir>/tokens/                 the Zerto client's token cache
+
+Gateway replicas share the same records in Redis instead (``state_redis``,
+chosen by ``state_store.open_state`` when the config names ``state.url``).
+The guard and the tagger take any :class:`GuardStateLike`.
 """
 
 from __future__ import annotations
@@ -22,12 +26,17 @@ import hashlib
 import os
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..errors import StateError
 from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
 
-__all__ = ["GuardState", "TagRecord", "VpgRecord"]
+if TYPE_CHECKING:
+    from ..zvm.auth import TokenCacheLike
+
+__all__ = ["GuardState", "GuardStateLike", "TagRecord", "VpgRecord"]
 
 # A lock is held for milliseconds (a read, maybe a POST, a write); waiting
 # longer than this means something is wrong, and the guard must still answer.
@@ -88,6 +97,39 @@ _VPG_FIELDS = frozenset(VpgRecord.__dataclass_fields__) - {"tag"}
 _HISTORY_KEEP = 20
 
 
+@runtime_checkable
+class GuardStateLike(Protocol):
+    """What the guard and the tagger need of shared state: a state directory, or Redis."""
+
+    def vpg(self, vpg_id: str) -> AbstractContextManager[VpgRecord]:
+        """Lock the VPG's record, yield it, and save what the block changed."""
+        ...
+
+    def peek_vpg(self, vpg_id: str) -> VpgRecord:
+        """Read a VPG's record without locking (for display and previews)."""
+        ...
+
+    def all_vpgs(self) -> list[VpgRecord]:
+        """Every VPG record (for `zerto-rewind log` reconciliation)."""
+        ...
+
+    def cached(self, kind: str, key: str, ttl_s: float) -> Any | None:
+        """A cached value younger than ``ttl_s``, else None."""
+        ...
+
+    def store(self, kind: str, key: str, value: Any) -> None:
+        """Cache ``value`` under (kind, key)."""
+        ...
+
+    def token_cache(self) -> TokenCacheLike:
+        """The ZVM token cache kept beside this state."""
+        ...
+
+    def check(self) -> None:
+        """Raise StateError if the state cannot be used right now (for health checks)."""
+        ...
+
+
 class GuardState:
     """Access to the state directory; safe for many concurrent processes."""
 
@@ -142,6 +184,22 @@ class GuardState:
         """Cache ``value`` under (kind, key)."""
         payload = {"key": key, "stored_at": time.time(), "value": value}
         atomic_write_json(self._cache_path(kind, key), payload)
+
+    # ---- beside the records
+
+    def token_cache(self) -> TokenCacheLike:
+        """The token files under ``<state_dir>/tokens/``."""
+        from ..zvm.auth import TokenCache
+
+        return TokenCache(self.root)
+
+    def check(self) -> None:
+        """Raise StateError unless the state directory can be written."""
+        for sub in ("vpgs", "locks", "cache"):
+            path = os.path.join(self.root, sub)
+            if not os.access(path, os.W_OK | os.X_OK):
+                msg = f"the state directory {path} is not writable; check its owner and mode"
+                raise StateError(msg)
 
     def _cache_path(self, kind: str, key: str) -> str:
         digest = hashlib.sha256(key.encode()).hexdigest()[:24]

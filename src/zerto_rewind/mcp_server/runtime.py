@@ -22,7 +22,7 @@ from ..errors import ConfigError, ZertoRewindError, ZvmConnectionError, ZvmTimeo
 
 if TYPE_CHECKING:
     from ..core.guard import Guard
-    from ..core.state import GuardState
+    from ..core.state import GuardStateLike
     from ..zvm.client import ZvmClient
 
 __all__ = [
@@ -111,7 +111,7 @@ class Runtime:
             if self._guard is None:
                 from ..core.guard import Guard
 
-                guard = Guard(settings)
+                guard = Guard(settings, rewind_tool="zerto_recovery_plan")  # this server's
                 guard.client()
                 self._guard = guard
             return self._guard
@@ -119,7 +119,7 @@ class Runtime:
     def client(self) -> ZvmClient:
         return self.guard().client()
 
-    def state(self) -> GuardState:
+    def state(self) -> GuardStateLike:
         return self.guard().state()
 
     def close(self) -> None:

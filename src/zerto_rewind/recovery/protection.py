@@ -29,7 +29,7 @@ from ..errors import AmbiguousVm, NotFound, UsageError
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
-    from ..core.state import GuardState, VpgRecord
+    from ..core.state import GuardStateLike, VpgRecord
     from ..zvm.client import ZvmClient
     from ..zvm.models import Checkpoint, VmRef, Vpg
 
@@ -224,7 +224,7 @@ def protection_status(
     settings: Settings,
     vm: str,
     *,
-    state: GuardState | None = None,
+    state: GuardStateLike | None = None,
     deadline: float | None = None,
     now: float | None = None,
 ) -> ProtectionStatus:
@@ -241,7 +241,7 @@ def _vpg_protection(
     settings: Settings,
     ref: VmRef,
     names: list[str] | None,
-    state: GuardState | None,
+    state: GuardStateLike | None,
     now: float,
     deadline: float | None,
 ) -> VpgProtection:

@@ -2,6 +2,9 @@
 
 The client and the token cache import httpx, so they are loaded on first use:
 ``from zerto_rewind.zvm.models import tag_refusal`` stays cheap for the hook.
+The token cache can live in Redis for gateway replicas (``token_redis``, over
+``redis_conn``, which the core's Redis state uses too); ``redis`` itself is
+imported only when such a cache or state is opened.
 
 May import only the base modules (``errors``, ``fsutil``); never the guard or a door.
 """

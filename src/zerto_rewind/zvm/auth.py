@@ -4,6 +4,8 @@ Hooks are short-lived processes, often started many at once, so a token is
 cached on disk (one 0600 file per ZVM + identity, replaced atomically) and
 fetched under a per-identity lock with a re-check after the lock is taken:
 twenty processes starting together make one token request, not twenty.
+Gateway replicas share one cache in Redis instead (``token_redis``): any
+:class:`TokenCacheLike` will do, and ``token_store.open_token_cache`` picks one.
 """
 
 from __future__ import annotations
@@ -13,14 +15,21 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ApiError, AuthError, StateError, ZvmTimeout
 from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
 from ._http import HttpCore, ZvmSettingsLike, api_error, bad_body, decode_json
 
-__all__ = ["CachedToken", "TokenCache", "TokenProvider", "identity_key"]
+__all__ = [
+    "CachedToken",
+    "TokenCache",
+    "TokenCacheLike",
+    "TokenProvider",
+    "identity_key",
+]
 
 TOKEN_PATH = "/auth/realms/zerto/protocol/openid-connect/token"  # noqa: S105 (a URL path)
 _DEFAULT_LIFETIME_S = 60.0  # when Keycloak omits expires_in
@@ -79,6 +88,29 @@ def identity_key(settings: ZvmSettingsLike) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+@runtime_checkable
+class TokenCacheLike(Protocol):
+    """A token cache shared by processes: the file one here, or Redis for gateway replicas."""
+
+    wall_clock: Callable[[], float]
+
+    def load(self, key: str) -> CachedToken | None:
+        """The cached token for ``key`` if it is still fresh."""
+        ...
+
+    def store(self, key: str, token: CachedToken) -> None:
+        """Replace the cached token for ``key``."""
+        ...
+
+    def drop(self, key: str, access_token: str) -> None:
+        """Forget the cached token if it is still ``access_token`` (call under :meth:`lock`)."""
+        ...
+
+    def lock(self, key: str, timeout_s: float | None) -> AbstractContextManager[None]:
+        """Hold the per-identity lock; ZvmTimeout if it is not free within ``timeout_s``."""
+        ...
+
+
 class TokenCache:
     """Token files under ``<state_dir>/tokens/``: one per identity, 0600, atomically replaced."""
 
@@ -129,7 +161,7 @@ class TokenProvider:
         settings: ZvmSettingsLike,
         http: HttpCore,
         *,
-        cache: TokenCache | None = None,
+        cache: TokenCacheLike | None = None,
         scope: str | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from ..errors import AuthError, NotFound, ZvmTimeout
 from ._http import HttpCore, ZvmSettingsLike, api_error, bad_body, decode_json
-from .auth import TokenCache, TokenProvider
+from .auth import TokenCacheLike, TokenProvider
 from .models import Checkpoint, Task, VmRef, Vpg, format_iso
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class ZvmClient:
         self,
         settings: ZvmSettingsLike,
         *,
-        token_cache: TokenCache | None = None,
+        token_cache: TokenCacheLike | None = None,
         transport: httpx.BaseTransport | None = None,
         retries: int = 2,
         backoff_s: float = 0.2,

@@ -1,0 +1,235 @@
+"""The guard's shared state in Redis, so gateway replicas behave as one guard.
+
+Same records and the same rule as the state directory (``state.py``): every
+read-modify-write of a VPG's record runs under that VPG's lock, so two
+replicas agree on whether to request a tag or join one, and a retry that
+reaches another replica finds the pending tag and is allowed once it landed.
+
+The lock is redis-py's, with a lease: a replica that dies holding it blocks
+the VPG for at most ``lock_lease_s``. While the block runs, a helper thread
+renews the lease, because the block may wait on the ZVM for longer than that;
+before writing, the lease is renewed once more, and a lock that was lost
+meanwhile (Redis unreachable, the process stalled) means the write is refused
+rather than made over another replica's.
+
+Layout (``<prefix>`` is ``zerto-rewind:`` unless configured)::
+
+    <prefix>vpg:<vpg id>             VpgRecord as JSON
+    <prefix>vpgs                     set of the VPG ids that have a record
+    <prefix>lock:vpg:<vpg id>        redis-py lock
+    <prefix>cache:<kind>:<hash>      {"key", "stored_at", "value"}, expires after _CACHE_KEEP_S
+    <prefix>token:<identity>         the ZVM token cache (``zvm.token_redis``)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StateError
+from ..zvm.redis_conn import DEFAULT_PREFIX, connect, redacted_url, redis_errors_as_state_errors
+from .state import LOCK_TIMEOUT_S, VpgRecord, _safe_name
+
+if TYPE_CHECKING:
+    import redis
+    from redis.lock import Lock
+
+    from ..zvm.token_redis import RedisTokenCache
+
+__all__ = ["LOCK_LEASE_S", "RedisGuardState"]
+
+# A dead replica's lock frees itself after this; a live one renews it every third of it.
+LOCK_LEASE_S = 15.0
+# Caches are judged by age when read (each reader has its own TTL); Redis
+# drops them after this so that stale lookups do not pile up.
+_CACHE_KEEP_S = 2 * 86_400
+_LOCK_POLL_S = 0.02
+
+
+class RedisGuardState:
+    """The guard's state in one Redis database; safe for many replicas and threads."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str | None = None,
+        lock_timeout_s: float = LOCK_TIMEOUT_S,
+        lock_lease_s: float = LOCK_LEASE_S,
+        client: redis.Redis | None = None,
+    ) -> None:
+        self.url = url
+        self.location = redacted_url(url)
+        self.prefix = DEFAULT_PREFIX if prefix is None else prefix
+        self.lock_timeout_s = lock_timeout_s
+        self.lock_lease_s = lock_lease_s
+        self._redis = client if client is not None else connect(url)
+
+    # ---- VPG records
+
+    @contextlib.contextmanager
+    def vpg(self, vpg_id: str) -> Iterator[VpgRecord]:
+        """Lock the VPG's record, yield it, and save what the block changed."""
+        lock = self._redis.lock(
+            self._key("lock:vpg", vpg_id),
+            timeout=self.lock_lease_s,
+            sleep=_LOCK_POLL_S,
+            blocking_timeout=self.lock_timeout_s,
+            # The lease keeper renews from its own thread: the token must be shared.
+            thread_local=False,
+        )
+        with redis_errors_as_state_errors(self.url):
+            acquired = lock.acquire()
+        if not acquired:
+            msg = (
+                f"timed out after {self.lock_timeout_s:.1f}s waiting for the lock on VPG "
+                f"{vpg_id} in the shared state at {self.location}; another replica holds it "
+                f"(the lock of a replica that died frees itself within {self.lock_lease_s:.0f}s)"
+            )
+            raise StateError(msg)
+        keeper = _LeaseKeeper(lock, self.lock_lease_s / 3)
+        keeper.start()
+        try:
+            record = self.peek_vpg(vpg_id)
+            before = asdict(record)
+            yield record
+            after = asdict(record)
+            keeper.stop()
+            if after != before:
+                self._save(lock, vpg_id, after)
+        finally:
+            keeper.stop()
+            _release(lock)
+
+    def peek_vpg(self, vpg_id: str) -> VpgRecord:
+        """Read a VPG's record without locking (for display and previews)."""
+        with redis_errors_as_state_errors(self.url):
+            raw = self._redis.get(self._key("vpg", vpg_id))
+        return VpgRecord.from_json(vpg_id, _loads(raw))
+
+    def all_vpgs(self) -> list[VpgRecord]:
+        """Every VPG record in this Redis (for `zerto-rewind log` reconciliation)."""
+        with redis_errors_as_state_errors(self.url):
+            members = self._redis.smembers(f"{self.prefix}vpgs")
+            ids = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+            raws = self._redis.mget([self._key("vpg", i) for i in ids]) if ids else []
+        records = []
+        for raw in raws:
+            data = _loads(raw)
+            if isinstance(data, dict) and isinstance(data.get("vpg_id"), str):
+                records.append(VpgRecord.from_json(data["vpg_id"], data))
+        return records
+
+    def _save(self, lock: Lock, vpg_id: str, record: dict[str, Any]) -> None:
+        from redis.exceptions import LockNotOwnedError
+
+        with redis_errors_as_state_errors(self.url):
+            try:
+                # Renewing proves the lock is still ours, and makes it last a
+                # whole lease more: far longer than the write below takes.
+                lock.reacquire()
+            except LockNotOwnedError:
+                msg = (
+                    f"lost the lock on VPG {vpg_id} in the shared state at {self.location} "
+                    f"(its {self.lock_lease_s:.0f}s lease ran out: Redis was unreachable or this "
+                    "process stalled); the change to its record was not saved"
+                )
+                raise StateError(msg) from None
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.set(self._key("vpg", vpg_id), _dumps(record))
+            pipe.sadd(f"{self.prefix}vpgs", vpg_id)
+            pipe.execute()
+
+    # ---- short-lived caches
+
+    def cached(self, kind: str, key: str, ttl_s: float) -> Any | None:
+        """A cached value younger than ``ttl_s``, else None."""
+        with redis_errors_as_state_errors(self.url):
+            raw = _loads(self._redis.get(self._cache_key(kind, key)))
+        if not isinstance(raw, dict) or raw.get("key") != key:
+            return None
+        stored_at = raw.get("stored_at")
+        if not isinstance(stored_at, int | float) or time.time() - stored_at > ttl_s:
+            return None
+        return raw.get("value")
+
+    def store(self, kind: str, key: str, value: Any) -> None:
+        """Cache ``value`` under (kind, key)."""
+        payload = {"key": key, "stored_at": time.time(), "value": value}
+        with redis_errors_as_state_errors(self.url):
+            self._redis.set(self._cache_key(kind, key), _dumps(payload), ex=_CACHE_KEEP_S)
+
+    # ---- beside the records
+
+    def token_cache(self) -> RedisTokenCache:
+        """The ZVM token cache in the same Redis, over the same connections."""
+        from ..zvm.token_redis import RedisTokenCache
+
+        return RedisTokenCache(self.url, prefix=self.prefix, client=self._redis)
+
+    def check(self) -> None:
+        """Raise StateError unless Redis answers a PING."""
+        with redis_errors_as_state_errors(self.url):
+            self._redis.ping()
+
+    def close(self) -> None:
+        """Close the connections to Redis."""
+        self._redis.close()
+
+    def _key(self, kind: str, vpg_id: str) -> str:
+        return f"{self.prefix}{kind}:{_safe_name(vpg_id)}"
+
+    def _cache_key(self, kind: str, key: str) -> str:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+        return f"{self.prefix}cache:{kind}:{digest}"
+
+
+class _LeaseKeeper(threading.Thread):
+    """Renews a lock's lease while the block that holds it runs."""
+
+    def __init__(self, lock: Lock, every_s: float) -> None:
+        super().__init__(name="zerto-rewind-lock-lease", daemon=True)
+        self._lock = lock
+        self._every_s = every_s
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        from redis.exceptions import RedisError
+
+        while not self._stopped.wait(self._every_s):
+            try:
+                self._lock.reacquire()
+            except RedisError:
+                return  # lost or unreachable: the renewal before the write will say so
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self.is_alive():
+            self.join()
+
+
+def _release(lock: Lock) -> None:
+    from redis.exceptions import RedisError
+
+    # A lock that expired, or a Redis that went away, frees itself with its lease.
+    with contextlib.suppress(RedisError):
+        lock.release()
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+
+
+def _loads(raw: object) -> Any | None:
+    if not isinstance(raw, bytes | str):
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None  # damaged, or from an incompatible version: start over

@@ -1,0 +1,26 @@
+"""Opens the guard's shared state: the state directory, or Redis for gateway replicas.
+
+Its own module because each backend imports ``state`` (the records), and
+``state`` must import neither.
+"""
+
+from __future__ import annotations
+
+from .state import GuardState, GuardStateLike
+
+__all__ = ["open_state"]
+
+
+def open_state(
+    state_url: str | None, state_dir: str, *, prefix: str | None = None
+) -> GuardStateLike:
+    """The Redis state when ``state_url`` is set, else the files under ``state_dir``.
+
+    ``prefix`` namespaces the Redis keys (default ``zerto-rewind:``); it lets
+    several guards share one Redis database. Nothing connects until first use.
+    """
+    if not state_url:
+        return GuardState(state_dir)
+    from .state_redis import RedisGuardState
+
+    return RedisGuardState(state_url, prefix=prefix)

@@ -1,0 +1,102 @@
+"""The Redis connection that gateway replicas share their state through.
+
+Used by the shared token cache here and by the guard's shared state in
+``core``: it lives in this lower layer so that both may use it. ``redis``
+itself is imported only when a connection is opened, so nothing on the hook's
+path loads it. Every Redis failure becomes a StateError naming the server
+(password removed) and never a value read or written: tokens are stored there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit
+
+from ..errors import ConfigError, StateError
+
+if TYPE_CHECKING:
+    import redis
+
+__all__ = ["DEFAULT_PREFIX", "connect", "redacted_url", "redis_errors_as_state_errors"]
+
+DEFAULT_PREFIX = "zerto-rewind:"
+# A Redis that does not answer within these is as good as down: the guard
+# must still answer (deny, with the reason) well within its budget.
+CONNECT_TIMEOUT_S = 2.0
+COMMAND_TIMEOUT_S = 3.0
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without its password and query (which may hold one): fit for messages."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return "an unparseable Redis URL"
+    if ":" in host:
+        host = f"[{host}]"
+    user = f"{parts.username}@" if parts.username else ""
+    where = f"{host}:{port}" if port is not None else host
+    return f"{parts.scheme}://{user}{where}{parts.path}"
+
+
+def connect(url: str) -> redis.Redis:
+    """A client for ``url`` (``redis://``, ``rediss://`` or ``unix://``); connects on first use."""
+    import redis as redis_lib
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
+
+    try:
+        return redis_lib.Redis.from_url(
+            url,
+            socket_connect_timeout=CONNECT_TIMEOUT_S,
+            socket_timeout=COMMAND_TIMEOUT_S,
+            # One quick retry rides out a dropped idle connection; the library's
+            # default backoff (seconds, several times) would eat the guard's budget.
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 1),
+            health_check_interval=30,
+        )
+    except ValueError:
+        # The library's message may quote the URL, password included.
+        msg = (
+            f"{redacted_url(url)} is not a Redis URL; "
+            "use redis://[user:password@]host:port/db, rediss://… or unix:///path/to/socket"
+        )
+        raise ConfigError(msg, key="state.url") from None
+
+
+@contextlib.contextmanager
+def redis_errors_as_state_errors(url: str) -> Iterator[None]:
+    """Turn any Redis failure inside the block into a StateError that names the server."""
+    from redis import exceptions
+
+    try:
+        yield
+    except exceptions.AuthenticationError as exc:
+        where = redacted_url(url)
+        msg = (
+            f"the shared state at {where} refused the credentials in state.url: {_detail(url, exc)}"
+        )
+        raise StateError(msg) from exc
+    except (exceptions.ConnectionError, exceptions.TimeoutError) as exc:
+        msg = (
+            f"the shared state at {redacted_url(url)} is unreachable: {_detail(url, exc)}; "
+            "check that Redis is running there and that state.url names it"
+        )
+        raise StateError(msg) from exc
+    except exceptions.RedisError as exc:
+        msg = f"the shared state at {redacted_url(url)} failed: {_detail(url, exc)}"
+        raise StateError(msg) from exc
+
+
+def _detail(url: str, exc: Exception) -> str:
+    """The library's message, without the URL's password should it ever quote it."""
+    text = str(exc).strip().rstrip(".") or type(exc).__name__
+    with contextlib.suppress(ValueError):
+        parts = urlsplit(url)
+        for password in [parts.password, *parse_qs(parts.query).get("password", [])]:
+            if password:
+                text = text.replace(password, "***")
+    return text
