@@ -150,6 +150,9 @@ class Guarded:
             str(self.e2e.project_dir),
             "--config",
             self.box.config_path,
+            # the VM server reaches claude with --mcp-config; install checks its name
+            "--mcp-config",
+            str(self.e2e.mcp_config),
             *extra,
         )
         return self.installed()

@@ -8,8 +8,9 @@ the hook at all. The compiled matcher
 * matches every mutating and every *unlisted* tool of each covered MCP server,
   so a tool nobody classified still reaches the guard,
 * follows the catalog's precedence exactly (see :func:`catalog.classify`):
-  an exact name in ``tools`` beats ``read_only_tools``; an exact read-only name
-  beats a ``tools`` glob; a ``tools`` glob beats a read-only glob.
+  an exact name beats every glob; among globs the most specific (most literal
+  characters) wins, and a tie between a read-only and a ``tools`` glob is
+  mutating.
 
 Covered means: a name under ``mcp__<server>__`` for every server any catalog
 entry names literally, or a name that a ``tools`` entry matches (``Bash``,
@@ -28,12 +29,8 @@ Example: tools ``{mcp__vsphere__power_off_vm}``, read-only
 from __future__ import annotations
 
 from ..config.settings import CatalogSettings
-from ..core.catalog import glob_match
+from ..core.catalog import glob_match, globs_intersect, specificity
 from ..errors import ConfigError
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Iterable
 
 __all__ = ["compile_matcher", "covered_servers", "glob_to_regex", "js_escape"]
 
@@ -103,62 +100,58 @@ def _tool_alternative(catalog: CatalogSettings, key: str) -> str:
     """A ``tools`` entry outside every covered server: ``Bash``, ``mcp__*__delete_vm``."""
     if not _is_glob(key):
         return js_escape(key) + "$"  # an exact tools name is never read-only
-    # Names this glob matches are mutating unless listed exactly as read-only.
-    read_only = [r for r in catalog.read_only if glob_match(key, r) and r not in catalog.tools]
-    guard = f"(?!{_alternation([js_escape(r) for r in read_only])}$)" if read_only else ""
+    # Names this glob matches are mutating unless the catalog reads them as read-only
+    # (an exact read-only name, or a more specific read-only glob).
+    exclusion = _exclusion(catalog, "", near=key)
+    guard = f"(?!{exclusion})" if exclusion else ""
     return guard + glob_to_regex(key) + "$"
 
 
-def _exclusion(catalog: CatalogSettings, prefix: str) -> str:
+def _exclusion(catalog: CatalogSettings, prefix: str, *, near: str | None = None) -> str:
     """A regex for the read-only names that start with ``prefix``, read after the prefix.
 
-    classify() says read-only exactly when: not an exact ``tools`` name, and
-    (an exact read-only name, or matched by a read-only glob but by no
-    ``tools`` glob). Each part is written for the rest of the name.
+    classify() says read-only exactly when the name is an exact read-only entry,
+    or when it is no exact ``tools`` name and some read-only glob that matches it
+    is more specific than every ``tools`` glob that matches it. Each read-only
+    glob therefore becomes ``(?!<exact tools names | tools globs at least as
+    specific>$)<glob>$``, written for the rest of the name. ``near`` keeps only
+    the read-only entries some name of that glob could match.
     """
-    tool_globs = [k for k in catalog.tools if _is_glob(k)]
-    ro_globs = [r for r in catalog.read_only if _is_glob(r)]
-    # Read-only entries as literal names: plain ones always; a glob's own text only
-    # where a tools glob would otherwise take it (the exact name wins).
-    ro_literals = [
-        r
-        for r in catalog.read_only
-        if r.startswith(prefix) and (not _is_glob(r) or any(glob_match(t, r) for t in tool_globs))
-    ]
-    ro_residuals = _unique(res for r in ro_globs for res in _residuals(r, prefix))
-    # Exact tools names a read-only entry would otherwise take (a tools glob's own
-    # text is already kept out of the read-only globs by that glob itself).
-    tool_literals = [
-        t
-        for t in catalog.tools
-        if t.startswith(prefix)
-        and (
-            t in catalog.read_only or (not _is_glob(t) and any(glob_match(r, t) for r in ro_globs))
-        )
-    ]
-    tool_residuals = _unique(
-        res
-        for t in tool_globs
-        for res in _residuals(t, prefix)
-        if any(not _disjoint(res, ro) for ro in ro_residuals)
-    )
     cut = len(prefix)
-    literal_alts = [js_escape(r[cut:]) for r in ro_literals]
-    glob_alts = [glob_to_regex(r) for r in ro_residuals]
-    if not literal_alts and not glob_alts:
+    tool_globs = [t for t in catalog.tools if _is_glob(t)]
+    # Every tools key is also an exact name (a glob's own text names itself).
+    tool_exact = [t for t in catalog.tools if t.startswith(prefix)]
+    parts: list[tuple[str, str]] = []  # (shadow lookahead, body)
+    for entry in catalog.read_only:
+        if near is not None and not globs_intersect(near, entry):
+            continue
+        # The entry's text as an exact name: needed for a glob only where a tools glob
+        # would otherwise take that text.
+        if (
+            entry.startswith(prefix)
+            and entry not in catalog.tools
+            and (not _is_glob(entry) or any(glob_match(t, entry) for t in tool_globs))
+        ):
+            parts.append(("", js_escape(entry[cut:])))
+        if not _is_glob(entry):
+            continue
+        score = specificity(entry)
+        for residual in _residuals(entry, prefix):
+            shadows = [js_escape(t[cut:]) for t in tool_exact if glob_match(entry, t)]
+            shadows += [
+                glob_to_regex(res)
+                for t in tool_globs
+                if specificity(t) >= score
+                for res in _residuals(t, prefix)
+                if globs_intersect(res, residual)
+            ]
+            shadow = f"(?!{_alternation(shadows)}$)" if shadows else ""
+            parts.append((shadow, glob_to_regex(residual)))
+    if not parts:
         return ""
-    if not tool_residuals:
-        read_only = _alternation(literal_alts + glob_alts) + "$"
-    else:
-        shadow = _alternation([glob_to_regex(t) for t in tool_residuals])
-        parts = [_alternation(literal_alts) + "$"] if literal_alts else []
-        if glob_alts:
-            parts.append(f"(?!{shadow}$){_alternation(glob_alts)}$")
-        read_only = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
-    if tool_literals:
-        exact = _alternation([js_escape(t[cut:]) for t in tool_literals])
-        return f"(?!{exact}$){read_only}"
-    return read_only
+    if not any(shadow for shadow, _body in parts):
+        return _alternation([body for _shadow, body in parts]) + "$"
+    return _alternation([shadow + body + "$" for shadow, body in parts])
 
 
 def _alternation(parts: list[str]) -> str:
@@ -197,26 +190,6 @@ def _closure(pattern: str, states: set[int]) -> set[int]:
             i += 1
             result.add(i)
     return result
-
-
-def _disjoint(a: str, b: str) -> bool:
-    """True when no name can match both globs (proved by their fixed heads or tails)."""
-    head_a, head_b = _fixed_head(a), _fixed_head(b)
-    if not (head_a.startswith(head_b) or head_b.startswith(head_a)):
-        return True
-    tail_a, tail_b = _fixed_head(a[::-1]), _fixed_head(b[::-1])
-    return not (tail_a.startswith(tail_b) or tail_b.startswith(tail_a))
-
-
-def _fixed_head(pattern: str) -> str:
-    for i, ch in enumerate(pattern):
-        if ch in "*?":
-            return pattern[:i]
-    return pattern
-
-
-def _unique(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))
 
 
 def _is_glob(text: str) -> bool:

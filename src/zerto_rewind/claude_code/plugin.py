@@ -34,7 +34,7 @@ from ..config.loader import load_config
 from ..config.settings import Settings, config_path
 from ..errors import ConfigError, ZertoRewindError
 from .matcher import compile_matcher
-from .settings_file import DEFAULT_TIMEOUT_S, build_entry, plan_timeout
+from .settings_file import DEFAULT_TIMEOUT_S, build_entry, mcp_server_entry, plan_timeout
 
 __all__ = ["MCP_SERVER_NAME", "PLUGIN_NAME", "build_plugin", "main", "plugin_files"]
 
@@ -71,7 +71,14 @@ def plugin_files(
     """
     timeout, note = plan_timeout(timeout_s, settings.guard.timeout_s)
     matcher = compile_matcher(settings.catalog, all_tools=all_tools)
-    entry = build_entry(python=python, config=config, matcher=matcher, timeout_s=timeout)
+    # the plugin bundles the MCP server, so the rewind hint names its tool
+    entry = build_entry(
+        python=python,
+        config=config,
+        matcher=matcher,
+        timeout_s=timeout,
+        mcp_server=f"plugin_{name}_{MCP_SERVER_NAME}",
+    )
     manifest = {
         "name": name,
         "version": _version(),
@@ -89,15 +96,7 @@ def plugin_files(
         ),
         "hooks": {"PreToolUse": [entry]},
     }
-    mcp = {
-        "mcpServers": {
-            MCP_SERVER_NAME: {
-                "type": "stdio",
-                "command": python,
-                "args": ["-m", "zerto_rewind", "serve", "--config", config],
-            }
-        }
-    }
+    mcp = {"mcpServers": {MCP_SERVER_NAME: mcp_server_entry(python, config)}}
     readme = _readme(name, python=python, config=config, matcher=matcher, timeout=timeout)
     files: dict[str, Any] = {
         ".claude-plugin/plugin.json": manifest,

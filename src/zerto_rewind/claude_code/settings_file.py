@@ -26,6 +26,7 @@ __all__ = [
     "find_our_hooks",
     "hook_command",
     "is_our_hook",
+    "mcp_server_entry",
     "merge",
     "plan_timeout",
     "read_settings",
@@ -73,19 +74,24 @@ def plan_timeout(requested_s: float, budget_s: float) -> tuple[int, str | None]:
     return raised, note
 
 
-def hook_command(python: str, config: str) -> str:
+def hook_command(python: str, config: str, mcp_server: str | None = None) -> str:
     """The shell command Claude Code runs: absolute interpreter and config, shell-quoted.
 
     ``python -c LAUNCH_CODE hook`` rather than ``python -m zerto_rewind hook``:
     the same hook, without runpy's start-up cost on every tool call.
+    ``mcp_server`` is zerto-rewind's MCP server as the host names it, when installed:
+    the rewind hint then names its tool (it changes only that text, never a decision).
     """
     from .hook import LAUNCH_CODE
 
     code = shlex.quote(LAUNCH_CODE)
-    return f"{shlex.quote(python)} -c {code} hook --config {shlex.quote(config)}"
+    command = f"{shlex.quote(python)} -c {code} hook --config {shlex.quote(config)}"
+    return command + (f" --mcp-server {shlex.quote(mcp_server)}" if mcp_server else "")
 
 
-def build_entry(*, python: str, config: str, matcher: str, timeout_s: int) -> dict[str, Any]:
+def build_entry(
+    *, python: str, config: str, matcher: str, timeout_s: int, mcp_server: str | None = None
+) -> dict[str, Any]:
     """One ``hooks.PreToolUse`` entry that runs the guard for tools ``matcher`` selects."""
     for what, path in (("interpreter", python), ("config", config)):
         if not os.path.isabs(path):
@@ -96,7 +102,7 @@ def build_entry(*, python: str, config: str, matcher: str, timeout_s: int) -> di
         "hooks": [
             {
                 "type": "command",
-                "command": hook_command(python, config),
+                "command": hook_command(python, config, mcp_server),
                 "timeout": timeout_s,
                 # A timed-out or crashed hook must block the call, not let it run.
                 "onFailure": "block",
@@ -161,6 +167,15 @@ def merge(settings: Mapping[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
     kept.insert(len(kept) if position is None else position, copy.deepcopy(entry))
     hooks[EVENT] = kept
     return result
+
+
+def mcp_server_entry(python: str, config: str) -> dict[str, Any]:
+    """zerto-rewind's own MCP server as an ``mcpServers`` entry (stdio, absolute paths)."""
+    return {
+        "type": "stdio",
+        "command": python,
+        "args": ["-m", "zerto_rewind", "serve", "--config", config],
+    }
 
 
 def render(settings: Mapping[str, Any]) -> str:

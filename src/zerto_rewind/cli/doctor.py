@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
+from ..claude_code.mcp_config import read_sources
 from ..config.settings import config_path
 from .doctor_config import (
     ZVM_DEADLINE_S,
@@ -27,7 +28,8 @@ from .doctor_config import (
     tls_check,
     vm_arg_check,
 )
-from .doctor_host import HostFile, hook_config, host_checks
+from .doctor_host import HostFile, hook_config, host_checks, installed_matchers
+from .doctor_mcp import mcp_server_checks
 
 __all__ = ["Check", "default_settings_files", "main", "run_checks"]
 
@@ -48,13 +50,24 @@ def run_checks(
     settings_files: Sequence[str] | None = None,
     env: Mapping[str, str] | None = None,
     zvm_deadline_s: float = ZVM_DEADLINE_S,
+    project_dirs: Sequence[str] | None = None,
+    mcp_files: Sequence[str] = (),
 ) -> list[Check]:
-    """Run every check; ``settings_files=None`` looks in ./.claude and ~/.claude."""
+    """Run every check; ``settings_files=None`` looks in ./.claude and ~/.claude.
+
+    ``project_dirs`` are the projects whose MCP configs are read (default: the
+    directory holding each ``.claude/`` settings file checked, else the current one);
+    ``mcp_files`` are configs the host is started with (``claude --mcp-config``).
+    """
     env = dict(os.environ if env is None else env)
     explicit = settings_files is not None
+    home = env.get("HOME") or os.path.expanduser("~")
     if settings_files is None:
-        home = env.get("HOME") or os.path.expanduser("~")
         settings_files = default_settings_files(home, os.getcwd())
+        if project_dirs is None:
+            project_dirs = [os.getcwd()]
+    if project_dirs is None:
+        project_dirs = _projects_of(settings_files, home)
     hosts = [HostFile.read(path, explicit=explicit) for path in settings_files]
     origin = ""
     if config:
@@ -70,7 +83,21 @@ def run_checks(
         checks += secret_and_zvm_checks(settings, env, zvm_deadline_s)
         checks += [vm_arg_check(settings), tls_check(settings), pending_check(settings)]
     checks += host_checks(hosts, settings, config_path(env))
+    sources = read_sources(env, projects=project_dirs, extra_files=mcp_files)
+    checks += mcp_server_checks(sources, settings, installed_matchers(hosts))
     return checks
+
+
+def _projects_of(settings_files: Sequence[str], home: str) -> list[str]:
+    """The project directory of each ``DIR/.claude/settings*.json`` (not the user's own)."""
+    projects = []
+    for path in settings_files:
+        parent = os.path.dirname(os.path.abspath(path))
+        if os.path.basename(parent) == ".claude":
+            project = os.path.dirname(parent)
+            if os.path.abspath(project) != os.path.abspath(home):
+                projects.append(project)
+    return list(dict.fromkeys(projects))
 
 
 # ------------------------------------------------------------------ command
@@ -87,6 +114,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--project", metavar="DIR", help="check DIR/.claude/settings.json")
     parser.add_argument("--user", action="store_true", help="check ~/.claude/settings.json")
+    parser.add_argument(
+        "--mcp-config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an MCP config the host is started with (claude --mcp-config FILE)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     return parser
 
@@ -101,7 +135,13 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     if args.user:
         home = env.get("HOME") or os.path.expanduser("~")
         files.append(os.path.join(home, ".claude", "settings.json"))
-    checks = run_checks(config=args.config, settings_files=files or None, env=env)
+    checks = run_checks(
+        config=args.config,
+        settings_files=files or None,
+        env=env,
+        project_dirs=[args.project] if args.project else None,
+        mcp_files=args.mcp_config,
+    )
     failed = any(c.status == "fail" for c in checks)
     if args.json:
         report = {"ok": not failed, "checks": [c.to_json() for c in checks]}

@@ -24,7 +24,7 @@ from ..core.catalog import MUTATING, UNLISTED, classify
 from ..errors import ConfigError
 from .doctor_config import Check
 
-__all__ = ["HostFile", "hook_config", "host_checks"]
+__all__ = ["HostFile", "hook_config", "host_checks", "installed_matchers"]
 
 # Claude Code's default timeout for a command hook when the entry sets none.
 HOST_DEFAULT_TIMEOUT_S = 600.0
@@ -55,6 +55,21 @@ class HostFile:
         except ConfigError as exc:
             return cls(path, explicit, None, str(exc), [])
         return cls(path, explicit, data, "", find_our_hooks(data))
+
+
+def installed_matchers(hosts: list[HostFile]) -> list[Callable[[str], bool]] | None:
+    """How each installed hook's matcher tests a tool name; None when no hook is installed.
+
+    A matcher that cannot be checked here counts as matching (its own check warns).
+    """
+    if not any(host.hooks for host in hosts):
+        return None
+    tests: list[Callable[[str], bool]] = []
+    for host in hosts:
+        for entry, _handler in host.hooks:
+            test = _matcher_test(entry.get("matcher"))
+            tests.append((lambda _name: True) if isinstance(test, str) else test)
+    return tests
 
 
 def hook_config(hosts: list[HostFile]) -> tuple[str, str] | None:

@@ -70,16 +70,15 @@ def _reconcile(
 ) -> dict[str, TagFate]:
     if settings is None or not any(r.get("row") == "pending" for r in records):
         return {}
-    from ..core.state import GuardState
+    from ..core.state_store import open_state
 
-    state = GuardState(settings.state_dir)
+    state = open_state(settings.state_url, settings.state_dir)
     if not ask_zvm:
         return reconcile(records, state)
-    from ..zvm.auth import TokenCache
     from ..zvm.client import ZvmClient
 
     try:
-        with ZvmClient(settings.zvm, token_cache=TokenCache(settings.state_dir)) as client:
+        with ZvmClient(settings.zvm, token_cache=state.token_cache()) as client:
             return reconcile(records, state, client)
     except ZertoRewindError as exc:
         sys.stderr.write(f"zerto-rewind log: ZVM not asked ({exc}); reconciling from state only\n")
@@ -96,40 +95,79 @@ def _with_fates(record: dict[str, Any], fates: dict[str, TagFate]) -> dict[str, 
     return record
 
 
+# Columns, and the order they are dropped in when the console is too narrow (a
+# table that wraps splits times and tool names across lines; dropping reads better).
+_COLUMNS = ("time", "tool", "VMs", "row", "decision", "checkpoint", "s", "what became of it")
+_DROP_ORDER = ("s", "row", "what became of it", "checkpoint")
+# Columns that may be shortened (with …) once nothing more can be dropped.
+_FLEXIBLE = ("tool", "VMs", "what became of it", "checkpoint")
+_PAD = 2
+
+
 def _table(
     console: Console, records: list[dict[str, Any]], fates: dict[str, TagFate], path: str
 ) -> None:
+    """One line per decision: narrow consoles lose columns, then long cells are shortened."""
+    from rich import box
+
     if not records:
         console.print(f"no decisions logged in {path}")
         return
-    table = Table(title=f"decisions ({path})")
-    for column in (
-        "time (UTC)",
-        "tool",
-        "VMs",
-        "row",
-        "decision",
-        "checkpoint",
-        "s",
-        "what became of it",
-    ):
-        table.add_column(column, overflow="fold")
-    for record in records:
-        later = "; ".join(
-            f"{f.state}: {f.detail}" for t in record.get("tags") or [] if (f := fates.get(t))
-        )
-        table.add_row(
-            str(record.get("time", ""))[11:19],
-            str(record.get("tool", "")).removeprefix("mcp__"),
-            ", ".join(record.get("vms") or []),
-            str(record.get("row", "")),
-            str(record.get("decision", "")),
-            ", ".join(record.get("checkpoint_ids") or []),
-            f"{(record.get('elapsed_ms') or 0) / 1000:.1f}",
-            later if record.get("row") == "pending" else "",
-            style=_style(record),
-        )
+    rows = [_cells(record, fates) for record in records]
+    natural = {c: max(len(c), *(len(r[c]) for r in rows)) for c in _COLUMNS}
+    shown = [c for c in _COLUMNS if c in ("time", "tool") or any(r[c] for r in rows)]
+    for column in _DROP_ORDER:
+        if sum(natural[c] + _PAD for c in shown) <= console.width:
+            break
+        if column in shown:
+            shown.remove(column)
+    widths = _fit(shown, natural, console.width)
+    table = Table(
+        title=f"decisions, times in UTC ({path})",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for column in shown:
+        table.add_column(column, no_wrap=True, overflow="ellipsis", width=widths[column])
+    for record, cells in zip(records, rows, strict=True):
+        table.add_row(*(cells[c] for c in shown), style=_style(record))
     console.print(table)
+
+
+def _fit(shown: list[str], natural: dict[str, int], total: int) -> dict[str, int]:
+    """Column widths within ``total``: fixed columns whole, the flexible ones share the rest."""
+    widths = {c: natural[c] for c in shown}
+    flexible = [c for c in shown if c in _FLEXIBLE]
+    excess = sum(w + _PAD for w in widths.values()) - total
+    while excess > 0 and flexible:
+        widest = max(flexible, key=lambda c: widths[c])
+        if widths[widest] <= 6:
+            break
+        widths[widest] -= 1
+        excess -= 1
+    return widths
+
+
+def _cells(record: dict[str, Any], fates: dict[str, TagFate]) -> dict[str, str]:
+    later = "; ".join(
+        f"{f.state}: {f.detail}" for t in record.get("tags") or [] if (f := fates.get(t))
+    )
+    return {
+        "time": str(record.get("time", ""))[11:19],
+        "tool": str(record.get("tool", "")).removeprefix("mcp__"),
+        "VMs": ", ".join(record.get("vms") or []),
+        "row": str(record.get("row", "")),
+        "decision": str(record.get("decision", "")),
+        "checkpoint": ", ".join(record.get("checkpoint_ids") or []),
+        "s": f"{(record.get('elapsed_ms') or 0) / 1000:.1f}",
+        "what became of it": later if record.get("row") == "pending" else "",
+    }
+
+
+def _width(columns: list[str], rows: list[dict[str, str]]) -> int:
+    """The width the table needs unshortened: widest cell or header, plus padding."""
+    return sum(max(len(c), *(len(r[c]) for r in rows)) + 2 for c in columns)
 
 
 def _style(record: dict[str, Any]) -> str:

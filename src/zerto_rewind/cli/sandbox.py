@@ -186,8 +186,12 @@ class Sandbox:
         env: dict[str, str] | None = None,
         stdin: bytes | None = None,
         timeout_s: float = 300.0,
+        hook_args: tuple[str, ...] = (),
     ) -> HookRun:
-        """Run the hook exactly as installed (``python -c LAUNCH_CODE hook``), payload on stdin."""
+        """Run the hook exactly as installed (``python -c LAUNCH_CODE hook``), payload on stdin.
+
+        ``hook_args`` follow ``hook`` (``--mcp-server NAME``, as install writes it).
+        """
         payload = {
             "session_id": session_id,
             "transcript_path": os.path.join(self.root, "transcript.jsonl"),
@@ -201,7 +205,7 @@ class Sandbox:
         data = json.dumps(payload).encode() if stdin is None else stdin
         started = time.monotonic()
         proc = subprocess.run(
-            [sys.executable, "-c", LAUNCH_CODE, "hook"],
+            [sys.executable, "-c", LAUNCH_CODE, "hook", *hook_args],
             input=data,
             capture_output=True,
             env=env or self.env(),

@@ -4,8 +4,11 @@ Pure: no I/O, no clock. It runs on every hook call, so it avoids ``re`` and
 ``fnmatch`` (several milliseconds to import) and matches globs itself; ``re``
 is imported only to apply a ``vm_arg`` pattern, i.e. on the mutating path.
 
-Precedence: an exact name beats a pattern; when only patterns match and one of
-them is in ``tools``, the call is mutating (the restrictive reading wins).
+Precedence, specific beats general: an exact name beats every pattern; among
+patterns, the one with the most literal characters (everything but ``*`` and
+``?``) wins. Only a true tie between a read-only and a mutating pattern falls
+to mutating (the restrictive reading); between two ``tools`` patterns of equal
+specificity the first listed wins. ``doctor`` reports read-only/mutating ties.
 """
 
 from __future__ import annotations
@@ -17,17 +20,38 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Classification", "classify", "glob_match", "map_vm_name"]
+__all__ = [
+    "EXACT",
+    "Classification",
+    "classify",
+    "glob_match",
+    "globs_intersect",
+    "map_vm_name",
+    "pattern_ties",
+    "specificity",
+]
 
 READ_ONLY = "read_only"
 MUTATING = "mutating"
 UNLISTED = "unlisted"
+# The specificity of an exact name: above every pattern's.
+EXACT = 1_000_000
 
 
 class Classification:
     """What the catalog says about one call."""
 
-    __slots__ = ("entry", "kind", "problem", "tool_name", "vms")
+    __slots__ = (
+        "entry",
+        "kind",
+        "origins",
+        "problem",
+        "spec",
+        "specificity",
+        "tie",
+        "tool_name",
+        "vms",
+    )
 
     def __init__(
         self,
@@ -37,62 +61,158 @@ class Classification:
         entry: str | None = None,
         vms: tuple[str, ...] = (),
         problem: str | None = None,
+        spec: ToolSpec | None = None,
+        origins: dict[str, str] | None = None,
     ) -> None:
         self.kind = kind
         self.tool_name = tool_name
         self.entry = entry  # the catalog key (name or pattern) that matched
         self.vms = vms
         self.problem = problem  # why no VM was found, for the prompt's reason
+        self.spec = spec  # the tools entry of a mutating call
+        self.origins = origins or {}  # VM name -> where it came from (path, pattern + text)
+        self.specificity = 0  # EXACT, or the literal characters of the pattern that matched
+        self.tie: str | None = None  # a read-only pattern this mutating one tied with
 
     def __repr__(self) -> str:
         return f"Classification({self.kind!r}, {self.tool_name!r}, vms={self.vms!r})"
 
 
 def classify(tool_name: str, tool_input: Any, catalog: CatalogSettings) -> Classification:
-    """Classify one call against the catalog."""
+    """Classify one call against the catalog (specific beats general, see the module doc)."""
     spec = catalog.tools.get(tool_name)
     if spec is not None:
-        return _mutating(tool_name, tool_input, spec, catalog.vm_map)
+        return _scored(_mutating(tool_name, tool_input, spec, catalog.vm_map), EXACT)
     if tool_name in catalog.read_only:
-        return Classification(READ_ONLY, tool_name, entry=tool_name)
-    for pattern, spec in catalog.tools.items():
+        return _scored(Classification(READ_ONLY, tool_name, entry=tool_name), EXACT)
+    best_tool: ToolSpec | None = None
+    tool_score = -1
+    for pattern, candidate in catalog.tools.items():
         if _is_glob(pattern) and glob_match(pattern, tool_name):
-            return _mutating(tool_name, tool_input, spec, catalog.vm_map)
+            score = specificity(pattern)
+            if score > tool_score:
+                best_tool, tool_score = candidate, score
+    best_read_only: str | None = None
+    read_only_score = -1
     for pattern in catalog.read_only:
         if _is_glob(pattern) and glob_match(pattern, tool_name):
-            return Classification(READ_ONLY, tool_name, entry=pattern)
+            score = specificity(pattern)
+            if score > read_only_score:
+                best_read_only, read_only_score = pattern, score
+    if best_read_only is not None and read_only_score > tool_score:
+        return _scored(Classification(READ_ONLY, tool_name, entry=best_read_only), read_only_score)
+    if best_tool is not None:
+        verdict = _scored(_mutating(tool_name, tool_input, best_tool, catalog.vm_map), tool_score)
+        if read_only_score == tool_score:
+            verdict.tie = best_read_only
+        return verdict
     return Classification(UNLISTED, tool_name)
+
+
+def specificity(entry: str) -> int:
+    """How specific a catalog entry is: EXACT for a name, else its literal characters."""
+    if not _is_glob(entry):
+        return EXACT
+    return len(entry) - entry.count("*") - entry.count("?")
+
+
+def _scored(verdict: Classification, score: int) -> Classification:
+    verdict.specificity = score
+    return verdict
+
+
+def pattern_ties(catalog: CatalogSettings) -> list[tuple[str, str]]:
+    """(read-only pattern, tools pattern) pairs of equal specificity that some name matches both.
+
+    Such a name falls to mutating unless a more specific entry decides it: a
+    tie the operator probably did not mean.
+    """
+    ties = []
+    for read_only in catalog.read_only:
+        if not _is_glob(read_only):
+            continue
+        for tool in catalog.tools:
+            if (
+                _is_glob(tool)
+                and specificity(tool) == specificity(read_only)
+                and globs_intersect(read_only, tool)
+            ):
+                ties.append((read_only, tool))
+    return ties
+
+
+def globs_intersect(a: str, b: str) -> bool:
+    """True when some name matches both globs (``*`` any run, ``?`` one character)."""
+    seen: set[tuple[int, int]] = set()
+    todo = [(0, 0)]
+    while todo:
+        i, j = todo.pop()
+        if (i, j) in seen:
+            continue
+        seen.add((i, j))
+        if i == len(a) and j == len(b):
+            return True
+        ca = a[i] if i < len(a) else None
+        cb = b[j] if j < len(b) else None
+        if ca == "*":
+            todo.append((i + 1, j))  # the star matches nothing more
+            if cb is not None and cb != "*":
+                todo.append((i, j + 1))  # the star eats b's character
+        if cb == "*":
+            todo.append((i, j + 1))
+            if ca is not None and ca != "*":
+                todo.append((i + 1, j))
+        steppable = ca is not None and cb is not None and "*" not in (ca, cb)
+        if steppable and (ca == "?" or cb == "?" or ca == cb):
+            todo.append((i + 1, j + 1))
+    return False
 
 
 def _mutating(
     tool_name: str, tool_input: Any, spec: ToolSpec, global_map: VmMap | None
 ) -> Classification:
     if not spec.vm_arg:
-        problem = f"the catalog entry {spec.name!r} has no vm_arg, so the VM cannot be known"
-        return Classification(MUTATING, tool_name, entry=spec.name, problem=problem)
+        if spec.vpgs:  # a host-level tool: its fixed VPGs are tagged, no VM is looked for
+            return Classification(MUTATING, tool_name, entry=spec.name, spec=spec)
+        problem = (
+            f"the catalog entry {spec.name!r} names no VM argument for this tool "
+            "(it may change several VMs or none)"
+        )
+        return Classification(MUTATING, tool_name, entry=spec.name, problem=problem, spec=spec)
     vm_map = spec.vm_map or global_map
     for vm_path in spec.vm_arg:
         raw = _extract(tool_input, vm_path, spec.name)
         if raw:
-            names = _unique(map_vm_name(name, vm_map) for name in raw)
-            return Classification(MUTATING, tool_name, entry=spec.name, vms=names)
+            origins: dict[str, str] = {}
+            for name, origin in raw:
+                origins.setdefault(map_vm_name(name, vm_map), origin)
+            names = _unique(origins)
+            return Classification(
+                MUTATING, tool_name, entry=spec.name, vms=names, spec=spec, origins=origins
+            )
     tried = ", ".join(p.path + (" (pattern)" if p.pattern else "") for p in spec.vm_arg)
     problem = f"no VM name found in the arguments at {tried}"
-    return Classification(MUTATING, tool_name, entry=spec.name, problem=problem)
+    return Classification(MUTATING, tool_name, entry=spec.name, problem=problem, spec=spec)
 
 
-def _extract(tool_input: Any, vm_path: VmPath, tool: str) -> list[str]:
+def _extract(tool_input: Any, vm_path: VmPath, tool: str) -> list[tuple[str, str]]:
+    """(name, where it came from) for each VM name at ``vm_path``."""
     values = _walk(tool_input, vm_path.parts)
-    names: list[str] = []
+    names: list[tuple[str, str]] = []
     for value in values:
         if isinstance(value, bool) or not isinstance(value, str | int):
             continue
         text = str(value).strip()
         if vm_path.pattern is None:
             if text:
-                names.append(text)
+                names.append((text, f"argument {vm_path.path}"))
         else:
-            names.extend(_pattern_names(vm_path.pattern, text, tool))
+            for name, matched in _pattern_names(vm_path.pattern, text, tool):
+                origin = (
+                    f"pattern {vm_path.pattern!r} on argument {vm_path.path}, "
+                    f"group vm of the match {matched!r}"
+                )
+                names.append((name, origin))
     return names
 
 
@@ -115,7 +235,7 @@ def _walk(node: Any, parts: tuple[str, ...]) -> list[Any]:
     return current
 
 
-def _pattern_names(pattern: str, text: str, tool: str) -> list[str]:
+def _pattern_names(pattern: str, text: str, tool: str) -> list[tuple[str, str]]:
     import re  # only mutating calls with a pattern pay for it
 
     key = f"tools.{tool}.vm_arg.pattern"
@@ -127,7 +247,7 @@ def _pattern_names(pattern: str, text: str, tool: str) -> list[str]:
     if "vm" not in compiled.groupindex:
         msg = "the pattern needs a named group (?P<vm>...) that captures the VM name"
         raise ConfigError(msg, key=key)
-    return [m.group("vm") for m in compiled.finditer(text) if m.group("vm")]
+    return [(m.group("vm"), m.group(0)) for m in compiled.finditer(text) if m.group("vm")]
 
 
 def map_vm_name(name: str, vm_map: VmMap | None) -> str:

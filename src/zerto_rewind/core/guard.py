@@ -22,17 +22,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..config.settings import Settings
-from ..errors import ConfigError, ZertoRewindError
+from ..errors import ConfigError, NotFound, ZertoRewindError
 from .catalog import MUTATING, READ_ONLY, Classification, classify
 from .decision import SEVERITY, Decision, Outcome, Row, ToolCall, VpgOutcome, fmt_time
 
 if TYPE_CHECKING:
     from ..zvm.client import ZvmClient
     from ..zvm.models import Vpg
-    from .state import GuardState
+    from .state import GuardStateLike
     from .tagging import Tagger, TagPlan
 
-__all__ = ["Guard", "budget_deadline", "entity_type_names"]
+__all__ = ["Guard", "budget_deadline", "entity_type_names", "no_vm_decision"]
 
 # The guard answers this long before its budget runs out, so the answer (and
 # its log line) is out before the hook's own watchdog has to step in.
@@ -55,12 +55,16 @@ class Guard:
         settings: Settings,
         *,
         client: ZvmClient | None = None,
-        state: GuardState | None = None,
+        state: GuardStateLike | None = None,
         wall: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        rewind_tool: str | None = None,
     ) -> None:
+        """``rewind_tool``: the recovery-plan tool as the agent sees it (its door knows
+        whether zerto-rewind's MCP server is installed); None names the CLI instead."""
         self.settings = settings
+        self.rewind_tool = rewind_tool
         self._client = client
         self._state = state
         self.wall, self.mono, self.sleep = wall, mono, sleep
@@ -105,14 +109,11 @@ class Guard:
             return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
         if verdict.kind != MUTATING:
             return self._unlisted(call)
-        if not verdict.vms:
-            reason = (
-                f"zerto-rewind cannot tell which VM {call.tool_name} changes ({verdict.problem}); "
-                "no checkpoint was made. Approve only if you accept a change with no rewind point, "
-                "or fix vm_arg for this tool in the zerto-rewind config."
-            )
-            return Decision(Row.NO_VM, Outcome.PROMPT, call.tool_name, reason=reason)
-        return self._mutating(call, verdict.vms, deadline, consume)
+        spec = verdict.spec
+        fixed = spec.vpgs if spec is not None else ()
+        if not verdict.vms and not (fixed and spec is not None and not spec.vm_arg):
+            return no_vm_decision(call, verdict)
+        return self._mutating(call, verdict.vms, deadline, consume, fixed=fixed, verdict=verdict)
 
     def _unlisted(self, call: ToolCall) -> Decision:
         catalog = self.settings.catalog
@@ -125,17 +126,40 @@ class Guard:
         return Decision(Row.UNLISTED, outcome, call.tool_name, reason=reason)
 
     def _mutating(
-        self, call: ToolCall, vms: tuple[str, ...], deadline: float, consume: bool
+        self,
+        call: ToolCall,
+        vms: tuple[str, ...],
+        deadline: float,
+        consume: bool,
+        *,
+        fixed: tuple[str, ...] = (),
+        verdict: Classification | None = None,
     ) -> Decision:
         groups, unknown = self._resolve(vms, deadline)
         if unknown:
-            names = ", ".join(unknown)
+            origins = verdict.origins if verdict is not None else {}
+            names = ", ".join(
+                f"{vm} (from {origins[vm]})" if "pattern" in origins.get(vm, "") else vm
+                for vm in unknown
+            )
             reason = (
                 f"zerto-rewind: no VPG protects {names} (the ZVM at {self.settings.zvm.url} does "
                 f"not know it), so there is nothing to rewind {call.tool_name} to. Approve only "
-                "if the change needs no rewind point, or check the VM name and vm_map."
+                "if the change needs no rewind point. If the VM name is wrong, an operator can "
+                "check how the guard's catalog reads it from this tool's arguments."
             )
             return Decision(Row.VM_UNKNOWN, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms)
+        for vpg_name in fixed:
+            try:
+                vpg = self.client().find_vpg(vpg_name, deadline=deadline)
+            except NotFound:
+                reason = (
+                    f"zerto-rewind denied {call.tool_name}: the guard's catalog says it changes "
+                    f"VPG {vpg_name!r}, which the ZVM at {self.settings.zvm.url} does not know, "
+                    "so no rewind point could be made and the call was not run."
+                )
+                return Decision(Row.FAILED, Outcome.DENY, call.tool_name, reason=reason, vms=vms)
+            groups.setdefault(vpg.vpg_id, [])
         inspected = self._inspect(groups, deadline)
         outcomes = [outcome for _vpg, outcome in inspected]
         if any(o.row == Row.FAILED for o in outcomes):
@@ -255,7 +279,7 @@ class Guard:
         decision = Decision(worst, Outcome.DENY, call.tool_name, vms=vms, vpgs=outcomes)
         if worst == Row.CONFIRMED:
             decision.outcome = Outcome.CONTEXT
-            decision.context = _context(call, outcomes)
+            decision.context = _context(call, outcomes, self.rewind_tool)
         elif worst == Row.PENDING:
             pending = [o for o in outcomes if o.row == Row.PENDING]
             retry = max((o.expected_at or 0.0) for o in pending) + 1.0
@@ -274,19 +298,18 @@ class Guard:
     def client(self) -> ZvmClient:
         """The ZVM client, created on first use (keeps httpx off the read-only path)."""
         if self._client is None:
-            from ..zvm.auth import TokenCache
             from ..zvm.client import ZvmClient
 
-            cache = TokenCache(self.state().root)
+            cache = self.state().token_cache()
             self._client = ZvmClient(self.settings.zvm, token_cache=cache)
         return self._client
 
-    def state(self) -> GuardState:
-        """The shared state directory, opened on first use."""
+    def state(self) -> GuardStateLike:
+        """The shared state (directory, or Redis for gateway replicas), opened on first use."""
         if self._state is None:
-            from .state import GuardState
+            from .state_store import open_state
 
-            self._state = GuardState(self.settings.state_dir)
+            self._state = open_state(self.settings.state_url, self.settings.state_dir)
         return self._state
 
     def _tagger(self) -> Tagger:
@@ -307,7 +330,7 @@ class Guard:
 
 def entity_type_names(
     client: ZvmClient,
-    state: GuardState | None = None,
+    state: GuardStateLike | None = None,
     *,
     deadline: float | None = None,
     remember: bool = True,
@@ -354,8 +377,42 @@ def _error_reason(call: ToolCall, vms: tuple[str, ...], exc: ZertoRewindError) -
     )
 
 
+def no_vm_decision(call: ToolCall, verdict: Classification) -> Decision:
+    """Nothing can be checkpointed: the tool's own ``decision`` (default prompt)."""
+    spec = verdict.spec
+    choice = (spec.decision if spec is not None else None) or "prompt"
+    entry = verdict.entry or call.tool_name
+    if choice == "allow":  # the parser allows it only for tools that name no existing VM
+        reason = (
+            f"zerto-rewind allowed {call.tool_name} without a checkpoint: the catalog entry "
+            f"{entry!r} says it changes no existing VM (decision: allow)."
+        )
+        return Decision(Row.NO_VM, Outcome.NONE, call.tool_name, reason=reason)
+    configurable = (
+        "an operator can configure which VPGs it affects or a per-tool policy"
+        if spec is not None and not spec.vm_arg
+        else "an operator can check where the guard's catalog looks for this tool's VM"
+    )
+    if choice == "deny":
+        reason = (
+            f"zerto-rewind denied {call.tool_name}: it cannot tell which VM the call changes "
+            f"({verdict.problem}), so no rewind point can be made, and the catalog's policy for "
+            f"this tool is to deny such calls. The call was not run; {configurable}."
+        )
+        return Decision(Row.NO_VM, Outcome.DENY, call.tool_name, reason=reason)
+    reason = (
+        f"zerto-rewind cannot tell which VM {call.tool_name} changes ({verdict.problem}); "
+        "no checkpoint was made. Approve only if you accept a change with no rewind point; "
+        f"{configurable}."
+    )
+    return Decision(Row.NO_VM, Outcome.PROMPT, call.tool_name, reason=reason)
+
+
 def _failed_reason(call: ToolCall, failed: list[VpgOutcome]) -> str:
-    parts = [f"VPG {o.vpg_name!r} ({', '.join(o.vms)}): {o.reason}" for o in failed]
+    parts = [
+        f"VPG {o.vpg_name!r} ({', '.join(o.vms) or 'named by the catalog'}): {o.reason}"
+        for o in failed
+    ]
     return (
         f"zerto-rewind denied {call.tool_name}: no rewind point could be made, so the call was not "
         f"run. {' '.join(parts)}"
@@ -382,15 +439,31 @@ def _pending_reason(
     )
 
 
-def _context(call: ToolCall, outcomes: list[VpgOutcome]) -> str:
+def _context(call: ToolCall, outcomes: list[VpgOutcome], rewind_tool: str | None = None) -> str:
     lines = [f"zerto-rewind: a Zerto checkpoint protects this {call.tool_name} call."]
     for o in outcomes:
         landed = fmt_time(o.landed_at) if o.landed_at else "unknown time"
+        if not o.vms:  # a VPG the catalog names for this tool
+            lines.append(
+                f"- VPG {o.vpg_name!r} ({o.site_kind}): checkpoint {o.checkpoint_id} tagged "
+                f"{o.tag!r} at {landed}. To rewind: recover VPG {o.vpg_name!r} to checkpoint "
+                f"{o.checkpoint_id!r} (Zerto failover test or failover)."
+            )
+            continue
         vm = o.vms[0]
+        if rewind_tool:
+            how = (
+                f"the MCP tool {rewind_tool}(vm={vm!r}, checkpoint={o.checkpoint_id!r}) "
+                "lists the ways back"
+            )
+        else:
+            how = (
+                f"`zerto-rewind checkpoints {vm} --tagged` lists the tagged checkpoints; then "
+                f"recover VPG {o.vpg_name!r} to checkpoint {o.checkpoint_id!r} (Zerto failover "
+                "test or failover)"
+            )
         lines.append(
             f"- VM {', '.join(o.vms)}: VPG {o.vpg_name!r} ({o.site_kind}), checkpoint "
-            f"{o.checkpoint_id} tagged {o.tag!r} at {landed}. To rewind: `zerto-rewind checkpoints "
-            f"{vm} --tagged`, then the MCP tool zerto_recovery_plan(vm={vm!r}, "
-            f"checkpoint={o.checkpoint_id!r})."
+            f"{o.checkpoint_id} tagged {o.tag!r} at {landed}. To rewind: {how}."
         )
     return "\n".join(lines)

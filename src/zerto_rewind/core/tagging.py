@@ -22,12 +22,32 @@ from datetime import UTC, datetime
 
 from ..config.settings import GuardSettings
 from ..zvm.client import ZvmClient
-from ..zvm.models import Checkpoint, Vpg
+from ..zvm.models import Checkpoint, Task, Vpg
 from .cadence import expected_landing, observed_cadence, overdue_after, resolve_cadence
 from .decision import Row, ToolCall, VpgOutcome, fmt_time
-from .state import GuardState, TagRecord, VpgRecord, remember
+from .state import GuardStateLike, TagRecord, VpgRecord, remember
 
-__all__ = ["TagPlan", "Tagger", "tag_in_journal", "tag_name"]
+__all__ = [
+    "FAIL_OVERDUE",
+    "JOIN_PENDING",
+    "REQUEST_NEW",
+    "REUSE_LANDED",
+    "TagPlan",
+    "Tagger",
+    "covers",
+    "exceeds_budget",
+    "is_overdue",
+    "known_cadence",
+    "landing_due",
+    "landing_lag",
+    "look_for_landing",
+    "overdue_reason",
+    "plan_action",
+    "planned_landing",
+    "tag_in_journal",
+    "tag_name",
+    "task_failure",
+]
 
 # How often a learned cadence is re-measured from the journal.
 _CADENCE_TTL_S = 600.0
@@ -62,7 +82,7 @@ class Tagger:
     def __init__(
         self,
         client: ZvmClient,
-        state: GuardState,
+        state: GuardStateLike,
         settings: GuardSettings,
         *,
         wall: Callable[[], float] = time.time,
@@ -85,34 +105,26 @@ class Tagger:
             record.vpg_name = vpg.name
             self._learn_cadence(record, vpg, outcome, deadline)
             plan.poll_s = min(2.0, max(0.1, (record.cadence_s or 5.0) / 20))
+            self._refresh(record, deadline)
+            action = plan_action(record, call, self.wall())
             tag = record.tag
-            if tag is not None and tag.state == "requested":
-                self._refresh(record, tag, deadline)
-            if tag is not None and tag.state == "landed" and _covers(record, tag, call):
-                self._adopt(plan, record, tag)
-                plan.done = True
-            elif tag is not None and tag.state == "requested" and self.wall() <= tag.overdue_at:
-                self._adopt(plan, record, tag)
-            elif tag is not None and tag.state == "requested":
+            if action == REQUEST_NEW or tag is None:
+                self._request(plan, record, vpg, call, deadline)
+            elif action == FAIL_OVERDUE:
                 self._fail_overdue(plan, record, tag)
             else:
-                self._request(plan, record, vpg, call, deadline)
+                self._adopt(plan, record, tag)
+                plan.done = action == REUSE_LANDED
+                if action == JOIN_PENDING and self.beyond_budget(plan, deadline):
+                    self._check_joined_task(plan, tag, deadline)
         return plan
 
     def _learn_cadence(
         self, record: VpgRecord, vpg: Vpg, outcome: VpgOutcome, deadline: float
     ) -> None:
         now = self.wall()
-        stale = (
-            record.cadence_learned_at is None or now - record.cadence_learned_at > _CADENCE_TTL_S
-        )
-        # Re-measure when stale, or while only the site default is known (the
-        # journal may have grown enough checkpoints to observe by now).
-        guessed = (record.cadence_source or "site:").startswith("site:")
-        override_changed = (record.cadence_source == "config") != (
-            vpg.name in self.settings.cadence_s
-        )
-        if stale or guessed or override_changed:
+        known = known_cadence(record, vpg.name, self.settings, now)
+        if known is None:
             site_default = self.settings.site_cadence_s.get(outcome.site_kind, 630.0)
             since = now - site_default * _CADENCE_WINDOW_STEPS
             checkpoints = self.client.list_checkpoints(
@@ -129,8 +141,8 @@ class Tagger:
             )
             record.cadence_s, record.cadence_source = cadence.seconds, cadence.source
             record.cadence_learned_at = now
-        elif vpg.name in self.settings.cadence_s:
-            record.cadence_s, record.cadence_source = self.settings.cadence_s[vpg.name], "config"
+        else:
+            record.cadence_s, record.cadence_source = known
         outcome.cadence_s, outcome.cadence_source = record.cadence_s, record.cadence_source
 
     def _note_checkpoints(self, record: VpgRecord, checkpoints: list[Checkpoint]) -> None:
@@ -142,16 +154,13 @@ class Tagger:
         self, plan: TagPlan, record: VpgRecord, vpg: Vpg, call: ToolCall, deadline: float
     ) -> None:
         cadence = record.cadence_s or 630.0
-        lag = record.lag_s if record.lag_s is not None else self.settings.landing_allowance_s
-        name = tag_name(self.settings.tag_prefix, call, plan.outcome.vms, self.wall())
+        lag = landing_lag(record, self.settings)
+        named = plan.outcome.vms or (plan.outcome.vpg_name,)  # a VPG the catalog names
+        name = tag_name(self.settings.tag_prefix, call, named, self.wall())
         requested_at = self.wall()
         task_id = self.client.tag_checkpoint(vpg.vpg_id, name, deadline=deadline)
-        expected = expected_landing(requested_at, record.last_checkpoint_at, cadence, lag)
-        overdue = overdue_after(
-            expected,
-            cadence,
-            factor=self.settings.overdue_factor,
-            minimum_s=self.settings.overdue_min_s,
+        expected, overdue = planned_landing(
+            requested_at, record.last_checkpoint_at, cadence, lag, self.settings
         )
         if record.tag is not None:
             remember(record, _summary(record.tag))
@@ -182,10 +191,7 @@ class Tagger:
 
     def _fail_overdue(self, plan: TagPlan, record: VpgRecord, tag: TagRecord) -> None:
         tag.state = "failed"
-        tag.reason = (
-            f"tag {tag.name!r} requested at {fmt_time(tag.requested_at)} never reached the journal "
-            f"(expected by {fmt_time(tag.expected_at)}; overdue since {fmt_time(tag.overdue_at)})"
-        )
+        tag.reason = overdue_reason(tag)
         self._adopt(plan, record, tag)
         advice = "check that the VPG is replicating, then retry: the next call requests a new tag"
         _fail(plan, f"{tag.reason}; {advice}")
@@ -193,14 +199,31 @@ class Tagger:
     # ------------------------------------------------------------------ waiting
 
     def check_task(self, plan: TagPlan, deadline: float) -> None:
-        """Fail fast when the ZVM refused the tag request itself."""
+        """Fail fast when the ZVM refused the tag request itself.
+
+        Right after the request the task is usually still running; only a
+        finished task settles the question, so a running one is asked again at
+        the next poll past the expected landing.
+        """
         if plan.task_id is None or plan.done or plan.task_checked:
             return
-        plan.task_checked = True
         task = self.client.get_task(plan.task_id, deadline=deadline)
-        if task.failed:
-            reason = task.complete_reason or f"the ZVM task {plan.task_id} failed without a reason"
-            self._record_failure(plan, f"the ZVM refused the tag: {reason}")
+        plan.task_checked = task.done
+        reason = task_failure(task, plan.task_id)
+        if reason:
+            self._record_failure(plan, reason)
+
+    def _check_joined_task(self, plan: TagPlan, tag: TagRecord, deadline: float) -> None:
+        """A joined tag this call will not wait for (it lands past the budget): ask its task
+        now, under the VPG's lock, since no poll will; a failed task fails the tag for all."""
+        if tag.task_id is None:
+            return
+        task = self.client.get_task(tag.task_id, deadline=deadline)
+        plan.task_checked = task.done
+        reason = task_failure(task, tag.task_id)
+        if reason:
+            tag.state, tag.reason = "failed", reason
+            _fail(plan, reason)
 
     def wait(self, plans: list[TagPlan], deadline: float) -> None:
         """Poll each waiting plan on its own schedule until it lands, fails or time is up."""
@@ -222,7 +245,7 @@ class Tagger:
     def beyond_budget(self, plan: TagPlan, deadline: float) -> bool:
         """True when the tag cannot land before ``deadline`` (monotonic)."""
         expected = plan.outcome.expected_at or 0.0
-        return plan.waiting and expected - self.wall() > deadline - self.mono()
+        return plan.waiting and exceeds_budget(expected, self.wall(), deadline - self.mono())
 
     def _poll(self, plan: TagPlan, deadline: float) -> None:
         out = plan.outcome
@@ -236,7 +259,7 @@ class Tagger:
                 self._land(plan, record, found)
                 return
         now = self.wall()
-        if now > plan.overdue_at:
+        if is_overdue(plan.overdue_at, now):
             with self.state.vpg(out.vpg_id) as record:
                 if record.tag is not None and record.tag.name == plan.tag_name:
                     self._fail_overdue(plan, record, record.tag)
@@ -257,16 +280,12 @@ class Tagger:
         out.checkpoint_id, out.landed_at, out.row = checkpoint.cp_id, landed_at, Row.CONFIRMED
         plan.done = True
 
-    def _refresh(self, record: VpgRecord, tag: TagRecord, deadline: float) -> None:
+    def _refresh(self, record: VpgRecord, deadline: float) -> None:
         """Look once whether a requested tag has landed meanwhile (a retry's first question)."""
-        if self.wall() < tag.expected_at - (record.lag_s or 0.0):
-            return
-        found, checkpoints = tag_in_journal(
-            self.client, record.vpg_id, tag.name, tag.requested_at, deadline=deadline
-        )
+        found, checkpoints = look_for_landing(self.client, record, self.wall(), deadline=deadline)
         self._note_checkpoints(record, checkpoints)
-        if found is not None:
-            tag.mark_landed(found.cp_id, found.timestamp.timestamp())
+        if found is not None and record.tag is not None:
+            record.tag.mark_landed(found.cp_id, found.timestamp.timestamp())
 
     def _record_failure(self, plan: TagPlan, reason: str) -> None:
         with self.state.vpg(plan.outcome.vpg_id) as record:
@@ -283,7 +302,7 @@ class Tagger:
         with self.state.vpg(out.vpg_id) as record:
             tag = record.tag
             ours = tag is not None and tag.name == plan.tag_name
-            if ours and tag is not None and not _covers(record, tag, call):
+            if ours and tag is not None and not covers(record, tag, call):
                 return False
             if not ours and not (out.landed_at is not None and call.started_at <= out.landed_at):
                 return False
@@ -305,10 +324,121 @@ def tag_in_journal(
     return next((c for c in listed if c.tag == name), None), listed
 
 
-def _covers(record: VpgRecord, tag: TagRecord, call: ToolCall) -> bool:
+# ---------------------------------------------------------------------- the rules
+# Pure functions of a VPG's record, a call and the clock. The Tagger acts on them;
+# recovery/preview.py predicts with them (no side effects): one copy of the rules.
+
+REUSE_LANDED = "reuse_landed"
+JOIN_PENDING = "join_pending"
+FAIL_OVERDUE = "fail_overdue"
+REQUEST_NEW = "request_new"
+
+
+def plan_action(record: VpgRecord, call: ToolCall, now: float) -> str:
+    """What a plan does on this VPG at ``now``: reuse a landed tag that covers the call, join
+    a requested tag until it is overdue, fail it once overdue, else request a new tag."""
+    tag = record.tag
+    if tag is not None and covers(record, tag, call):
+        return REUSE_LANDED
+    if tag is not None and tag.state == "requested":
+        return FAIL_OVERDUE if is_overdue(tag.overdue_at, now) else JOIN_PENDING
+    return REQUEST_NEW
+
+
+def covers(record: VpgRecord, tag: TagRecord, call: ToolCall) -> bool:
+    """A landed tag covers a call that started before it landed (it waited for it), or any
+    call while no mutating call on the VPG has been allowed since it landed."""
     if tag.state != "landed" or tag.landed_at is None:
         return False
     return record.allowed_since_landing == 0 or call.started_at <= tag.landed_at
+
+
+def is_overdue(overdue_at: float, now: float) -> bool:
+    """A requested tag is failed once ``now`` is past its overdue time (joined until then)."""
+    return now > overdue_at
+
+
+def landing_due(record: VpgRecord, tag: TagRecord, now: float) -> bool:
+    """Whether a requested tag may be listable by now: from its journal boundary on (the
+    expected landing less the VPG's learned lag); before that nobody looks."""
+    return now >= tag.expected_at - (record.lag_s or 0.0)
+
+
+def landing_lag(record: VpgRecord, settings: GuardSettings) -> float:
+    """Boundary to listable: the VPG's learned lag, else ``guard.landing_allowance_s``."""
+    return record.lag_s if record.lag_s is not None else settings.landing_allowance_s
+
+
+def planned_landing(
+    requested_at: float,
+    last_checkpoint_at: float | None,
+    cadence: float,
+    lag: float,
+    settings: GuardSettings,
+) -> tuple[float, float]:
+    """(expected landing, overdue time) of a tag requested at ``requested_at``."""
+    expected = expected_landing(requested_at, last_checkpoint_at, cadence, lag)
+    overdue = overdue_after(
+        expected, cadence, factor=settings.overdue_factor, minimum_s=settings.overdue_min_s
+    )
+    return expected, overdue
+
+
+def exceeds_budget(expected_at: float, now: float, remaining_s: float) -> bool:
+    """The tag is expected later than the time left: answer *pending* at once, unwaited."""
+    return expected_at - now > remaining_s
+
+
+def overdue_reason(tag: TagRecord) -> str:
+    """Why an overdue tag is failed."""
+    return (
+        f"tag {tag.name!r} requested at {fmt_time(tag.requested_at)} never reached the journal "
+        f"(expected by {fmt_time(tag.expected_at)}; overdue since {fmt_time(tag.overdue_at)})"
+    )
+
+
+def task_failure(task: Task, task_id: str) -> str | None:
+    """The reason to fail a tag whose ZVM task failed, with its CompleteReason; else None."""
+    if not task.failed:
+        return None
+    reason = task.complete_reason or f"the ZVM task {task_id} failed without a reason"
+    return f"the ZVM refused the tag: {reason}"
+
+
+def known_cadence(
+    record: VpgRecord, vpg_name: str, settings: GuardSettings, now: float
+) -> tuple[float, str] | None:
+    """The cadence to plan with when the record's is still good, else None: measure again.
+
+    Re-measured when older than ten minutes, while only the site default is known (the
+    journal may have grown enough checkpoints to observe by now), or when a config
+    override appeared or went away. A config override always wins.
+    """
+    source, cadence = record.cadence_source, record.cadence_s
+    if source is None or source.startswith("site:") or cadence is None:
+        return None  # never measured, or only the site default is known so far
+    learned_at = record.cadence_learned_at
+    stale = learned_at is None or now - learned_at > _CADENCE_TTL_S
+    override_changed = (source == "config") != (vpg_name in settings.cadence_s)
+    if stale or override_changed:
+        return None
+    if vpg_name in settings.cadence_s:
+        return settings.cadence_s[vpg_name], "config"
+    return cadence, source
+
+
+def look_for_landing(
+    client: ZvmClient, record: VpgRecord, now: float, *, deadline: float | None
+) -> tuple[Checkpoint | None, list[Checkpoint]]:
+    """A retry's first question: is the record's requested tag in the journal? Asked only
+    once the tag is due (:func:`landing_due`); ``(None, [])`` when not asked."""
+    tag = record.tag
+    if tag is None or tag.state != "requested" or not landing_due(record, tag, now):
+        return None, []
+    return tag_in_journal(client, record.vpg_id, tag.name, tag.requested_at, deadline=deadline)
+
+
+# ---------------------------------------------------------------------- helpers
 
 
 def _fail(plan: TagPlan, reason: str) -> None:

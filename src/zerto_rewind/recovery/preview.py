@@ -2,10 +2,11 @@
 
 :func:`preview_call` answers "what happens if the agent makes this call now?"
 with no side effects: no tag is requested and nothing is written to the state
-directory (its records are only peeked at) or to the decision log. It mirrors
-the guard's table (docs/decisions.md) and the tag lifecycle of ``tagging.py``:
-reuse a landed tag no change has used, join a requested one, or request a new
-one whose landing the VPG's cadence predicts.
+directory (its records are only peeked at) or to the decision log. It follows
+the guard's table (docs/decisions.md) and decides each VPG with the tagger's own
+rule functions (``tagging.plan_action``, ``covers``, ``planned_landing``, ...):
+reuse a landed tag that covers the call, join a requested one, fail it once
+overdue, or request a new one whose landing the VPG's cadence predicts.
 
 :func:`confirm_call` runs the real guard for the MCP tool
 ``zerto_guard_before_mutate``: it tags and waits like the hook, but with
@@ -16,21 +17,35 @@ checkpoint instead of tagging again. Every such decision is logged.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from ..core.cadence import expected_landing
 from ..core.catalog import MUTATING, READ_ONLY, classify
-from ..core.decision import SEVERITY, Outcome, Row, fmt_time
-from ..core.guard import budget_deadline, entity_type_names
+from ..core.decision import SEVERITY, Outcome, Row, ToolCall, fmt_time
+from ..core.guard import budget_deadline, entity_type_names, no_vm_decision
+from ..core.tagging import (
+    FAIL_OVERDUE,
+    JOIN_PENDING,
+    REUSE_LANDED,
+    exceeds_budget,
+    known_cadence,
+    landing_lag,
+    look_for_landing,
+    overdue_reason,
+    plan_action,
+    planned_landing,
+    task_failure,
+)
+from ..errors import NotFound
 from .protection import GuardTag, observe_cadence
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
-    from ..core.decision import Decision, ToolCall, VpgOutcome
+    from ..core.decision import Decision, VpgOutcome
     from ..core.guard import Guard
-    from ..core.state import GuardState, VpgRecord
+    from ..core.state import GuardStateLike, VpgRecord
     from ..zvm.client import ZvmClient
 
 __all__ = [
@@ -42,9 +57,6 @@ __all__ = [
     "confirm_call",
     "preview_call",
 ]
-
-_CADENCE_TTL_S = 600.0  # as tagging.py: a learned cadence is trusted this long
-
 
 # ---------------------------------------------------------------- preview models
 
@@ -137,7 +149,7 @@ class GuardAnswer(BaseModel):
 def preview_call(
     settings: Settings,
     client: ZvmClient,
-    state: GuardState,
+    state: GuardStateLike,
     tool_name: str,
     tool_input: object,
     *,
@@ -167,14 +179,14 @@ def preview_call(
         return check
     if verdict.kind != MUTATING:
         return _unlisted(settings, check)
-    if not verdict.vms:
-        check.row, check.outcome = Row.NO_VM, Outcome.PROMPT
-        check.summary = (
-            f"zerto-rewind cannot tell which VM {tool_name} changes ({verdict.problem}); "
-            "the host would ask a human. Fix vm_arg for this tool in the config."
-        )
+    spec = verdict.spec
+    fixed = spec.vpgs if spec is not None else ()
+    call = ToolCall(tool_name, tool_input, started_at=now)
+    if not verdict.vms and not (fixed and spec is not None and not spec.vm_arg):
+        answer = no_vm_decision(call, verdict)
+        check.row, check.outcome, check.summary = answer.row, answer.outcome, answer.reason
         return check
-    return _mutating(settings, client, state, check, now, deadline)
+    return _mutating(settings, client, state, check, call, deadline, fixed=fixed)
 
 
 def _unlisted(settings: Settings, check: ToolCheck) -> ToolCheck:
@@ -191,10 +203,12 @@ def _unlisted(settings: Settings, check: ToolCheck) -> ToolCheck:
 def _mutating(
     settings: Settings,
     client: ZvmClient,
-    state: GuardState,
+    state: GuardStateLike,
     check: ToolCheck,
-    now: float,
+    call: ToolCall,
     deadline: float | None,
+    *,
+    fixed: tuple[str, ...] = (),
 ) -> ToolCheck:
     groups: dict[str, list[str]] = {}
     for vm in check.vms:
@@ -207,13 +221,26 @@ def _mutating(
         check.row, check.outcome = Row.VM_UNKNOWN, Outcome.PROMPT
         check.summary = (
             f"no VPG protects {', '.join(check.unknown_vms)}: there would be nothing to rewind "
-            "to, so the host would ask a human. Check the VM name and vm_map."
+            "to, so the host would ask a human. An operator can check how the catalog reads "
+            "the VM name from this tool's arguments."
         )
         return check
+    for vpg_name in fixed:  # VPGs the catalog names for a host-level tool
+        try:
+            groups.setdefault(client.find_vpg(vpg_name, deadline=deadline).vpg_id, [])
+        except NotFound:
+            check.row, check.outcome = Row.FAILED, Outcome.DENY
+            check.summary = (
+                f"the catalog says {check.tool_name} changes VPG {vpg_name!r}, which the ZVM does "
+                "not know: no checkpoint could be made, so the call would be denied."
+            )
+            return check
     names = entity_type_names(client, state, deadline=deadline, remember=False)
     for vpg_id, vms in groups.items():
         check.vpgs.append(
-            _preview_vpg(settings, client, state, vpg_id, vms, names, check.budget_s, now, deadline)
+            _preview_vpg(
+                settings, client, state, vpg_id, vms, names, check.budget_s, call, deadline
+            )
         )
     return _combine(settings, check)
 
@@ -221,16 +248,17 @@ def _mutating(
 def _preview_vpg(
     settings: Settings,
     client: ZvmClient,
-    state: GuardState,
+    state: GuardStateLike,
     vpg_id: str,
     vms: list[str],
     names: list[str] | None,
     budget: float,
-    now: float,
+    call: ToolCall,
     deadline: float | None,
 ) -> VpgPreview:
     from ..zvm.models import site_kind, tag_refusal
 
+    now = call.started_at
     vpg = client.get_vpg(vpg_id, deadline=deadline)
     kind = site_kind(vpg.protected_entity, names, settings.guard.site_types)
     record = state.peek_vpg(vpg_id)
@@ -255,14 +283,13 @@ def _preview_vpg(
     cadence, source, listed = observe_cadence(
         settings, client, vpg, kind, now=now, deadline=deadline
     )
-    if record.cadence_source == "observed" and record.cadence_s and source == "observed":
-        learned_at = record.cadence_learned_at or 0.0
-        if now - learned_at <= _CADENCE_TTL_S:
-            cadence = record.cadence_s  # what the guard will plan with
+    known = known_cadence(record, vpg.name, settings.guard, now)
+    if known is not None:
+        cadence, source = known  # what the guard will plan with, not re-measured
     preview.cadence_s, preview.cadence_source = cadence, source
     untagged = [c.timestamp.timestamp() for c in listed if not c.tag]
     last = max([*untagged, record.last_checkpoint_at or 0.0]) or None
-    _plan(preview, record, client, cadence, last, settings, budget, now, deadline)
+    _plan(preview, record, client, call, cadence, last, settings, budget, deadline)
     return preview
 
 
@@ -270,58 +297,48 @@ def _plan(
     preview: VpgPreview,
     record: VpgRecord,
     client: ZvmClient,
+    call: ToolCall,
     cadence: float,
     last_checkpoint_at: float | None,
     settings: Settings,
     budget: float,
-    now: float,
     deadline: float | None,
 ) -> None:
-    """Mirror ``Tagger.plan``: reuse, join, fail an overdue tag, or request a new one."""
+    """What ``Tagger.plan`` would do, by its own rules (``tagging.plan_action`` and the rest):
+    reuse, join, fail an overdue tag, or request a new one. The record is never written."""
+    now = call.started_at
+    found, _listed = look_for_landing(client, record, now, deadline=deadline)
+    if found is not None and record.tag is not None:  # the Tagger's refresh, on a copy
+        landed = replace(record.tag)
+        landed.mark_landed(found.cp_id, found.timestamp.timestamp())
+        record = replace(record, tag=landed)
+    preview.action = plan_action(record, call, now)
     tag = record.tag
-    unused_landing = tag is not None and (
-        (tag.state == "landed" and record.allowed_since_landing == 0)
-        or (tag.state == "requested" and _landed_now(record, client, now, deadline))
-    )
-    if unused_landing:
-        preview.action = "reuse_landed"
-    elif tag is not None and tag.state == "requested" and now <= tag.overdue_at:
-        preview.action = "join_pending"
+    if preview.action == REUSE_LANDED:
+        preview.row, preview.expected_wait_s = Row.CONFIRMED, 0.0
+    elif preview.action == JOIN_PENDING and tag is not None:
         _expect(preview, tag.expected_at, budget, now)
-        return
-    elif tag is not None and tag.state == "requested":
-        preview.action, preview.row = "fail_overdue", Row.FAILED
+        if preview.exceeds_budget and tag.task_id is not None:
+            # The Tagger asks a joined tag's task when it will not wait for it.
+            failure = task_failure(client.get_task(tag.task_id, deadline=deadline), tag.task_id)
+            if failure:
+                preview.row, preview.refusal = Row.FAILED, failure
+    elif preview.action == FAIL_OVERDUE and tag is not None:
+        preview.row = Row.FAILED
         preview.refusal = (
-            f"tag {tag.name!r} requested at {fmt_time(tag.requested_at)} never reached the "
-            "journal; the guard would fail this call and the next one would request a new tag"
+            f"{overdue_reason(tag)}; the guard would fail this call and the next one would "
+            "request a new tag"
         )
-        return
     else:
-        preview.action = "request_new"
-        lag = record.lag_s if record.lag_s is not None else settings.guard.landing_allowance_s
-        _expect(preview, expected_landing(now, last_checkpoint_at, cadence, lag), budget, now)
-        return
-    preview.row, preview.expected_wait_s = Row.CONFIRMED, 0.0
-
-
-def _landed_now(record: VpgRecord, client: ZvmClient, now: float, deadline: float | None) -> bool:
-    """Whether a requested tag is listable now, looked for only when the guard would look."""
-    from ..core.tagging import tag_in_journal
-
-    tag = record.tag
-    if tag is None or now < tag.expected_at - (record.lag_s or 0.0):
-        return False
-    found, _listed = tag_in_journal(
-        client, record.vpg_id, tag.name, tag.requested_at, deadline=deadline
-    )
-    return found is not None
+        lag = landing_lag(record, settings.guard)
+        expected, _overdue = planned_landing(now, last_checkpoint_at, cadence, lag, settings.guard)
+        _expect(preview, expected, budget, now)
 
 
 def _expect(preview: VpgPreview, expected_at: float, budget: float, now: float) -> None:
-    wait = max(0.0, expected_at - now)
-    preview.expected_wait_s = round(wait, 3)
+    preview.expected_wait_s = round(max(0.0, expected_at - now), 3)
     preview.expected_at = fmt_time(expected_at)
-    preview.exceeds_budget = wait > budget
+    preview.exceeds_budget = exceeds_budget(expected_at, now, budget)
     preview.row = Row.PENDING if preview.exceeds_budget else Row.CONFIRMED
 
 

@@ -46,11 +46,34 @@ def test_confirmed_checkpoint_allows_with_context(box: Sandbox) -> None:
         checkpoint,
         tag,
         record["landed_at"],
-        "zerto_recovery_plan",
+        "`zerto-rewind checkpoints jp-ubuntu --tagged`",
     ):
         assert expected in context
+    # zerto-rewind's MCP server is not installed here: no MCP tool is named
+    assert "zerto_recovery_plan" not in context
     assert "s=abcdef12" in tag
     assert "power_off_vm" in tag
+
+
+def test_rewind_hint_names_the_mcp_tool_only_when_the_server_is_installed(box: Sandbox) -> None:
+    """install --with-mcp-server adds --mcp-server NAME to the hook: the hint names that tool."""
+    plain = box.run_hook(POWER_OFF, {"name": "jp-ubuntu"}, tool_use_id="toolu_hint_1")
+    served = box.run_hook(
+        POWER_OFF,
+        {"name": "jp-ubuntu"},
+        tool_use_id="toolu_hint_2",
+        hook_args=("--mcp-server", "zerto-rewind"),
+    )
+    assert plain.output is not None
+    assert served.output is not None
+    without, with_server = plain.output["additionalContext"], served.output["additionalContext"]
+    assert "zerto-rewind checkpoints jp-ubuntu --tagged" in without
+    assert "recover VPG 'jp-local' to checkpoint" in without
+    assert "MCP tool" not in without
+    assert "the MCP tool mcp__zerto-rewind__zerto_recovery_plan(vm='jp-ubuntu'" in with_server
+    # the flag changes only the hint: same row, no permission decision either way
+    assert "permissionDecision" not in served.output
+    assert [r["row"] for r in box.log_records()[-2:]] == ["confirmed", "confirmed"]
 
 
 def test_paused_vpg_is_refused_fast_with_the_zvm_reason(box: Sandbox) -> None:

@@ -84,6 +84,9 @@ def write_host_settings(
     path = directory / ".claude" / "settings.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(merge({"model": "opus"}, entry), indent=2))
+    # the project's MCP config registers the server under the catalog's name
+    servers = {"mcpServers": {"vsphere": {"command": "mcvsphere"}}}
+    (directory / ".mcp.json").write_text(json.dumps(servers))
     return path
 
 
@@ -121,6 +124,7 @@ def test_everything_passes_for_a_correct_install(
         "hook timeout": "pass",
         "hook onFailure": "pass",
         "hook matcher": "pass",
+        "mcp servers": "pass",
     }
 
 
@@ -337,3 +341,127 @@ def test_a_hook_installed_before_the_layer_folders_still_runs_and_is_flagged(
     assert LEGACY_LAUNCH_CODE not in entry["hooks"][0]["command"]
     checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
     assert checks["hook command"].status == "pass"
+
+
+# ---------------------------------------------------------------- MCP server names (issue 13 §1)
+
+
+def write_mcp_servers(project: Path, servers: dict[str, Any]) -> None:
+    """The project's .mcp.json with these servers."""
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
+
+
+def test_a_vm_server_registered_under_another_name_fails_and_install_refuses_it(
+    sim: SimServer, tmp_path: Path, env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`mcvsphere` in .mcp.json, `mcp__vsphere__…` in the catalog: doctor fails, install refuses.
+
+    Renaming the catalog's server to mcvsphere makes both pass.
+    """
+    from zerto_rewind.claude_code.install import main as install_main
+
+    project = tmp_path / "project"
+    project.mkdir()
+    config = write_config(sim, tmp_path)
+    settings = write_host_settings(project, config)
+    write_mcp_servers(project, {"mcvsphere": {"command": "mcvsphere"}, "docs": {"command": "x"}})
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    mcp = checks["mcp servers"]
+    assert mcp.status == "fail"
+    assert "mcvsphere: looks like a VM server" in mcp.detail
+    assert "docs: not a VM server" in mcp.detail  # every server read is listed
+    assert str(project / ".mcp.json") in mcp.detail
+    assert "rename the server 'mcvsphere' to 'vsphere'" in mcp.fix
+    # the matcher check alone still passes: that was the silent hole
+    assert checks["hook matcher"].status == "pass"
+
+    argv = ["claude-code", "--project", str(project), "--config", str(config)]
+    before = settings.read_text()
+    assert install_main(argv, env) == 1
+    err = capsys.readouterr().err
+    assert "mcp__<server>__" in err
+    assert "mcvsphere" in err
+    assert "--force" in err
+    assert settings.read_text() == before
+    assert install_main([*argv, "--force"], env) == 0
+
+    renamed = {
+        "read_only_tools": [t.replace("vsphere", "mcvsphere") for t in READ_ONLY],
+        "tools": {k.replace("vsphere", "mcvsphere"): v for k, v in TOOLS.items()},
+    }
+    config = write_config(sim, tmp_path, **renamed)
+    assert install_main(argv, env) == 0
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["mcp servers"].status == "pass", checks["mcp servers"]
+    assert "mcvsphere: a VM server" in checks["mcp servers"].detail
+
+
+def test_servers_are_read_from_the_user_config_local_scope_and_plugins(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """~/.claude.json (user + projects[dir]) and plugin .mcp.json files are read and listed."""
+    project = tmp_path / "project"
+    project.mkdir()
+    config = write_config(sim, tmp_path)
+    settings = write_host_settings(project, config)
+    (project / ".mcp.json").unlink()
+    home = Path(env["HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    claude_json = {
+        "mcpServers": {"notes": {"command": "notes-server"}},
+        "projects": {str(project): {"mcpServers": {"vsphere": {"command": "mcvsphere"}}}},
+    }
+    (home / ".claude.json").write_text(json.dumps(claude_json))
+    plugin = home / ".claude" / "plugins" / "cache" / "mkt" / "vmtools" / "1.0"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text(json.dumps({"name": "vmtools"}))
+    (plugin / ".mcp.json").write_text(
+        json.dumps({"esxi": {"command": "esxi-mcp", "env": {"ESXI_HOST": "h"}}})
+    )
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    mcp = checks["mcp servers"]
+    assert "vsphere: a VM server" in mcp.detail
+    assert "notes: not a VM server" in mcp.detail
+    assert "plugin_vmtools_esxi: looks like a VM server" in mcp.detail
+    assert mcp.status == "fail"  # the plugin's ESXi server is not in the catalog
+
+
+def test_an_unreadable_mcp_config_is_never_passed(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A broken .mcp.json is reported as unread (warn), not as 'no VM server'."""
+    config = write_config(sim, tmp_path)
+    settings = write_host_settings(tmp_path, config)
+    (tmp_path / ".mcp.json").write_text("{not json")
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    mcp = checks["mcp servers"]
+    assert mcp.status == "warn"
+    assert "could not read it" in mcp.detail
+    assert "no MCP config read here defines" in mcp.detail
+
+
+def test_the_secret_source_is_checked_even_when_a_cached_token_works(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A token cached by an earlier hook run does not hide an unset variable or a bad file."""
+    from zerto_rewind.config import load_settings
+    from zerto_rewind.core.state import GuardState
+    from zerto_rewind.zvm.client import ZvmClient
+
+    config = write_config(sim, tmp_path)
+    settings = load_settings(env, path=str(config))
+    with ZvmClient(settings.zvm, token_cache=GuardState(settings.state_dir).token_cache()) as c:
+        c.local_site()  # the token is now cached in the state directory
+    assert any(Path(settings.state_dir, "tokens").iterdir())
+    del env[SECRET_VAR]
+    checks = by_name(run_checks(config=str(config), settings_files=[], env=env))
+    assert checks["secret"].status == "fail"
+    assert SECRET_VAR in checks["secret"].detail
+
+    secret = tmp_path / "zvm-password"
+    secret.write_text(sim.credentials["password"])
+    secret.chmod(0o640)  # readable by the group: refused, as the hook would refuse it
+    config = write_config(sim, tmp_path, zvm_password_env=None, zvm_password_file=str(secret))
+    checks = by_name(run_checks(config=str(config), settings_files=[], env=env))
+    assert checks["secret"].status == "fail"
+    assert "zvm.password_file" in checks["secret"].detail or str(secret) in checks["secret"].detail

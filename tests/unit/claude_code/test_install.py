@@ -59,11 +59,15 @@ def home(tmp_path: Path) -> Path:
     return path
 
 
+VSPHERE_SERVER = {"mcpServers": {"vsphere": {"command": "mcvsphere", "env": {"VCENTER_HOST": "x"}}}}
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """An empty project directory."""
+    """A project directory whose .mcp.json defines the catalog's server, vsphere."""
     path = tmp_path / "project"
     path.mkdir()
+    (path / ".mcp.json").write_text(json.dumps(VSPHERE_SERVER))
     return path
 
 
@@ -293,6 +297,7 @@ def test_timeout_is_raised_above_a_large_guard_budget(
 
 def test_user_install_writes_home_settings(home: Path, config: Path) -> None:
     """--user writes $HOME/.claude/settings.json."""
+    (home / ".claude.json").write_text(json.dumps(VSPHERE_SERVER))
     assert run(home, "claude-code", "--user", "--config", str(config)) == 0
     data = json.loads((home / ".claude" / "settings.json").read_text())
     assert len(find_our_hooks(data)) == 1
@@ -333,3 +338,81 @@ def test_catalog_naming_nothing_is_refused(
     assert run(home, "claude-code", "--project", str(project), "--config", str(empty)) == 1
     assert "--all-tools" in capsys.readouterr().err
     assert not (project / ".claude").exists()
+
+
+# ---------------------------------------------------------------- server names, MCP server (#13)
+
+
+def test_install_refuses_a_catalog_server_no_mcp_config_defines(
+    home: Path, project: Path, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """.mcp.json registers `mcvsphere`, the catalog says `vsphere`: refused, unless --force."""
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"mcvsphere": {"command": "m"}}}))
+    argv = ("claude-code", "--project", str(project), "--config", str(config))
+    assert run(home, *argv) == 1
+    err = capsys.readouterr().err
+    assert "vsphere" in err
+    assert f"{project / '.mcp.json'} (project): mcvsphere" in err
+    assert not (project / ".claude" / "settings.json").exists()
+    assert run(home, *argv, "--force") == 0
+
+
+def test_a_server_given_with_mcp_config_or_the_local_scope_counts(
+    home: Path, project: Path, config: Path, tmp_path: Path
+) -> None:
+    """A `claude --mcp-config` file, or ~/.claude.json's projects[dir], defines the server too."""
+    (project / ".mcp.json").unlink()
+    argv = ("claude-code", "--project", str(project), "--config", str(config))
+    assert run(home, *argv) == 1
+    extra = tmp_path / "mcp.json"
+    extra.write_text(json.dumps(VSPHERE_SERVER))
+    assert run(home, *argv, "--mcp-config", str(extra)) == 0
+    (home / ".claude.json").write_text(json.dumps({"projects": {str(project): VSPHERE_SERVER}}))
+    assert run(home, *argv) == 0
+
+
+def test_with_mcp_server_registers_serve_and_the_hook_names_it(
+    home: Path, project: Path, config: Path
+) -> None:
+    """--with-mcp-server: .mcp.json gains `zerto-rewind serve`; the hook, --mcp-server NAME."""
+    argv = ("claude-code", "--project", str(project), "--config", str(config))
+    assert run(home, *argv) == 0
+    (plain,) = read(project)["hooks"]["PreToolUse"]
+    assert "--mcp-server" not in plain["hooks"][0]["command"]
+    assert run(home, *argv, "--with-mcp-server") == 0
+    servers = json.loads((project / ".mcp.json").read_text())["mcpServers"]
+    assert set(servers) == {"vsphere", "zerto-rewind"}  # the VM server is kept
+    assert servers["zerto-rewind"]["args"] == [
+        "-m",
+        "zerto_rewind",
+        "serve",
+        "--config",
+        str(config),
+    ]
+    assert servers["zerto-rewind"]["command"] == os.path.abspath(sys.executable)
+    (ours,) = read(project)["hooks"]["PreToolUse"]
+    assert shlex.split(ours["hooks"][0]["command"])[-2:] == ["--mcp-server", "zerto-rewind"]
+    # a later plain install sees the server in .mcp.json and keeps naming it
+    assert run(home, *argv) == 0
+    (again,) = read(project)["hooks"]["PreToolUse"]
+    assert again == ours
+
+
+def test_user_install_with_mcp_server_writes_claude_json(home: Path, config: Path) -> None:
+    """--user --with-mcp-server registers the server in ~/.claude.json, keeping its other keys."""
+    (home / ".claude.json").write_text(json.dumps({**VSPHERE_SERVER, "numStartups": 3}))
+    assert run(home, "claude-code", "--user", "--config", str(config), "--with-mcp-server") == 0
+    data = json.loads((home / ".claude.json").read_text())
+    assert data["numStartups"] == 3
+    assert set(data["mcpServers"]) == {"vsphere", "zerto-rewind"}
+
+
+def test_the_plugin_hook_names_the_plugin_server(config: Path) -> None:
+    """The plugin bundles the MCP server, so its hook hint names plugin_<name>_zerto-rewind."""
+    from zerto_rewind.claude_code.plugin import plugin_files
+
+    settings = load_settings({"ZPW": "x"}, path=str(config))
+    files, _notes = plugin_files(settings, python=sys.executable, config=str(config))
+    (entry,) = files["hooks/hooks.json"]["hooks"]["PreToolUse"]
+    command = shlex.split(entry["hooks"][0]["command"])
+    assert command[-2:] == ["--mcp-server", "plugin_zerto-rewind_zerto-rewind"]

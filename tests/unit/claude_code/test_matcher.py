@@ -89,13 +89,29 @@ def test_exact_tool_beats_read_only_glob() -> None:
     assert not re.search(matcher, "mcp__vsphere__get_vm")
 
 
-def test_tools_glob_beats_read_only_glob_but_not_exact_read_only() -> None:
-    """A tools glob wins over a read-only glob, an exact read-only name wins over it."""
+def test_specific_glob_wins_and_exact_read_only_beats_every_glob() -> None:
+    """The more specific glob wins; an exact read-only name wins over any tools glob."""
     cat = catalog(["mcp__vc__get_*", "mcp__vc__set_safe"], ["mcp__vc__*et_*"])
     matcher = compile_matcher(cat)
-    assert re.search(matcher, "mcp__vc__get_vm")  # both globs: tools wins
+    assert not re.search(matcher, "mcp__vc__get_vm")  # get_* is more specific than *et_*
     assert not re.search(matcher, "mcp__vc__set_safe")  # exact read-only wins
     assert re.search(matcher, "mcp__vc__set_other")
+
+
+def test_issue_12_short_config_lists_without_hook() -> None:
+    """The issue's short config: list_*/get_* stay read-only under a mutating mcp__vsphere__*."""
+    cat = catalog(["mcp__vsphere__list_*", "mcp__vsphere__get_*"], ["mcp__vsphere__*"])
+    matcher = compile_matcher(cat)
+    assert not re.search(matcher, "mcp__vsphere__list_vms")
+    assert not re.search(matcher, "mcp__vsphere__get_vm_info")
+    assert re.search(matcher, "mcp__vsphere__power_off")
+
+
+def test_tie_between_read_only_and_tools_glob_starts_the_hook() -> None:
+    """Equal specificity: the call is mutating, so the hook starts."""
+    cat = catalog(["mcp__vc__get_*"], ["mcp__vc__*t_vm"])  # 13 literal characters each
+    assert re.search(compile_matcher(cat), "mcp__vc__get_vm")
+    assert not re.search(compile_matcher(cat), "mcp__vc__get_host")
 
 
 def test_non_mcp_tools_are_covered_by_exact_name() -> None:

@@ -13,12 +13,15 @@ from hypothesis import strategies as st
 
 from zerto_rewind.config import CatalogSettings, VmMap, load_settings
 from zerto_rewind.core.catalog import (
+    EXACT,
     MUTATING,
     READ_ONLY,
     UNLISTED,
     classify,
     glob_match,
+    globs_intersect,
     map_vm_name,
+    pattern_ties,
 )
 
 ZVM = {"url": "https://127.0.0.1:9", "client_id": "rewind", "client_secret_env": "ZS"}
@@ -78,11 +81,69 @@ def test_exact_mutating_beats_read_only_pattern(catalog_of: Any) -> None:
     assert classify("mcp__v__list_vms", {}, catalog).kind == READ_ONLY
 
 
-def test_mutating_pattern_beats_read_only_pattern(catalog_of: Any) -> None:
-    """When only patterns match and one is mutating, the restrictive reading wins."""
+def test_mutating_pattern_beats_less_specific_read_only_pattern(catalog_of: Any) -> None:
+    """A more specific mutating pattern wins over a general read-only one."""
     catalog = catalog_of(read_only_tools=["mcp__v__*"], tools={"mcp__v__set_*": {"vm_arg": "name"}})
     c = classify("mcp__v__set_cpu", {"name": "db1"}, catalog)
     assert (c.kind, c.entry, c.vms) == (MUTATING, "mcp__v__set_*", ("db1",))
+    assert c.specificity == len("mcp__v__set_")
+
+
+def test_specific_read_only_pattern_beats_general_mutating_pattern(catalog_of: Any) -> None:
+    """Issue 12: the short config makes list_vms read-only, not a prompt on every listing."""
+    catalog = catalog_of(
+        read_only_tools=["mcp__vsphere__list_*", "mcp__vsphere__get_*"],
+        tools={"mcp__vsphere__*": {"vm_arg": ["name", "vm_name"]}},
+    )
+    listing = classify("mcp__vsphere__list_vms", {}, catalog)
+    assert (listing.kind, listing.entry) == (READ_ONLY, "mcp__vsphere__list_*")
+    assert listing.specificity == len("mcp__vsphere__list_")
+    off = classify("mcp__vsphere__power_off", {"name": "web01"}, catalog)
+    assert (off.kind, off.entry, off.vms) == (MUTATING, "mcp__vsphere__*", ("web01",))
+
+
+def test_tie_between_read_only_and_mutating_pattern_is_mutating(catalog_of: Any) -> None:
+    """Equal literal parts: the restrictive reading wins, and the tie is recorded."""
+    catalog = catalog_of(read_only_tools=["mcp__v__get_*"], tools={"mcp__v__*t_vm": {}})
+    c = classify("mcp__v__get_vm", {}, catalog)
+    assert (c.kind, c.tie) == (MUTATING, "mcp__v__get_*")
+    assert pattern_ties(catalog) == [("mcp__v__get_*", "mcp__v__*t_vm")]
+
+
+def test_most_specific_tools_pattern_gives_the_spec(catalog_of: Any) -> None:
+    """Two tools patterns: the longer literal part's vm_arg applies, whatever the order."""
+    catalog = catalog_of(
+        tools={"mcp__v__*": {"vm_arg": "name"}, "mcp__v__disk_*": {"vm_arg": "vm_name"}}
+    )
+    c = classify("mcp__v__disk_add", {"name": "x", "vm_name": "db1"}, catalog)
+    assert (c.entry, c.vms) == ("mcp__v__disk_*", ("db1",))
+
+
+def test_exact_name_beats_more_specific_looking_pattern(catalog_of: Any) -> None:
+    """An exact name always wins, even over a long pattern."""
+    catalog = catalog_of(
+        read_only_tools=["mcp__vsphere__power_off_vm_dry_run*"],
+        tools={"mcp__vsphere__power_off_vm_dry_run": {"vm_arg": "name"}},
+    )
+    c = classify("mcp__vsphere__power_off_vm_dry_run", {"name": "a"}, catalog)
+    assert (c.kind, c.specificity) == (MUTATING, EXACT)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "meet"),
+    [
+        ("mcp__v__get_*", "mcp__v__*_vm", True),
+        ("mcp__v__get_*", "mcp__v__list_*", False),
+        ("a*b", "*c", False),
+        ("a?c", "*b*", True),
+        ("*", "", True),
+        ("x", "x?", False),
+    ],
+)
+def test_globs_intersect(a: str, b: str, meet: bool) -> None:
+    """Two globs intersect when some name matches both."""
+    assert globs_intersect(a, b) is meet
+    assert globs_intersect(b, a) is meet
 
 
 def test_mutating_without_vm_arg_reports_problem(catalog_of: Any) -> None:
@@ -90,7 +151,7 @@ def test_mutating_without_vm_arg_reports_problem(catalog_of: Any) -> None:
     c = classify("Bash", {"command": "ls"}, catalog_of(tools={"Bash": {}}))
     assert (c.kind, c.vms) == (MUTATING, ())
     assert c.problem is not None
-    assert "no vm_arg" in c.problem
+    assert "names no VM argument" in c.problem
 
 
 def test_tool_names_are_case_sensitive(catalog_of: Any) -> None:

@@ -15,7 +15,7 @@ from zerto_rewind.config import Settings, load_settings
 from zerto_rewind.core.decision import Decision, Outcome, Row, VpgOutcome
 from zerto_rewind.core.state import GuardState, TagRecord
 from zerto_rewind.recovery.preview import answer_of, preview_call
-from zerto_rewind.zvm.models import Checkpoint, VmRef, Vpg
+from zerto_rewind.zvm.models import Checkpoint, Task, VmRef, Vpg
 
 NOW = 1_800_000_000.0
 TOOL = "mcp__vsphere__power_off_vm"
@@ -63,6 +63,14 @@ class FakeZvm:
 
     def tag_checkpoint(self, *args: Any, **kwargs: Any) -> str:
         raise AssertionError("a preview must never request a tag")
+
+    def get_task(self, task_id: str, *, deadline: Any = None) -> Task:
+        self.calls.append(f"get_task {task_id}")
+        failed = task_id.startswith("failed")
+        wire = {"TaskIdentifier": task_id, "Status": {"State": 4 if failed else 6}}
+        if failed:
+            wire["CompleteReason"] = "VRA on esx07 did not answer"
+        return Task.from_wire(wire)
 
 
 def cp(cp_id: str, epoch: float, tag: str | None = None) -> Checkpoint:
@@ -150,7 +158,8 @@ def test_mutating_without_a_vm_prompts(tmp_path, zvm, state):
     """A mutating call whose VM cannot be found in the arguments is a prompt."""
     check = preview(make_settings(tmp_path), zvm, state, vm=None)
     assert (check.row, check.outcome) == ("no_vm", "prompt")
-    assert "vm_arg" in check.summary
+    assert "no VM name found in the arguments" in check.summary
+    assert "fix vm_arg" not in check.summary.lower()  # never tells the model to change the guard
 
 
 def test_unknown_vm_prompts(tmp_path, zvm, state):
@@ -231,6 +240,38 @@ def test_requested_tag_is_joined_until_expected(tmp_path, zvm, state):
     vpg = check.vpgs[0]
     assert (vpg.action, vpg.expected_wait_s, vpg.row) == ("join_pending", 400.0, "pending")
     assert check.would_request_tag is False
+
+
+def test_a_joined_tag_past_the_budget_asks_its_task_as_the_tagger_does(tmp_path, zvm, state):
+    """A requested tag the guard would join but not wait for: its task is read (never written);
+    a failed task is a failed row with the ZVM's reason, a running or completed one pending."""
+    settings = make_settings(tmp_path, timeout_s=60)
+    seed_tag(state, "id-aws-1", expected_at=NOW + 400, overdue_at=NOW + 2000, task_id="ok-1")
+    check = preview(settings, zvm, state, vm="win2019-1")
+    assert (check.vpgs[0].action, check.row, check.vpgs[0].refusal) == (
+        "join_pending",
+        "pending",
+        None,
+    )
+    seed_tag(state, "id-aws-1", expected_at=NOW + 400, overdue_at=NOW + 2000, task_id="failed-2")
+    check = preview(settings, zvm, state, vm="win2019-1")
+    vpg = check.vpgs[0]
+    assert (vpg.action, vpg.row, check.row, check.outcome) == (
+        "join_pending",
+        "failed",
+        "failed",
+        "deny",
+    )
+    assert vpg.refusal == "the ZVM refused the tag: VRA on esx07 did not answer"
+    assert zvm.calls.count("get_task failed-2") == 1
+
+
+def test_a_joined_tag_within_the_budget_leaves_its_task_to_the_wait(tmp_path, zvm, state):
+    """Joined and waited for: the preview, like the tagger, does not ask the task."""
+    seed_tag(state, "id-jp-local", expected_at=NOW + 3, overdue_at=NOW + 60, task_id="failed-3")
+    check = preview(make_settings(tmp_path), zvm, state)
+    assert (check.vpgs[0].action, check.row) == ("join_pending", "confirmed")
+    assert not any(c.startswith("get_task") for c in zvm.calls)
 
 
 def test_requested_tag_found_in_the_journal_is_reused(tmp_path, zvm, state):

@@ -1,0 +1,76 @@
+"""``zerto-rewind install TARGET``: the one entry point for every installer.
+
+Each target is a door's own command, imported only when asked for:
+
+* ``claude-code``: the PreToolUse hook in Claude Code's settings (:mod:`..claude_code.install`);
+* ``claude-plugin``: a Claude Code plugin with the hook and the MCP server
+  (:mod:`..claude_code.plugin`);
+* ``mcp-host``: an MCP host's VM server moved behind the gateway (:mod:`.install_mcp_host`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
+
+__all__ = ["TARGETS", "main"]
+
+# target -> (module, function, whether the target stays in argv, one-line help)
+TARGETS: dict[str, tuple[str, str, bool, str]] = {
+    "claude-code": (
+        "zerto_rewind.claude_code.install",
+        "main",
+        True,
+        "the guard hook in Claude Code's settings (--project DIR | --user)",
+    ),
+    "claude-plugin": (
+        "zerto_rewind.claude_code.plugin",
+        "main",
+        False,
+        "a Claude Code plugin with the hook and the MCP server (--out DIR)",
+    ),
+    "mcp-host": (
+        "zerto_rewind.cli.install_mcp_host",
+        "main",
+        False,
+        "put the gateway between an MCP host and a VM server (HOST --server NAME)",
+    ),
+}
+
+
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Dispatch ``zerto-rewind install TARGET ...``; returns the exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        _usage(sys.stdout)
+        return 0
+    entry = TARGETS.get(args[0])
+    if entry is None:
+        sys.stderr.write(f"zerto-rewind install: unknown target {args[0]!r}\n")
+        _usage(sys.stderr)
+        return 2
+    module_name, function_name, keep, _help = entry
+    try:
+        __import__(module_name)
+    except ImportError as exc:
+        sys.stderr.write(
+            f"zerto-rewind install {args[0]}: not available in this installation ({exc})\n"
+        )
+        return 2
+    function = getattr(sys.modules[module_name], function_name)
+    return int(function(args if keep else args[1:], env) or 0)
+
+
+def _usage(stream: TextIO) -> None:
+    lines = ["usage: zerto-rewind install TARGET [OPTIONS]", "", "targets:"]
+    lines += [f"  {name:<14} {text}" for name, (_m, _f, _k, text) in TARGETS.items()]
+    lines += ["", "Run `zerto-rewind install TARGET --help` for a target's options."]
+    print("\n".join(lines), file=stream)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

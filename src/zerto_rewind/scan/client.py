@@ -1,0 +1,113 @@
+"""Read a server's ``tools/list`` with the official ``mcp`` SDK client: stdio or streamable HTTP.
+
+The tools come back as plain dicts in the wire shape (``name``, ``description``,
+``inputSchema``, ``annotations``), which is what :mod:`.heuristics` reads and
+what ``tests/data/servers/*.tools.json`` hold.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import ZertoRewindError
+
+__all__ = ["ScanError", "list_tools_http", "list_tools_stdio"]
+
+DEFAULT_TIMEOUT_S = 60.0
+_STDERR_TAIL = 2000
+
+
+class ScanError(ZertoRewindError):
+    """The server could not be started or reached, or did not list its tools."""
+
+
+def list_tools_stdio(
+    command: str,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> list[dict[str, Any]]:
+    """Start ``command args`` as a stdio MCP server, list its tools, stop it.
+
+    The server inherits ``env`` (default: this process's environment); its
+    stderr is kept aside and quoted when it fails.
+    """
+    import anyio
+    from mcp import Client, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=command,
+        args=list(args),
+        env=dict(env if env is not None else os.environ),
+        cwd=cwd,
+    )
+    with tempfile.TemporaryFile("w+") as errlog:
+
+        async def scan() -> list[dict[str, Any]]:
+            with anyio.fail_after(timeout_s):
+                async with Client(stdio_client(params, errlog=errlog)) as client:
+                    return await _all_tools(client)
+
+        where = " ".join([command, *args])
+        try:
+            return anyio.run(scan)
+        except Exception as exc:
+            errlog.seek(0)
+            tail = errlog.read()[-_STDERR_TAIL:].strip()
+            said = f"; its stderr ends: {tail}" if tail else ""
+            msg = f"could not list the tools of `{where}`: {_describe(exc, timeout_s)}{said}"
+            raise ScanError(msg) from exc
+
+
+def list_tools_http(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> list[dict[str, Any]]:
+    """Connect to a streamable HTTP MCP server at ``url`` and list its tools."""
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def scan() -> list[dict[str, Any]]:
+        with anyio.fail_after(timeout_s):
+            async with (
+                httpx2.AsyncClient(headers=dict(headers or {}), timeout=timeout_s) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
+                return await _all_tools(client)
+
+    try:
+        return anyio.run(scan)
+    except Exception as exc:
+        msg = f"could not list the tools at {url}: {_describe(exc, timeout_s)}"
+        raise ScanError(msg) from exc
+
+
+async def _all_tools(client: Any) -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(
+            tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in page.tools
+        )
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def _describe(exc: BaseException, timeout_s: float) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout_s:.0f} s"
+    inner = getattr(exc, "exceptions", None)  # an exception group from the task group
+    if inner:
+        return "; ".join(_describe(e, timeout_s) for e in inner)
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,127 @@
+"""``zerto-rewind catalog scan`` over the official SDK client: the stand-in server (stdio and
+streamable HTTP) and the real third-party servers installed by scripts/dump-server-tools."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+STAND_IN = ROOT / "tests" / "e2e" / "vm_mcp_server.py"
+SERVERS = ROOT / ".cache" / "realvm" / "servers"
+DATA = ROOT / "tests" / "data"
+CLI = [sys.executable, "-m", "zerto_rewind"]
+
+
+def scan(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "catalog", "scan", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+
+
+def test_scan_stand_in_over_stdio() -> None:
+    """The stand-in's 7 tools: get/list read-only (guessed), the rest mutating with vm_arg."""
+    run = scan("--server", "vsphere", "--", sys.executable, str(STAND_IN))
+    assert run.returncode == 0, run.stderr
+    catalog = json.loads(run.stdout)
+    assert catalog["read_only_tools"] == ["mcp__vsphere__list_vms", "mcp__vsphere__get_vm"]
+    tools = catalog["tools"]
+    assert tools["mcp__vsphere__power_off_vm"] == {"vm_arg": "name"}
+    assert tools["mcp__vsphere__snapshot_vms"] == {"vm_arg": "vms[]"}
+    assert "catalog scan of 'vsphere'" in run.stderr  # the review table is on stderr
+    assert "guessed" in run.stderr
+
+
+def test_scan_merge_keeps_hand_written_entries(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    hand = {"vm_arg": {"path": "command", "pattern": "@(?P<vm>[a-z0-9-]+)"}}
+    config.write_text(json.dumps({"tools": {"mcp__vsphere__run_command": hand}}))
+    out = tmp_path / "merged.json"
+    run = scan(
+        "--server", "vsphere", "--merge", str(config), "--out", str(out), "--quiet",
+        "--", sys.executable, str(STAND_IN),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    merged = json.loads(out.read_text())
+    assert merged["tools"]["mcp__vsphere__run_command"] == hand
+    assert "mcp__vsphere__power_off_vm" in merged["tools"]
+
+
+def test_scan_failure_says_what_failed() -> None:
+    run = scan(
+        "--server", "x", "--timeout", "20", "--", sys.executable, "-c", "import sys; sys.exit(3)"
+    )
+    assert run.returncode == 1
+    assert "could not list the tools of" in run.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_scan_stand_in_over_streamable_http(tmp_path: Path) -> None:
+    port = _free_port()
+    code = (
+        f"import sys; sys.path.insert(0, {str(STAND_IN.parent)!r}); import vm_mcp_server as m; "
+        f"m.server.run('streamable-http', host='127.0.0.1', port={port})"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        url = f"http://127.0.0.1:{port}/mcp"
+        run = scan("--server", "vsphere", "--url", url, "--header", "X-Test: 1", "--quiet")
+        assert run.returncode == 0, run.stderr
+        assert "mcp__vsphere__power_off_vm" in json.loads(run.stdout)["tools"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+# ------------------------------------------------------------------ real servers from PyPI
+
+REAL = {
+    # package: env that lets it answer tools/list without a backend
+    "vsphere-mcp-server": {"VSPHERE_USERNAME": "user", "VSPHERE_PASSWORD": "pass"},
+    "proxmox-mcp-server": {
+        "PROXMOX_HOST": "127.0.0.1",
+        "PROXMOX_USER": "root@pam",
+        "PROXMOX_PASSWORD": "dummy",
+    },
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("package", sorted(REAL))
+def test_scan_real_server_over_stdio(package: str, tmp_path: Path) -> None:
+    """Started from its own venv by the SDK stdio client; same catalog as the one kept."""
+    command = SERVERS / package / "bin" / package
+    if not command.exists():
+        pytest.fail(f"{command} is missing: run scripts/dump-server-tools {package}", pytrace=False)
+    env = dict(os.environ, HOME=str(tmp_path), **REAL[package])
+    run = scan("--server", package, "--quiet", "--", str(command), env=env)
+    assert run.returncode == 0, run.stderr
+    kept = json.loads((DATA / "catalogs" / f"{package}.catalog.json").read_text())
+    assert json.loads(run.stdout) == kept

@@ -1,0 +1,75 @@
+"""The scan against real servers' tools/list dumps (tests/data/servers, scripts/dump-server-tools).
+
+* mcvsphere: a reviewed expected classification of all 94 tools
+  (tests/data/catalogs/mcvsphere.expected.json); the scan agrees on read-only vs
+  mutating for every tool and on vm_arg for every tool that changes an existing VM.
+* every dumped server: the catalog kept in tests/data/catalogs is what the scan
+  gives today, and it loads through the config parser.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zerto_rewind.config.parser import Parser
+from zerto_rewind.scan.heuristics import catalog_from_tools
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+SERVERS = ("mcvsphere", "vsphere-mcp-server", "esxi-mcp-server", "proxmox-mcp-server")
+
+
+def dump(package: str) -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = json.loads(
+        (DATA / "servers" / f"{package}.tools.json").read_text()
+    )["tools"]
+    return tools
+
+
+def test_mcvsphere_matches_the_reviewed_classification() -> None:
+    expected = json.loads((DATA / "catalogs" / "mcvsphere.expected.json").read_text())["tools"]
+    tools = dump("mcvsphere")
+    assert len(tools) == 94
+    assert sorted(t["name"] for t in tools) == sorted(expected)
+    result = catalog_from_tools("vsphere", tools)
+    rows = {row.tool.removeprefix("mcp__vsphere__"): row for row in result.rows}
+    wrong_class = {n: rows[n].kind for n, e in expected.items() if rows[n].kind != e["class"]}
+    assert wrong_class == {}
+    changes_vm = {n: e["vm_arg"] for n, e in expected.items() if e["vm_arg"]}
+    assert len(changes_vm) >= 40
+    wrong_vm = {n: rows[n].vm_arg for n, v in changes_vm.items() if rows[n].vm_arg[:1] != [v]}
+    assert wrong_vm == {}
+    assert sum(1 for e in expected.values() if e["class"] == "read_only") == 36
+
+
+@pytest.mark.parametrize("name", ["reboot_host", "enter_maintenance_mode", "shutdown_host"])
+def test_mcvsphere_host_level_tools_are_mutating_without_vm(name: str) -> None:
+    rows = {r.tool: r for r in catalog_from_tools("vsphere", dump("mcvsphere")).rows}
+    row = rows[f"mcp__vsphere__{name}"]
+    assert (row.kind, row.vm_arg) == ("mutating", [])
+
+
+@pytest.mark.parametrize("package", SERVERS)
+def test_kept_catalog_is_what_the_scan_gives_and_loads(package: str) -> None:
+    kept = json.loads((DATA / "catalogs" / f"{package}.catalog.json").read_text())
+    assert catalog_from_tools(package, dump(package)).catalog == kept, (
+        f"regenerate: zerto-rewind catalog scan --server {package} "
+        f"--tools-json tests/data/servers/{package}.tools.json "
+        f"--out tests/data/catalogs/{package}.catalog.json"
+    )
+    config = {"zvm": {"url": "https://zvm", "client_id": "c", "client_secret_env": "S"}, **kept}
+    settings = Parser("scan.json", ".").settings(config, {}, loose_permissions=False)
+    assert len(settings.catalog.read_only) + len(settings.catalog.tools) == len(dump(package))
+
+
+def test_unannotated_servers_are_guessed_from_names() -> None:
+    for package in ("vsphere-mcp-server", "esxi-mcp-server"):
+        rows = {r.tool.split("__")[-1]: r for r in catalog_from_tools(package, dump(package)).rows}
+        assert rows["list_vms"].kind == "read_only"
+        assert rows["list_vms"].guessed
+        power_off = rows["power_off_vm"]
+        assert power_off.kind == "mutating"
+        assert power_off.vm_arg in (["vm_id"], ["name"])
