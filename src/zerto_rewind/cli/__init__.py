@@ -43,14 +43,29 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "tag": ("zerto_rewind.cli.zvm_cmds", "tag", "tag a checkpoint for a VM and wait for it"),
     "log": ("zerto_rewind.cli.log_cmd", "main", "recent decisions; reconcile pending tags"),
     "install": (
-        "zerto_rewind.claude_code.install",
+        "zerto_rewind.cli.install_cmd",
         "main",
-        "install the hook into an agent host's settings",
+        "install: claude-code (hook), claude-plugin, mcp-host (gateway)",
     ),
     "doctor": (
         "zerto_rewind.cli.doctor",
         "main",
         "check config, ZVM, credentials and host settings",
+    ),
+    "gateway": (
+        "zerto_rewind.cli.gateway_cmd",
+        "main",
+        "guard VM MCP servers for any MCP host (stdio or HTTP)",
+    ),
+    "catalog": (
+        "zerto_rewind.cli.catalog_cmd",
+        "main",
+        "catalog scan: propose a catalog from a server's tools/list",
+    ),
+    "check": (
+        "zerto_rewind.cli.check_cmd",
+        "main",
+        "what the guard would decide for one call, without tagging",
     ),
     "serve": (
         "zerto_rewind.mcp_server.server",

@@ -13,11 +13,14 @@ from .settings import (
     ON_PENDING_CHOICES,
     PROMPT_AS_CHOICES,
     SITE_KINDS,
+    TOOL_DECISIONS,
     UNKNOWN_CHOICES,
     CatalogSettings,
+    GatewaySettings,
     GuardSettings,
     Settings,
     ToolSpec,
+    UpstreamSettings,
     VmMap,
     VmPath,
     ZvmSettings,
@@ -96,10 +99,14 @@ class Parser:
                 "tools",
                 "vm_map",
                 "unknown_tools",
+                "catalog",
                 "guard",
                 "recovery",
                 "state_dir",
                 "log",
+                "upstreams",
+                "gateway",
+                "state",
             ),
         )
         if "zvm" not in top:
@@ -117,7 +124,96 @@ class Parser:
             allow_live_recovery=allow_live,
             state_dir=self.state_dir(top, env),
             log_path=self.log_path(top, env),
+            upstreams=self.upstreams(top.get("upstreams", {}), loose_permissions),
+            gateway=self.gateway(top.get("gateway", {})),
+            state_url=self.state_url(top.get("state", {})),
         )
+
+    # ---- the gateway's sections (absent from a hook's config: nothing to pay there)
+
+    def upstreams(self, raw: Any, loose_permissions: bool) -> dict[str, UpstreamSettings]:
+        if not isinstance(raw, dict):
+            self.fail("upstreams", f"must be a JSON object of name -> server, not {_kind(raw)}")
+        found: dict[str, UpstreamSettings] = {}
+        for name, spec in raw.items():
+            key = f"upstreams.{name}"
+            if not name or not all(ch.isalnum() or ch in "-_" for ch in name):
+                self.fail(key, "a server name may hold only letters, digits, - and _")
+            spec = self.obj(spec, key, ("command", "env", "url", "headers", "timeout_s"))
+            if ("command" in spec) == ("url" in spec):
+                self.fail(key, "give exactly one of command (a stdio server) or url (HTTP)")
+            secrets = spec.get("env") or spec.get("headers")
+            if secrets and loose_permissions:
+                self.fail(
+                    key,
+                    "holds credentials but the config file is readable by others; chmod 600 it",
+                )
+            timeout = self.number(spec.get("timeout_s", 60.0), f"{key}.timeout_s")
+            if "command" in spec:
+                command = spec["command"]
+                if not isinstance(command, list) or not command:
+                    self.fail(f"{key}.command", "must be a non-empty list of strings")
+                argv = [self.string(part, f"{key}.command") for part in command]
+                env = self.string_map(spec.get("env", {}), f"{key}.env")
+                found[name] = UpstreamSettings(name, command=argv, env=env, timeout_s=timeout)
+            else:
+                url = self.string(spec["url"], f"{key}.url")
+                if not url.startswith(("https://", "http://")):
+                    self.fail(f"{key}.url", "must be an http(s):// URL of the MCP endpoint")
+                headers = self.string_map(spec.get("headers", {}), f"{key}.headers")
+                found[name] = UpstreamSettings(name, url=url, headers=headers, timeout_s=timeout)
+        return found
+
+    def gateway(self, raw: Any) -> GatewaySettings:
+        allowed = (
+            "clients",
+            "tls_cert",
+            "tls_key",
+            "allow_insecure_bind",
+            "max_body_bytes",
+            "elicit_timeout_s",
+        )
+        spec = self.obj(raw, "gateway", allowed)
+        values: dict[str, Any] = {}
+        clients = self.string_map(spec.get("clients", {}), "gateway.clients")
+        for who, digest in clients.items():
+            if len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest.lower()):
+                self.fail(f"gateway.clients.{who}", "must be the SHA-256 hex digest of a token")
+        values["clients"] = {who: digest.lower() for who, digest in clients.items()}
+        if ("tls_cert" in spec) != ("tls_key" in spec):
+            self.fail("gateway.tls_cert", "give both tls_cert and tls_key, or neither")
+        if "tls_cert" in spec:
+            values["tls_cert"] = self.file_path(spec["tls_cert"], "gateway.tls_cert")
+            values["tls_key"] = self.file_path(spec["tls_key"], "gateway.tls_key")
+        if "allow_insecure_bind" in spec:
+            values["allow_insecure_bind"] = self.boolean(
+                spec["allow_insecure_bind"], "gateway.allow_insecure_bind"
+            )
+        if "max_body_bytes" in spec:
+            size = self.number(spec["max_body_bytes"], "gateway.max_body_bytes", minimum=1024.0)
+            values["max_body_bytes"] = int(size)
+        if "elicit_timeout_s" in spec:
+            values["elicit_timeout_s"] = self.number(
+                spec["elicit_timeout_s"], "gateway.elicit_timeout_s"
+            )
+        return GatewaySettings(**values)
+
+    def state_url(self, raw: Any) -> str | None:
+        spec = self.obj(raw, "state", ("url",))
+        if "url" not in spec:
+            return None
+        url = self.string(spec["url"], "state.url")
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            self.fail("state.url", "must be a redis://, rediss:// or unix:// URL of a Redis server")
+        return url
+
+    def string_map(self, value: Any, key: str) -> dict[str, str]:
+        if not isinstance(value, dict):
+            self.fail(key, f"must be a JSON object of strings, not {_kind(value)}")
+        for name, item in value.items():
+            if not isinstance(item, str):
+                self.fail(f"{key}.{name}", f"must be a string, not {_kind(item)}")
+        return dict(value)
 
     def state_dir(self, top: dict[str, Any], env: Mapping[str, str]) -> str:
         named = env.get("ZERTO_REWIND_STATE_DIR", "").strip()
@@ -225,7 +321,13 @@ class Parser:
             )
         vm_map = self.vm_map(top["vm_map"], "vm_map") if "vm_map" in top else None
         unknown, source = self.unknown(top, env)
-        return CatalogSettings(tuple(read_only), tools, vm_map, unknown, source)
+        options = self.obj(top.get("catalog", {}), "catalog", ("from_annotations",))
+        from_annotations = self.boolean(
+            options.get("from_annotations", False), "catalog.from_annotations"
+        )
+        return CatalogSettings(
+            tuple(read_only), tools, vm_map, unknown, source, from_annotations=from_annotations
+        )
 
     def unknown(self, top: dict[str, Any], env: Mapping[str, str]) -> tuple[str, str]:
         named = env.get("ZERTO_HOOK_UNKNOWN", "").strip().lower()
@@ -255,10 +357,33 @@ class Parser:
         key = f"tools.{name}"
         if not name.strip():
             self.fail("tools", "a tool name is empty")
-        spec = self.obj(spec, key, ("vm_arg", "vm_map"))
+        spec = self.obj(spec, key, ("vm_arg", "vm_map", "vpgs", "decision"))
         vm_arg = self.vm_arg(spec["vm_arg"], f"{key}.vm_arg") if "vm_arg" in spec else ()
         vm_map = self.vm_map(spec["vm_map"], f"{key}.vm_map") if "vm_map" in spec else None
-        return ToolSpec(name, vm_arg, vm_map)
+        vpgs: tuple[str, ...] = ()
+        if "vpgs" in spec:
+            raw_vpgs = spec["vpgs"]
+            if not isinstance(raw_vpgs, list) or not raw_vpgs:
+                self.fail(f"{key}.vpgs", "must be a non-empty list of VPG names")
+            vpgs = tuple(
+                dict.fromkeys(self.string(v, f"{key}.vpgs[{i}]") for i, v in enumerate(raw_vpgs))
+            )
+        decision = None
+        if "decision" in spec:
+            decision = self.string(spec["decision"], f"{key}.decision", choices=TOOL_DECISIONS)
+            if decision == "allow" and vm_arg:
+                msg = (
+                    "is 'allow', but the tool names an existing VM (vm_arg): a change to an "
+                    "existing VM is never allowed without a checkpoint; use prompt or deny"
+                )
+                self.fail(f"{key}.decision", msg)
+            if vpgs:
+                msg = (
+                    "applies only when nothing can be checkpointed, and this tool's vpgs are "
+                    "checkpointed on every call; remove one of the two"
+                )
+                self.fail(f"{key}.decision", msg)
+        return ToolSpec(name, vm_arg, vm_map, vpgs=vpgs, decision=decision)
 
     def vm_arg(self, value: Any, key: str) -> tuple[VmPath, ...]:
         items = value if isinstance(value, list) else [value]

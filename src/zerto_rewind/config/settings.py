@@ -30,9 +30,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CatalogSettings",
+    "GatewaySettings",
     "GuardSettings",
     "Settings",
     "ToolSpec",
+    "UpstreamSettings",
     "VmMap",
     "VmPath",
     "ZvmSettings",
@@ -155,21 +157,39 @@ class VmMap:
         self.strip_domain = strip_domain
 
 
+TOOL_DECISIONS = ("prompt", "deny", "allow")
+
+
 class ToolSpec:
-    """A mutating tool: where its VM names are, and how to map them."""
+    """A mutating tool: where its VM names are, how to map them, what else it touches.
 
-    __slots__ = ("name", "vm_arg", "vm_map")
+    ``vpgs`` are VPG names tagged before every call (a host-level tool changes
+    many VMs and names none); ``decision`` is the per-tool policy when nothing
+    can be checkpointed (no ``vm_arg`` and no ``vpgs``, or no VM in the call).
+    """
 
-    def __init__(self, name: str, vm_arg: tuple[VmPath, ...], vm_map: VmMap | None) -> None:
+    __slots__ = ("decision", "name", "vm_arg", "vm_map", "vpgs")
+
+    def __init__(
+        self,
+        name: str,
+        vm_arg: tuple[VmPath, ...],
+        vm_map: VmMap | None,
+        *,
+        vpgs: tuple[str, ...] = (),
+        decision: str | None = None,
+    ) -> None:
         self.name = name
         self.vm_arg = vm_arg
         self.vm_map = vm_map
+        self.vpgs = vpgs
+        self.decision = decision
 
 
 class CatalogSettings:
     """The seed's catalog: read-only tools, mutating tools, and the unlisted rule."""
 
-    __slots__ = ("read_only", "tools", "unknown", "unknown_source", "vm_map")
+    __slots__ = ("from_annotations", "read_only", "tools", "unknown", "unknown_source", "vm_map")
 
     def __init__(
         self,
@@ -178,12 +198,17 @@ class CatalogSettings:
         vm_map: VmMap | None,
         unknown: str,
         unknown_source: str,
+        *,
+        from_annotations: bool = False,
     ) -> None:
         self.read_only = read_only
         self.tools = tools
         self.vm_map = vm_map
         self.unknown = unknown
         self.unknown_source = unknown_source
+        # catalog.from_annotations: a door that sees the live tools/list (the gateway) may
+        # classify tools the catalog does not list with the scan's rules; explicit entries win.
+        self.from_annotations = from_annotations
 
 
 class GuardSettings:
@@ -220,10 +245,71 @@ class GuardSettings:
         self.tag_prefix: str = values.get("tag_prefix", "zerto-rewind")
 
 
+class UpstreamSettings:
+    """One VM MCP server behind the gateway: a stdio command or a streamable-HTTP URL."""
+
+    __slots__ = ("command", "env", "headers", "name", "timeout_s", "url")
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        command: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        url: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.name = name
+        self.command = command
+        self.env = env or {}
+        self.url = url
+        self.headers = headers or {}
+        self.timeout_s = timeout_s
+
+    def __repr__(self) -> str:
+        # env and headers hold credentials: never in a repr, a log or an error
+        where = self.url if self.url is not None else (self.command or ["?"])[0]
+        return f"UpstreamSettings({self.name!r}, {where!r})"
+
+
+class GatewaySettings:
+    """The gateway's own settings: who may call it, TLS, limits."""
+
+    __slots__ = (
+        "allow_insecure_bind",
+        "clients",
+        "elicit_timeout_s",
+        "max_body_bytes",
+        "tls_cert",
+        "tls_key",
+    )
+
+    def __init__(self, **values: Any) -> None:
+        # client name -> SHA-256 hex digest of its bearer token
+        self.clients: dict[str, str] = values.get("clients", {})
+        self.tls_cert: str | None = values.get("tls_cert")
+        self.tls_key: str | None = values.get("tls_key")
+        self.allow_insecure_bind: bool = values.get("allow_insecure_bind", False)
+        self.max_body_bytes: int = values.get("max_body_bytes", 1_000_000)
+        self.elicit_timeout_s: float = values.get("elicit_timeout_s", 120.0)
+
+
 class Settings:
     """Everything zerto-rewind is configured with, validated."""
 
-    __slots__ = ("allow_live_recovery", "catalog", "guard", "log_path", "path", "state_dir", "zvm")
+    __slots__ = (
+        "allow_live_recovery",
+        "catalog",
+        "gateway",
+        "guard",
+        "log_path",
+        "path",
+        "state_dir",
+        "state_url",
+        "upstreams",
+        "zvm",
+    )
 
     def __init__(
         self,
@@ -235,6 +321,9 @@ class Settings:
         allow_live_recovery: bool,
         state_dir: str,
         log_path: str,
+        upstreams: dict[str, UpstreamSettings] | None = None,
+        gateway: GatewaySettings | None = None,
+        state_url: str | None = None,
     ) -> None:
         self.path = path
         self.zvm = zvm
@@ -243,6 +332,9 @@ class Settings:
         self.allow_live_recovery = allow_live_recovery
         self.state_dir = state_dir
         self.log_path = log_path
+        self.upstreams = upstreams or {}
+        self.gateway = gateway or GatewaySettings()
+        self.state_url = state_url  # redis://… when gateway replicas share state
 
 
 # --------------------------------------------------------------------------- loading

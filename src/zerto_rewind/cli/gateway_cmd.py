@@ -1,0 +1,121 @@
+"""``zerto-rewind gateway``: the guard as a service in front of VM MCP servers."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Mapping
+
+from ..config.loader import load_config
+from ..errors import ZertoRewindError
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zerto-rewind gateway",
+        description=(
+            "Serve VM MCP servers through the guard: every tools/call is checkpointed, "
+            "refused or put to a human first. See docs/gateway.md."
+        ),
+    )
+    parser.add_argument(
+        "--config", metavar="PATH", help="config file (default ZERTO_REWIND_CONFIG)"
+    )
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--stdio", action="store_true", help="serve one upstream on stdin/stdout")
+    mode.add_argument("--listen", metavar="HOST:PORT", help="serve every upstream over HTTP")
+    mode.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="serve the decision endpoint for thin hooks (and MCP) on a unix socket",
+    )
+    mode.add_argument(
+        "--hash-token",
+        action="store_true",
+        help="read a client token on stdin, print the digest for gateway.clients",
+    )
+    parser.add_argument("--upstream", metavar="NAME", help="with --stdio: the upstream to serve")
+    parser.add_argument(
+        "--ready-file", metavar="F", help="with --listen: write {url, mcp, pid} as JSON once ready"
+    )
+    parser.add_argument(
+        "--also-socket", metavar="PATH", help="with --listen: serve a unix socket as well"
+    )
+    parser.add_argument(
+        "--socket-mode",
+        default="0660",
+        metavar="OCTAL",
+        help="the socket file's mode (default 0660: its owner and group may connect)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.hash_token:
+        from ..gateway.http import token_digest
+
+        token = sys.stdin.readline().strip()
+        if not token:
+            sys.stderr.write("zerto-rewind gateway: no token on stdin\n")
+            return 2
+        sys.stdout.write(token_digest(token) + "\n")
+        return 0
+    env = dict(os.environ if env is None else env)
+    if args.config:
+        env["ZERTO_REWIND_CONFIG"] = args.config
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        settings = load_config(env)
+        import anyio
+
+        from ..gateway.run import serve_http, serve_stdio
+
+        if args.stdio:
+            if not args.upstream:
+                sys.stderr.write("zerto-rewind gateway: --stdio needs --upstream NAME\n")
+                return 2
+            anyio.run(serve_stdio, settings, args.upstream)
+        else:
+            host, port = _host_port(args.listen) if args.listen else (None, 0)
+            unix = args.socket or args.also_socket
+            mode = _octal(args.socket_mode)
+            anyio.run(
+                lambda: serve_http(
+                    settings,
+                    host,
+                    port,
+                    ready_file=args.ready_file,
+                    unix_socket=unix,
+                    socket_mode=mode,
+                )
+            )
+    except ZertoRewindError as exc:
+        sys.stderr.write(f"zerto-rewind gateway: {type(exc).__name__}: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        msg = f"zerto-rewind gateway: --listen wants HOST:PORT, not {text!r}"
+        raise SystemExit(msg)
+    return host, int(port)
+
+
+def _octal(text: str) -> int:
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        mode = -1
+    if not 0 <= mode <= 0o777:
+        msg = f"zerto-rewind gateway: --socket-mode wants an octal mode such as 0660, not {text!r}"
+        raise SystemExit(msg)
+    return mode

@@ -1,0 +1,87 @@
+"""The gateway's Prometheus metrics, on a registry of its own (served at ``GET /metrics``).
+
+Labels carry rows, outcomes, upstream names and answers: never a VM name, a
+client token or an argument value.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from ..core.decision import Decision, Row
+
+__all__ = ["GatewayMetrics"]
+
+_SEEN_TAGS_KEEP = 4096
+
+
+class GatewayMetrics:
+    """Counters and histograms for decisions, tags, upstreams and elicitations."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.decisions = Counter(
+            "zerto_rewind_decisions",
+            "Decisions by row of the decision table and outcome.",
+            ["row", "outcome"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "zerto_rewind_decision_seconds",
+            "Time from a tools/call arriving to the guard's answer (human approval included).",
+            ["row"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 150),
+            registry=self.registry,
+        )
+        self.tags = Counter(
+            "zerto_rewind_tags",
+            "Checkpoint tags by event: requested, landed (first seen in the journal), overdue.",
+            ["event"],
+            registry=self.registry,
+        )
+        self.upstream_errors = Counter(
+            "zerto_rewind_upstream_errors",
+            "Failures reaching a VM MCP server.",
+            ["upstream", "kind"],
+            registry=self.registry,
+        )
+        self.elicitations = Counter(
+            "zerto_rewind_elicitations",
+            "Prompt rows, by what the human (or the lack of one) answered.",
+            ["answer"],
+            registry=self.registry,
+        )
+        self.forwarded_calls = Counter(
+            "zerto_rewind_forwarded_calls",
+            "Calls forwarded to an upstream, by the row that allowed them.",
+            ["upstream", "row"],
+            registry=self.registry,
+        )
+        self._landed: OrderedDict[str, None] = OrderedDict()
+
+    def decided(self, decision: Decision, seconds: float, answer: str | None) -> None:
+        self.decisions.labels(decision.row, decision.outcome).inc()
+        self.latency.labels(decision.row).observe(seconds)
+        if answer is not None:
+            self.elicitations.labels(answer).inc()
+        for o in decision.vpgs:
+            if o.new_tag:
+                self.tags.labels("requested").inc()
+            if o.row == Row.CONFIRMED and o.tag and o.tag not in self._landed:
+                self._landed[o.tag] = None
+                if len(self._landed) > _SEEN_TAGS_KEEP:
+                    self._landed.popitem(last=False)
+                self.tags.labels("landed").inc()
+            if o.row == Row.FAILED and "never reached the journal" in o.reason:
+                self.tags.labels("overdue").inc()
+
+    def upstream_error(self, upstream: str, kind: str) -> None:
+        self.upstream_errors.labels(upstream, kind).inc()
+
+    def forwarded(self, upstream: str, row: str) -> None:
+        self.forwarded_calls.labels(upstream, row).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

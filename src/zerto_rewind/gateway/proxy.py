@@ -1,0 +1,111 @@
+"""The SDK server that stands in for one upstream: its tools unchanged, every call guarded.
+
+``tools/list`` returns the upstream's tools as the upstream lists them (names,
+descriptions, input schemas, annotations), so prompts that name tools keep
+working. ``tools/call`` goes through :func:`.calls.handle_call`.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+
+from .calls import APPROVAL_FIELD, APPROVAL_SCHEMA, Asker, CallContext, handle_call
+from .upstream import UpstreamError
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+
+    from .service import Gateway
+    from .upstream import Upstream
+
+__all__ = ["CLIENT_SCOPE_KEY", "build_proxy"]
+
+log = logging.getLogger("zerto_rewind.gateway")
+
+# Where the HTTP auth layer leaves the authenticated client's name in the ASGI scope.
+CLIENT_SCOPE_KEY = "zerto_rewind.client"
+
+
+def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
+    """A low-level SDK server presenting ``upstream`` through the guard."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        try:
+            tools = await upstream.list_tools(upstream.settings.timeout_s)
+        except UpstreamError:
+            gateway.metrics.upstream_error(upstream.name, "list")
+            raise
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        capable = ctx.session.check_client_capability(
+            types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        )
+        back_channel = capable and ctx.session.can_send_request
+        context = CallContext(
+            client=_client_name(ctx),
+            session_id=_session_id(ctx),
+            ask=_asker(ctx) if back_channel else None,
+            ask_inline=capable and not back_channel,
+            input_responses=dict(params.input_responses or {}),
+            request_state=params.request_state,
+        )
+        return await handle_call(gateway, upstream, params.name, params.arguments, context)
+
+    return Server(
+        f"zerto-rewind-gateway/{upstream.name}",
+        instructions=(
+            f"The VM MCP server {upstream.name!r}, behind zerto-rewind: every change is "
+            "preceded by a Zerto checkpoint, or refused with the reason."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _client_name(ctx: ServerRequestContext[Any]) -> str:
+    scope = getattr(ctx.request, "scope", None)
+    if isinstance(scope, dict) and isinstance(scope.get(CLIENT_SCOPE_KEY), str):
+        return str(scope[CLIENT_SCOPE_KEY])
+    return f"stdio:{_os_user()}"
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def _session_id(ctx: ServerRequestContext[Any]) -> str | None:
+    headers = getattr(ctx.request, "headers", None)
+    if headers is not None:
+        value = headers.get("mcp-session-id")
+        if value:
+            return str(value)
+    return None
+
+
+def _asker(ctx: ServerRequestContext[Any]) -> Asker:
+    """Ask over the connection's back channel (handshake-era clients)."""
+    session = ctx.session
+
+    async def ask(message: str) -> bool | None:
+        result = await session.elicit_form(
+            message, APPROVAL_SCHEMA, related_request_id=ctx.request_id
+        )
+        if result.action != "accept":
+            return False if result.action == "decline" else None
+        content = result.content or {}
+        return content.get(APPROVAL_FIELD) is True
+
+    return ask

@@ -1,0 +1,144 @@
+"""What one running gateway holds: its settings, one guard, its upstreams, its metrics.
+
+The core guard is synchronous (it sleeps while a tag lands), so each decision
+runs in a worker thread; the event loop keeps serving other calls meanwhile.
+A decision that outlives the guard's budget (a stuck lock, a hung callback) is
+abandoned and answered with a deny: the call is not forwarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from ..core.decision import Decision, Outcome, Row, ToolCall
+from ..core.guard import Guard
+from .metrics import GatewayMetrics
+from .upstream import Upstream
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+
+__all__ = ["Gateway"]
+
+log = logging.getLogger("zerto_rewind.gateway")
+
+# Decisions run in threads; one VPG's callers mostly wait on a lock or a
+# landing, so this is a bound on memory, not on CPU.
+_DECISION_THREADS = 200
+_HEALTH_TTL_S = 5.0
+
+
+class Gateway:
+    """The guard as a long-running service in front of VM MCP servers."""
+
+    def __init__(self, settings: Settings, *, guard: Guard | None = None) -> None:
+        self.settings = settings
+        self.metrics = GatewayMetrics()
+        self.upstreams = {name: Upstream(spec) for name, spec in settings.upstreams.items()}
+        self.guard = guard if guard is not None else _open_guard(settings)
+        self._limiter = anyio.CapacityLimiter(_DECISION_THREADS)
+        self._health: tuple[float, dict[str, Any]] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, tg: anyio.abc.TaskGroup, names: list[str] | None = None) -> None:
+        """Start the supervisors of the named upstreams (all by default)."""
+        for name in names or list(self.upstreams):
+            await tg.start(self.upstreams[name].run)
+
+    def close(self) -> None:
+        for upstream in self.upstreams.values():
+            upstream.close()
+        self.guard.close()
+        close_state = getattr(self.guard.state(), "close", None)
+        if callable(close_state):  # a Redis state holds a connection pool
+            close_state()
+
+    # ------------------------------------------------------------------ deciding
+
+    async def decide(self, call: ToolCall) -> Decision:
+        """The core guard's decision, never later than its budget; any failure denies."""
+        budget = self.settings.guard.timeout_s
+        try:
+            with anyio.fail_after(budget + 1.0):
+                return await anyio.to_thread.run_sync(
+                    self.guard.decide, call, limiter=self._limiter, abandon_on_cancel=True
+                )
+        except TimeoutError:
+            reason = (
+                f"zerto-rewind could not decide on {call.tool_name} within its {budget:g} s "
+                "budget; the call was not run. An operator can check the gateway with "
+                "`zerto-rewind doctor` and its /healthz."
+            )
+            return Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason)
+        except Exception as exc:  # fail closed: the guard's crash is a refusal
+            log.exception("the guard failed on %s", call.tool_name)
+            return refusal_for_error(call, exc)
+
+    def call_timeout_s(self, upstream: Upstream) -> float:
+        return upstream.settings.timeout_s
+
+    # ------------------------------------------------------------------ health
+
+    async def health(self) -> dict[str, Any]:
+        """Ready or not, and why: the ZVM, the shared state, each upstream."""
+        now = time.monotonic()
+        if self._health is not None and now - self._health[0] < _HEALTH_TTL_S:
+            cached = dict(self._health[1])
+        else:
+            cached = {
+                "zvm": await anyio.to_thread.run_sync(self._zvm_health, abandon_on_cancel=True),
+                "state": await anyio.to_thread.run_sync(self._state_health, abandon_on_cancel=True),
+            }
+            self._health = (now, cached)
+        upstreams = {
+            name: "connected" if u.connected else f"not connected ({u.last_error or 'starting'})"
+            for name, u in self.upstreams.items()
+        }
+        ready = (
+            cached["zvm"] == "ok"
+            and cached["state"] == "ok"
+            and all(v == "connected" for v in upstreams.values())
+        )
+        return {"ready": ready, **cached, "upstreams": upstreams}
+
+    def _zvm_health(self) -> str:
+        try:
+            self.guard.client().entity_types(deadline=time.monotonic() + 5.0)
+        except Exception as exc:
+            return f"unreachable: {type(exc).__name__}: {exc}"
+        return "ok"
+
+    def _state_health(self) -> str:
+        try:
+            self.guard.state().check()
+        except Exception as exc:
+            return f"unreachable: {type(exc).__name__}: {exc}"
+        return "ok"
+
+
+def _open_guard(settings: Settings) -> Guard:
+    """One guard for the life of the service: one ZVM connection pool, one state."""
+    from ..config.settings import validate_patterns
+
+    validate_patterns(settings)  # a bad vm_arg pattern stops the start, not a call
+    guard = Guard(settings)
+    # Created now, in one thread: the decisions' worker threads then share them.
+    guard.state()
+    guard.client()
+    return guard
+
+
+def refusal_for_error(call: ToolCall, exc: BaseException) -> Decision:
+    """The guard itself failed: deny, with what failed."""
+    reason = (
+        f"zerto-rewind hit an internal error ({type(exc).__name__}) while guarding "
+        f"{call.tool_name}; the call was not run. An operator can check the gateway's log "
+        "and `zerto-rewind doctor`."
+    )
+    return Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason)

@@ -1,0 +1,178 @@
+"""One VM MCP server behind the gateway, reached with the official SDK's client.
+
+A supervisor task owns the connection (the SDK's client must be entered and
+left in one task), reconnects with a short back-off when the server dies, and
+hands the live client to callers. A call that fails checks the connection with
+a ping; a dead connection is dropped, so the next call starts a new server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from ..errors import ZertoRewindError
+
+if TYPE_CHECKING:
+    from ..config.settings import UpstreamSettings
+
+__all__ = ["Upstream", "UpstreamError"]
+
+log = logging.getLogger("zerto_rewind.gateway")
+
+# Only these variables of the gateway's own environment reach a stdio server;
+# the rest (the gateway's secrets among them) stay here.
+_INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
+_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
+_PING_TIMEOUT_S = 3.0
+
+
+class UpstreamError(ZertoRewindError):
+    """The VM MCP server could not be reached, or did not answer in time."""
+
+
+class Upstream:
+    """A supervised connection to one upstream MCP server."""
+
+    def __init__(self, settings: UpstreamSettings) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self._client: Client | None = None
+        self._connected = anyio.Event()
+        self._drop = anyio.Event()
+        self._closing = False
+        self.restarts = 0
+        self.last_error: str | None = None
+        self._tools: list[types.Tool] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Keep a connection open until :meth:`close`; restart it whenever it dies."""
+        task_status.started()
+        attempt = 0
+        while not self.stopping():
+            try:
+                async with self._open() as client:
+                    self._client = client
+                    self._tools = None
+                    self.last_error = None
+                    attempt = 0
+                    self._connected.set()
+                    await self._drop.wait()
+            except Exception as exc:  # the server died or never started: try again
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("upstream %s: connection lost (%s)", self.name, type(exc).__name__)
+            finally:
+                self._client = None
+                self._connected = anyio.Event()
+                self._drop = anyio.Event()
+            if self.stopping():
+                return
+            self.restarts += 1
+            await anyio.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
+            attempt += 1
+
+    def close(self) -> None:
+        """Stop the supervisor after the current connection."""
+        self._closing = True
+        self._drop.set()
+
+    def stopping(self) -> bool:
+        """True once :meth:`close` was called (a method: it changes while ``run`` awaits)."""
+        return self._closing
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[Client]:
+        s = self.settings
+        if s.url is not None:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            # The headers carry the upstream's credentials; they stay in this client.
+            async with httpx2.AsyncClient(headers=s.headers, timeout=s.timeout_s) as http:
+                transport = streamable_http_client(s.url, http_client=http)
+                async with Client(transport, cache=None) as client:
+                    yield client
+            return
+        assert s.command is not None  # the parser requires command or url
+        env = {k: os.environ[k] for k in _INHERITED_ENV if k in os.environ}
+        params = StdioServerParameters(
+            command=s.command[0], args=s.command[1:], env={**env, **s.env}
+        )
+        async with Client(params, cache=None) as client:
+            yield client
+
+    async def _live(self, timeout_s: float) -> Client:
+        with anyio.move_on_after(timeout_s):
+            await self._connected.wait()
+        client = self._client
+        if client is None:
+            why = f" ({self.last_error})" if self.last_error else ""
+            msg = f"the VM MCP server {self.name!r} is not connected{why}"
+            raise UpstreamError(msg)
+        return client
+
+    # ------------------------------------------------------------------ calls
+
+    async def list_tools(self, timeout_s: float) -> list[types.Tool]:
+        """Every tool the server lists (all pages), cached for the life of the connection."""
+        if self._tools is not None and self.connected:
+            return self._tools
+        client = await self._live(timeout_s)
+        tools: list[types.Tool] = []
+        try:
+            with anyio.fail_after(timeout_s):
+                cursor: str | None = None
+                while True:
+                    page = await client.list_tools(cursor=cursor)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+        except Exception as exc:
+            await self._check_after_failure(client)
+            msg = f"the VM MCP server {self.name!r} did not list its tools: {type(exc).__name__}"
+            raise UpstreamError(msg) from exc
+        self._tools = tools
+        return tools
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None, timeout_s: float
+    ) -> types.CallToolResult:
+        """Forward one call; UpstreamError when the server is gone or too slow."""
+        client = await self._live(min(timeout_s, 10.0))
+        try:
+            with anyio.fail_after(timeout_s):
+                return await client.call_tool(name, arguments or {})
+        except TimeoutError:
+            await self._check_after_failure(client)
+            msg = f"the VM MCP server {self.name!r} did not answer {name} within {timeout_s:g} s"
+            raise UpstreamError(msg) from None
+        except Exception as exc:
+            await self._check_after_failure(client)
+            msg = f"the VM MCP server {self.name!r} failed on {name}: {type(exc).__name__}: {exc}"
+            raise UpstreamError(msg) from exc
+
+    async def _check_after_failure(self, client: Client) -> None:
+        """Ping; a server that does not answer is dropped, so the next call restarts it."""
+        try:
+            with anyio.fail_after(_PING_TIMEOUT_S):
+                await client.send_ping()
+        except Exception:
+            if self._client is client:
+                self._drop.set()

@@ -1,0 +1,137 @@
+"""Helpers for the gateway's tests: a sandbox config with upstreams, a gateway process, a client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.gateway.http import token_digest
+
+STAND_IN = Path(__file__).resolve().parents[2] / "e2e" / "vm_mcp_server.py"
+TOKENS = {"agent-a": "token-a-0123456789", "agent-b": "token-b-0123456789"}
+
+
+def stand_in_upstream(box: Sandbox, actions_log: Path) -> dict[str, Any]:
+    """The stand-in vSphere server as a stdio upstream; it records each call that reaches it."""
+    assert box.sim.ca_bundle is not None
+    return {
+        "command": [sys.executable, str(STAND_IN)],
+        "env": {
+            "E2E_VM_ACTIONS_LOG": str(actions_log),
+            "E2E_SIM_URL": box.sim.url,
+            "E2E_SIM_CA": box.sim.ca_bundle,
+            "PYTHONDONTWRITEBYTECODE": "1",
+        },
+        "timeout_s": 10,
+    }
+
+
+def gateway_config(box: Sandbox, actions_log: Path, **extra: Any) -> str:
+    """Rewrite the sandbox config with a `vsphere` upstream and the test clients' digests."""
+    gateway = {"clients": {name: token_digest(tok) for name, tok in TOKENS.items()}}
+    gateway.update(extra.pop("gateway", {}))
+    return box.write_config(
+        upstreams={"vsphere": stand_in_upstream(box, actions_log)},
+        gateway=gateway,
+        state_dir=box.state_dir,
+        log=box.log_path,
+        **extra,
+    )
+
+
+def actions(actions_log: Path) -> list[dict[str, Any]]:
+    """Every call that reached the stand-in server."""
+    if not actions_log.exists():
+        return []
+    return [json.loads(line) for line in actions_log.read_text().splitlines() if line.strip()]
+
+
+def decisions(box: Sandbox) -> list[dict[str, Any]]:
+    path = Path(box.log_path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@dataclass
+class GatewayProcess:
+    proc: subprocess.Popen[bytes]
+    url: str
+    mcp: dict[str, str]
+    stderr: Path
+
+    def endpoint(self, name: str = "vsphere") -> str:
+        return self.mcp[name]
+
+
+@contextmanager
+def gateway_process(
+    box: Sandbox, tmp: Path, *, listen: str = "127.0.0.1:0"
+) -> Iterator[GatewayProcess]:
+    """`zerto-rewind gateway --listen` as a child process, until the block ends."""
+    ready = tmp / "gateway-ready.json"
+    stderr = tmp / "gateway.stderr"
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "zerto_rewind",
+                "gateway",
+                "--listen",
+                listen,
+                "--ready-file",
+                str(ready),
+            ],
+            env=box.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"gateway did not start: {stderr.read_text()}")
+            time.sleep(0.05)
+        info = json.loads(ready.read_text())
+        yield GatewayProcess(proc, info["url"], info["mcp"], stderr)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@asynccontextmanager
+async def client(url: str, token: str | None, **kwargs: Any) -> AsyncIterator[Client]:
+    """The SDK's own client over streamable HTTP, with a bearer token."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), cache=None, **kwargs) as c,
+    ):
+        yield c
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+def environ_without_ours() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("ZERTO_")}

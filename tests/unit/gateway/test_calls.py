@@ -1,0 +1,388 @@
+"""One tools/call through the gateway (gateway/calls.py), in-process: a fake gateway whose
+guard answers a preset decision, and a fake upstream that records what it is asked.
+
+The socket-level behaviour is in tests/integration/gateway/; these pin the call path's
+own rules: what is forwarded, the refusal texts and ``_meta``, the prompt answers, the
+log line and the metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall, VpgOutcome
+from zerto_rewind.gateway import calls
+from zerto_rewind.gateway.calls import (
+    APPROVAL_FIELD,
+    APPROVAL_SCHEMA,
+    CallContext,
+    handle_call,
+    host_tool_name,
+)
+from zerto_rewind.gateway.upstream import UpstreamError
+
+TOOL = "power_off_vm"
+HOST_TOOL = "mcp__vsphere__power_off_vm"
+REASON = "zerto-rewind: no VPG protects ghost."
+
+
+class FakeMetrics:
+    """Records every metrics call as a tuple."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, ...]] = []
+
+    def decided(self, decision: Decision, seconds: float, answer: str | None) -> None:
+        self.seen.append(("decided", decision.row, answer))
+
+    def upstream_error(self, upstream: str, kind: str) -> None:
+        self.seen.append(("upstream_error", upstream, kind))
+
+    def forwarded(self, upstream: str, row: str) -> None:
+        self.seen.append(("forwarded", upstream, row))
+
+
+class FakeGateway:
+    """The parts of gateway.service.Gateway a call uses; the guard answers ``decision``."""
+
+    def __init__(self, tmp_path: Path, decision: Decision, *, elicit_timeout_s: float = 5.0):
+        self.decision = decision
+        self.calls: list[ToolCall] = []
+        self.metrics = FakeMetrics()
+        self.log_path = str(tmp_path / "decisions.log")
+        self.settings = SimpleNamespace(
+            log_path=self.log_path, gateway=SimpleNamespace(elicit_timeout_s=elicit_timeout_s)
+        )
+
+    async def decide(self, call: ToolCall) -> Decision:
+        self.calls.append(call)
+        return self.decision
+
+    def call_timeout_s(self, upstream: Any) -> float:
+        return 7.0
+
+    def log(self) -> list[dict[str, Any]]:
+        with open(self.log_path, encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh]
+
+
+class FakeUpstream:
+    """An upstream named vsphere that answers ``result`` (or raises ``error``)."""
+
+    name = "vsphere"
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+        self.asked: list[tuple[str, Any, float]] = []
+        self.result = types.CallToolResult(
+            content=[types.TextContent(type="text", text="powered off")],
+            _meta={"upstream/key": "kept"},
+        )
+
+    async def call_tool(self, tool: str, arguments: Any, timeout_s: float) -> types.CallToolResult:
+        self.asked.append((tool, arguments, timeout_s))
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def confirmed() -> Decision:
+    vpg = VpgOutcome("vpg-1", "jp-local", ("web01",), site_kind="vcenter", row=Row.CONFIRMED)
+    vpg.checkpoint_id, vpg.tag = "cp-77", "zr vsphere.power_off_vm web01"
+    return Decision(
+        Row.CONFIRMED, Outcome.CONTEXT, HOST_TOOL, context="checkpoint cp-77", vpgs=[vpg]
+    )
+
+
+def prompt() -> Decision:
+    return Decision(Row.VM_UNKNOWN, Outcome.PROMPT, HOST_TOOL, reason=REASON, vms=("ghost",))
+
+
+def run(gateway: FakeGateway, upstream: FakeUpstream, ctx: CallContext, args: Any = None) -> Any:
+    arguments = {"name": "web01"} if args is None else args
+
+    async def go() -> Any:
+        return await handle_call(gateway, upstream, TOOL, arguments, ctx)  # type: ignore[arg-type]
+
+    return anyio.run(go)
+
+
+def ctx(**fields: Any) -> CallContext:
+    return CallContext(client="claude-desktop", session_id="sess-1", **fields)
+
+
+def texts(result: types.CallToolResult) -> list[str]:
+    return [c.text for c in result.content if isinstance(c, types.TextContent)]
+
+
+# ---------------------------------------------------------------- forwarding
+
+
+def test_host_tool_name_is_the_hosts_spelling() -> None:
+    assert host_tool_name("vsphere", "power_off") == "mcp__vsphere__power_off"
+
+
+def test_a_read_only_call_is_forwarded_untouched_and_logged(tmp_path: Path) -> None:
+    """none: the guard sees the host's name and the call; the upstream's result comes back
+    as is; the log line names the client; metrics count the decision and the forward."""
+    gateway = FakeGateway(tmp_path, Decision(Row.READ_ONLY, Outcome.NONE, HOST_TOOL))
+    upstream = FakeUpstream()
+    result = run(gateway, upstream, ctx())
+    assert result is upstream.result
+    assert upstream.asked == [(TOOL, {"name": "web01"}, 7.0)]
+    (call,) = gateway.calls
+    assert (call.tool_name, call.tool_input, call.session_id, call.origin) == (
+        HOST_TOOL,
+        {"name": "web01"},
+        "sess-1",
+        "gateway",
+    )
+    assert gateway.metrics.seen == [
+        ("decided", Row.READ_ONLY, None),
+        ("forwarded", "vsphere", Row.READ_ONLY),
+    ]
+    (line,) = gateway.log()
+    assert (line["client"], line["row"], line["origin"]) == (
+        "claude-desktop",
+        "read_only",
+        "gateway",
+    )
+    assert "answer" not in line
+
+
+def test_no_arguments_reach_the_guard_as_an_empty_object(tmp_path: Path) -> None:
+    gateway = FakeGateway(tmp_path, Decision(Row.READ_ONLY, Outcome.NONE, HOST_TOOL))
+    upstream = FakeUpstream()
+
+    async def go() -> Any:
+        return await handle_call(gateway, upstream, TOOL, None, ctx())  # type: ignore[arg-type]
+
+    anyio.run(go)
+    assert gateway.calls[0].tool_input == {}
+    assert upstream.asked == [(TOOL, None, 7.0)]
+
+
+def test_a_confirmed_call_is_forwarded_and_its_result_names_the_checkpoint(tmp_path: Path) -> None:
+    """context: the upstream's content and _meta are kept; a text block with the guard's
+    context and _meta zerto-rewind/checkpoints are added."""
+    gateway = FakeGateway(tmp_path, confirmed())
+    result = run(gateway, FakeUpstream(), ctx())
+    assert texts(result) == ["powered off", "checkpoint cp-77"]
+    assert result.meta["upstream/key"] == "kept"
+    assert result.meta["zerto-rewind/checkpoints"] == [
+        {
+            "vm": "web01",
+            "vpg": "jp-local",
+            "vpg_id": "vpg-1",
+            "checkpoint_id": "cp-77",
+            "tag": "zr vsphere.power_off_vm web01",
+        }
+    ]
+    assert ("forwarded", "vsphere", Row.CONFIRMED) in gateway.metrics.seen
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def test_a_denied_call_is_not_forwarded_and_says_why(tmp_path: Path) -> None:
+    """deny: isError with the guard's reason; _meta gives the row, refused, and the retry time."""
+    decision = Decision(Row.PENDING, Outcome.DENY, HOST_TOOL, reason="pending: retry later")
+    decision.retry_after = 1_800_000_100.0
+    gateway = FakeGateway(tmp_path, decision)
+    upstream = FakeUpstream()
+    result = run(gateway, upstream, ctx())
+    assert upstream.asked == []
+    assert (result.is_error, texts(result)) == (True, ["pending: retry later"])
+    assert result.meta == {
+        "zerto-rewind/row": "pending",
+        "zerto-rewind/outcome": "refused",
+        "zerto-rewind/retry_after": 1_800_000_100.0,
+    }
+    assert gateway.metrics.seen == [("decided", Row.PENDING, None)]
+    assert gateway.log()[0]["decision"] == "deny"
+
+
+def test_a_refusal_without_a_reason_still_says_what_was_refused(tmp_path: Path) -> None:
+    gateway = FakeGateway(tmp_path, Decision(Row.FAILED, Outcome.DEFER, HOST_TOOL))
+    result = run(gateway, FakeUpstream(), ctx())
+    assert texts(result) == [f"zerto-rewind did not allow {HOST_TOOL}"]
+    assert result.meta == {"zerto-rewind/row": "failed", "zerto-rewind/outcome": "refused"}
+
+
+def test_an_upstream_failure_is_an_error_that_may_not_have_run(tmp_path: Path) -> None:
+    """The guard allowed it, the upstream failed: an error saying the call may not have run,
+    naming the checkpoint that protects it; the upstream error is counted, not a forward."""
+    gateway = FakeGateway(tmp_path, confirmed())
+    result = run(gateway, FakeUpstream(UpstreamError("the VM MCP server 'vsphere' hung")), ctx())
+    assert result.is_error is True
+    assert texts(result) == [
+        "the VM MCP server 'vsphere' hung; the call may not have run. checkpoint cp-77"
+    ]
+    assert gateway.metrics.seen[-1] == ("upstream_error", "vsphere", "call")
+    assert not any(seen[0] == "forwarded" for seen in gateway.metrics.seen)
+    plain = FakeGateway(tmp_path, Decision(Row.READ_ONLY, Outcome.NONE, HOST_TOOL))
+    result = run(plain, FakeUpstream(UpstreamError("down")), ctx())
+    assert texts(result) == ["down; the call may not have run. "]
+
+
+def test_a_log_that_cannot_be_written_does_not_stop_the_call(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway = FakeGateway(tmp_path, Decision(Row.READ_ONLY, Outcome.NONE, HOST_TOOL))
+    gateway.settings.log_path = str(tmp_path)  # a directory: the append fails
+    upstream = FakeUpstream()
+    with caplog.at_level(logging.WARNING, logger="zerto_rewind.gateway"):
+        result = run(gateway, upstream, ctx())
+    assert result is upstream.result
+    assert any("decision not logged" in r.getMessage() for r in caplog.records)
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def test_a_prompt_without_a_way_to_ask_is_refused(tmp_path: Path) -> None:
+    gateway = FakeGateway(tmp_path, prompt())
+    upstream = FakeUpstream()
+    result = run(gateway, upstream, ctx())
+    assert upstream.asked == []
+    assert texts(result) == [
+        f"{REASON} This MCP client cannot ask a person to approve, so the call was not run."
+    ]
+    assert gateway.metrics.seen == [("decided", Row.VM_UNKNOWN, "no_elicitation")]
+    assert gateway.log()[0]["answer"] == "no_elicitation"
+
+
+@pytest.mark.parametrize(
+    ("reply", "answer", "ending"),
+    [
+        (True, "approved", None),
+        (False, "declined", "The person asked declined; the call was not run."),
+        (None, "cancelled", "Nobody approved it; the call was not run."),
+        ("raise", "failed", "The approval request failed; the call was not run."),
+        ("hang", "timeout", "Nobody answered in time; the call was not run."),
+    ],
+)
+def test_a_prompt_asks_the_human_over_the_back_channel(
+    tmp_path: Path, reply: Any, answer: str, ending: str | None
+) -> None:
+    """The question is the guard's reason plus "run it anyway?"; only a yes forwards."""
+    asked: list[str] = []
+
+    async def ask(message: str) -> bool | None:
+        asked.append(message)
+        if reply == "raise":
+            raise RuntimeError("client went away")
+        if reply == "hang":
+            await anyio.sleep(5)
+        return reply  # type: ignore[no-any-return]
+
+    gateway = FakeGateway(tmp_path, prompt(), elicit_timeout_s=0.05)
+    upstream = FakeUpstream()
+    result = run(gateway, upstream, ctx(ask=ask))
+    assert asked == [
+        f"{REASON}\n\nRun {HOST_TOOL} anyway, with no Zerto checkpoint in front of it?"
+    ]
+    assert gateway.metrics.seen[0] == ("decided", Row.VM_UNKNOWN, answer)
+    assert gateway.log()[0]["answer"] == answer
+    if ending is None:
+        assert result is upstream.result
+        assert upstream.asked == [(TOOL, {"name": "web01"}, 7.0)]
+    else:
+        assert upstream.asked == []
+        assert texts(result) == [f"{REASON} {ending}"]
+
+
+def test_an_inline_client_is_asked_by_an_input_required_result(tmp_path: Path) -> None:
+    """A 2026-07-28 client gets an InputRequiredResult: the question as a form, and a state
+    bound to this exact call; nothing is forwarded, logged or counted yet."""
+    gateway = FakeGateway(tmp_path, prompt())
+    upstream = FakeUpstream()
+    result = run(gateway, upstream, ctx(ask_inline=True))
+    assert isinstance(result, types.InputRequiredResult)
+    (key,) = result.input_requests
+    assert key == "zerto-rewind/approve"
+    params = result.input_requests[key].params
+    assert params.message == (
+        f"{REASON}\n\nRun {HOST_TOOL} anyway, with no Zerto checkpoint in front of it?"
+    )
+    assert params.requested_schema == APPROVAL_SCHEMA
+    assert result.request_state == calls._call_state(gateway.calls[0])
+    assert len(result.request_state or "") == 64
+    assert (upstream.asked, gateway.metrics.seen) == ([], [])
+    assert not Path(gateway.log_path).exists()
+
+
+def elicit(action: str, content: dict[str, Any] | None = None) -> types.ElicitResult:
+    return types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("response", "answer"),
+    [
+        (elicit("accept", {APPROVAL_FIELD: True}), "approved"),
+        (elicit("accept", {APPROVAL_FIELD: False}), "declined"),
+        (elicit("accept", {APPROVAL_FIELD: "yes"}), "declined"),  # only a real true approves
+        (elicit("accept"), "declined"),
+        (elicit("decline"), "declined"),
+        (elicit("cancel"), "cancelled"),
+    ],
+)
+def test_an_inline_answer_to_this_very_call_decides(
+    tmp_path: Path, response: Any, answer: str
+) -> None:
+    gateway = FakeGateway(tmp_path, prompt())
+    first = run(gateway, FakeUpstream(), ctx(ask_inline=True))
+    upstream = FakeUpstream()
+    again = ctx(
+        ask_inline=True,
+        input_responses={"zerto-rewind/approve": response},
+        request_state=first.request_state,
+    )
+    result = run(gateway, upstream, again)
+    assert gateway.log()[-1]["answer"] == answer
+    assert gateway.metrics.seen[-1][0] == ("forwarded" if answer == "approved" else "decided")
+    if answer == "approved":
+        assert result is upstream.result
+    else:
+        assert upstream.asked == []
+        assert result.is_error is True
+
+
+@pytest.mark.parametrize("mismatch", ["state", "arguments", "no_answer", "other_key"])
+def test_an_inline_answer_to_another_call_asks_again(tmp_path: Path, mismatch: str) -> None:
+    """An approval is bound to the call it was asked about: another state, other arguments,
+    or no answer under our key means the question is asked again."""
+    gateway = FakeGateway(tmp_path, prompt())
+    first = run(gateway, FakeUpstream(), ctx(ask_inline=True))
+    state = "0" * 64 if mismatch == "state" else first.request_state
+    key = "other/key" if mismatch == "other_key" else "zerto-rewind/approve"
+    responses = {} if mismatch == "no_answer" else {key: elicit("accept", {APPROVAL_FIELD: True})}
+    args = {"name": "web02"} if mismatch == "arguments" else None
+    upstream = FakeUpstream()
+    again = ctx(ask_inline=True, input_responses=responses, request_state=state)
+    result = run(gateway, upstream, again, args)
+    assert isinstance(result, types.InputRequiredResult)
+    assert upstream.asked == []
+
+
+def test_a_client_with_a_back_channel_is_asked_there_even_if_it_could_answer_inline(
+    tmp_path: Path,
+) -> None:
+    asked: list[str] = []
+
+    async def ask(message: str) -> bool | None:
+        asked.append(message)
+        return True
+
+    gateway = FakeGateway(tmp_path, prompt())
+    upstream = FakeUpstream()
+    result = run(gateway, upstream, ctx(ask=ask, ask_inline=True))
+    assert (len(asked), result) == (1, upstream.result)
