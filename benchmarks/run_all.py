@@ -21,6 +21,7 @@ SCRIPTS = {
     "bench_estate.py": ["--runs", "2"],
     "bench_concurrency.py": [],
     "bench_tokens.py": [],
+    "bench_gateway.py": ["--rounds", "50", "--blocks", "2", "--runs", "2"],
 }
 
 

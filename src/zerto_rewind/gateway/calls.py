@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
-from ..core.decision import Decision, Outcome, ToolCall
+from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.decisions_log import write_record
 from ..errors import StateError
 from .upstream import UpstreamError
@@ -116,7 +116,8 @@ async def handle_call(
             forward, answer = await _prompt(gateway, decision, ctx)
     decision.elapsed_ms = int((time.monotonic() - started_mono) * 1000)
     gateway.metrics.decided(decision, time.monotonic() - started_mono, answer)
-    _log(gateway, decision, call, ctx, answer)
+    if decision.row != Row.READ_ONLY:  # as the hook: read-only calls leave no log line
+        _log(gateway, decision, call, ctx, answer)
     if not forward:
         return _refusal(decision, answer)
     try:

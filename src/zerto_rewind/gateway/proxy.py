@@ -42,6 +42,7 @@ def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
         except UpstreamError:
             gateway.metrics.upstream_error(upstream.name, "list")
             raise
+        gateway.learn_tools(upstream.name, tools)
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(

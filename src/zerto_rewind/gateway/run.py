@@ -81,7 +81,8 @@ async def serve_http(
     info: dict[str, object] = {"pid": os.getpid()}
     if host is not None:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        tcp = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only then (else ~40 ms ACK stalls).
+        tcp = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         tcp.bind((host.strip("[]"), port))
         scheme = "https" if tls else "http"

@@ -14,9 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
+import mcp_types as types
 
+from ..core.catalog import READ_ONLY, classify
 from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.guard import Guard
+from ..errors import ConfigError
 from .metrics import GatewayMetrics
 from .upstream import Upstream
 
@@ -42,6 +45,8 @@ class Gateway:
         self.upstreams = {name: Upstream(spec) for name, spec in settings.upstreams.items()}
         self.guard = guard if guard is not None else _open_guard(settings)
         self._limiter = anyio.CapacityLimiter(_DECISION_THREADS)
+        self._base_catalog = settings.catalog
+        self._proposals: dict[str, dict[str, Any]] = {}
         self._health: tuple[float, dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -49,7 +54,37 @@ class Gateway:
     async def start(self, tg: anyio.abc.TaskGroup, names: list[str] | None = None) -> None:
         """Start the supervisors of the named upstreams (all by default)."""
         for name in names or list(self.upstreams):
-            await tg.start(self.upstreams[name].run)
+            upstream = self.upstreams[name]
+            await tg.start(upstream.run)
+            if self.settings.catalog.from_annotations:
+                tg.start_soon(self._learn_when_connected, upstream)
+
+    # ------------------------------------------------------------------ catalog.from_annotations
+
+    async def _learn_when_connected(self, upstream: Upstream) -> None:
+        try:
+            tools = await upstream.list_tools(upstream.settings.timeout_s)
+        except Exception:  # the first tools/list from a client tries again
+            log.warning("upstream %s: tool list not read for from_annotations", upstream.name)
+            return
+        self.learn_tools(upstream.name, tools)
+
+    def learn_tools(self, upstream: str, tools: list[types.Tool]) -> None:
+        """With ``catalog.from_annotations``, classify unlisted tools by the scan's rules.
+
+        Explicit catalog entries always win; tools of upstreams not yet listed stay
+        unlisted (they prompt) until their list is read.
+        """
+        if not self.settings.catalog.from_annotations or upstream in self._proposals:
+            return
+        from ..scan.heuristics import catalog_from_tools, extend_catalog
+
+        raw = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]
+        self._proposals[upstream] = catalog_from_tools(upstream, raw).catalog
+        catalog = self._base_catalog
+        for proposal in self._proposals.values():
+            catalog = extend_catalog(catalog, proposal)
+        self.settings.catalog = catalog  # one assignment: decisions see old or new, never half
 
     def close(self) -> None:
         for upstream in self.upstreams.values():
@@ -62,7 +97,18 @@ class Gateway:
     # ------------------------------------------------------------------ deciding
 
     async def decide(self, call: ToolCall) -> Decision:
-        """The core guard's decision, never later than its budget; any failure denies."""
+        """The core guard's decision, never later than its budget; any failure denies.
+
+        A read-only call is answered here, on the event loop: classifying is pure
+        and takes microseconds, so it pays for no thread hop. Everything else
+        goes to the guard in a worker thread.
+        """
+        try:
+            verdict = classify(call.tool_name, call.tool_input, self.settings.catalog)
+        except ConfigError:
+            verdict = None  # the guard classifies again and denies with the reason
+        if verdict is not None and verdict.kind == READ_ONLY:
+            return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
         budget = self.settings.guard.timeout_s
         try:
             with anyio.fail_after(budget + 1.0):

@@ -1,0 +1,74 @@
+"""A small, fast VM MCP server for bench_gateway.py: the upstream both paths reach.
+
+    python _gw_upstream.py stdio
+    python _gw_upstream.py http READY_FILE    # streamable HTTP on 127.0.0.1:<free port>
+
+Tools: ``get_vm(name)`` (read-only in the sandbox catalog) and
+``power_off_vm(name)`` (mutating). Both answer at once: no I/O, no sleep, so
+what the benchmark times is the transport and the gateway, not the tool. Over
+HTTP it serves the SDK's defaults (stateful sessions, SSE answers), as the
+gateway's own HTTP endpoint does, with uvicorn's access log off as there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("bench-vm", log_level="WARNING")
+
+
+@server.tool()
+def get_vm(name: str) -> str:
+    """One VM's state (read-only)."""
+    return f"{name}: poweredOn, 2 vCPU, 4096 MB"
+
+
+@server.tool()
+def power_off_vm(name: str) -> str:
+    """Power a VM off (mutating; this stand-in changes nothing)."""
+    return f"{name} is off"
+
+
+def serve_http(ready_file: str) -> None:
+    import anyio
+    import uvicorn
+
+    app = server.streamable_http_app(host="127.0.0.1")
+    # IPPROTO_TCP, as the gateway does: asyncio then sets TCP_NODELAY (else ~40 ms stalls).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    http = uvicorn.Server(config)
+
+    async def run() -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def announce() -> None:
+                for _ in range(1000):  # at most 20 s
+                    if http.started:
+                        break
+                    await anyio.sleep(0.02)
+                url = f"http://127.0.0.1:{port}/mcp"
+                tmp = f"{ready_file}.tmp"
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    json.dump({"url": url, "pid": os.getpid()}, fh)
+                os.replace(tmp, ready_file)
+
+            tg.start_soon(announce)
+            await http.serve(sockets=[sock])
+
+    anyio.run(run)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "http":
+        serve_http(sys.argv[2])
+    else:
+        server.run("stdio")
