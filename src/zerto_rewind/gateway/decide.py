@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
 
-from ..core.decision import ToolCall
+from ..core.decision import Row, ToolCall
 from ..core.decisions_log import write_record
 from ..errors import StateError
 from .proxy import CLIENT_SCOPE_KEY
@@ -51,11 +51,12 @@ async def decide_endpoint(gateway: Gateway, request: Request) -> Response:
     )
     decision = await gateway.decide(call)
     gateway.metrics.decided(decision, time.monotonic() - started, None)
-    record = decision.log_record(call)
-    record["client"] = str(request.scope.get(CLIENT_SCOPE_KEY, "unknown"))
-    # The answer matters more than its log line; /metrics still counts it.
-    with contextlib.suppress(StateError, OSError):
-        write_record(gateway.settings.log_path, record)
+    if decision.row != Row.READ_ONLY:  # as the standalone hook: no line for read-only calls
+        record = decision.log_record(call)
+        record["client"] = str(request.scope.get(CLIENT_SCOPE_KEY, "unknown"))
+        # The answer matters more than its log line; /metrics still counts it.
+        with contextlib.suppress(StateError, OSError):
+            write_record(gateway.settings.log_path, record)
     return JSONResponse(
         {
             "outcome": decision.outcome,

@@ -1,0 +1,285 @@
+"""The thin PreToolUse hook: ask the guard service, print its decision.
+
+It holds no ZVM credential, reads no zerto-rewind config and keeps no guard
+state: the service (``zerto-rewind gateway --socket`` or ``--listen``), which
+runs as another user or on another machine, classifies the call with its own
+catalog and tags with its own credentials. What the agent's user can change
+here is the hook command itself, which Claude Code snapshots at session start
+(and which a managed install puts out of the user's reach).
+
+Fail closed: a service that cannot be reached, answers late, or answers
+nonsense is a deny with the reason. A timer answers before the budget ends
+whatever the socket does.
+
+Service URL: ``unix:/path/to/socket`` (a local service; the socket's owner and
+mode decide who may ask) or ``https://host:port`` (a remote gateway, with a
+bearer token read from ``--token-file``).
+
+Import-light like the standalone hook: a unix-socket request uses the built-in
+``_socket`` and the C JSON scanner; only an https service loads ``ssl`` and
+``http.client``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .. import _fastjson
+from . import host
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["LAUNCH_CODE", "main", "run"]
+
+LAUNCH_CODE = "from zerto_rewind.claude_code.thin_hook import run; run()"
+DEFAULT_BUDGET_S = 150.0
+# The timer answers this long before the budget: room to write and exit.
+_MARGIN_S = 0.3
+_MAX_RESPONSE = 1024 * 1024
+
+_USAGE = """usage: zerto-rewind thin hook --service URL [--token-file F] [--ca-file F] [--budget S]
+
+Claude Code PreToolUse hook that asks the zerto-rewind guard service.
+"""
+
+
+class ServiceError(Exception):
+    """The service could not give a decision; the reason is for the human."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["hook"]:
+        args = args[1:]
+    try:
+        opts = _options(args)
+    except ValueError as exc:
+        sys.stderr.write(f"zerto-rewind thin hook: {exc}; the call is blocked.\n{_USAGE}")
+        return 2
+    data = sys.stdin.buffer.read()
+    try:
+        payload = host.parse_input(data)
+    except host.HookInputError as exc:
+        sys.stderr.write(f"zerto-rewind hook: {exc}. The call is blocked; check the hook wiring.\n")
+        return 2
+    budget = float(opts.get("budget", DEFAULT_BUDGET_S))
+    _arm_timer(budget, payload.tool_name, opts["service"])
+    try:
+        answer = ask_service(opts, data, timeout_s=max(0.2, budget - _MARGIN_S - 0.2))
+        text, code = _render(answer)
+    except ServiceError as exc:
+        text, code = _deny(payload.tool_name, opts["service"], str(exc))
+    except Exception as exc:  # the last line of defence: deny, never crash
+        text, code = _deny(payload.tool_name, opts["service"], f"{type(exc).__name__}: {exc}")
+    _disarm_timer()
+    if text:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    return code
+
+
+def _options(args: list[str]) -> dict[str, str]:
+    opts: dict[str, str] = {}
+    known = {"--service": "service", "--token-file": "token_file", "--ca-file": "ca_file",
+             "--budget": "budget"}  # fmt: skip
+    i = 0
+    while i < len(args):
+        key = known.get(args[i])
+        if key is None or i + 1 >= len(args):
+            msg = f"unexpected arguments {args[i:]!r}"
+            raise ValueError(msg)
+        opts[key] = args[i + 1]
+        i += 2
+    if "service" not in opts:
+        msg = "--service URL is required"
+        raise ValueError(msg)
+    if "budget" in opts:
+        try:
+            if float(opts["budget"]) <= 0:
+                raise ValueError
+        except ValueError:
+            msg = f"--budget must be a positive number of seconds, not {opts['budget']!r}"
+            raise ValueError(msg) from None
+    return opts
+
+
+# ---------------------------------------------------------------- the request
+
+
+def ask_service(opts: dict[str, str], body: bytes, *, timeout_s: float) -> dict[str, Any]:
+    """POST the payload to ``/v1/decide``; the service's decision as a dict."""
+    service = opts["service"]
+    if service.startswith("unix:"):
+        status, raw = _post_unix(service[5:], body, timeout_s)
+    elif service.startswith("https://"):
+        status, raw = _post_https(service, body, opts, timeout_s)
+    else:
+        msg = f"the service URL {service!r} is neither unix:/path nor https://host:port"
+        raise ServiceError(msg)
+    if status != 200:
+        detail = _error_detail(raw)
+        msg = f"the service answered HTTP {status}{detail}"
+        raise ServiceError(msg)
+    try:
+        answer = _fastjson.loads(raw)
+    except ValueError:
+        msg = "the service's answer is not JSON"
+        raise ServiceError(msg) from None
+    if not isinstance(answer, dict) or not isinstance(answer.get("outcome"), str):
+        msg = "the service's answer has no outcome"
+        raise ServiceError(msg)
+    return answer
+
+
+def _post_unix(path: str, body: bytes, timeout_s: float) -> tuple[int, bytes]:
+    import _socket
+
+    head = (
+        "POST /v1/decide HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout_s)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            msg = f"cannot connect to its socket {path} ({exc.strerror or exc})"
+            raise ServiceError(msg) from None
+        try:
+            sock.sendall(head + body)
+            chunks = []
+            size = 0
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > _MAX_RESPONSE:
+                    msg = "its answer is too large"
+                    raise ServiceError(msg)
+                chunks.append(chunk)
+        except TimeoutError:
+            msg = f"no answer within {timeout_s:.1f} s"
+            raise ServiceError(msg) from None
+        except OSError as exc:
+            msg = f"the connection failed ({exc.strerror or exc})"
+            raise ServiceError(msg) from None
+    finally:
+        sock.close()
+    return _parse_http(b"".join(chunks))
+
+
+def _parse_http(raw: bytes) -> tuple[int, bytes]:
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n", 1)[0].split()
+    if not sep or len(status_line) < 2 or not status_line[1].isdigit():
+        msg = "its answer is not an HTTP response"
+        raise ServiceError(msg)
+    headers = head.lower()
+    if b"transfer-encoding: chunked" in headers:
+        body = _unchunk(body)
+    return int(status_line[1]), body
+
+
+def _unchunk(body: bytes) -> bytes:
+    out = []
+    while body:
+        size_line, _, rest = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0] or b"0", 16)
+        if size == 0:
+            break
+        out.append(rest[:size])
+        body = rest[size + 2 :]
+    return b"".join(out)
+
+
+def _post_https(url: str, body: bytes, opts: dict[str, str], timeout_s: float) -> tuple[int, bytes]:
+    import http.client
+    import ssl
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    context = ssl.create_default_context(cafile=opts.get("ca_file"))
+    headers = {"Content-Type": "application/json"}
+    token_file = opts.get("token_file")
+    if token_file:
+        try:
+            with open(token_file, encoding="utf-8") as fh:
+                headers["Authorization"] = f"Bearer {fh.read().strip()}"
+        except OSError as exc:
+            msg = f"cannot read the token file {token_file} ({exc.strerror})"
+            raise ServiceError(msg) from None
+    conn = http.client.HTTPSConnection(
+        parts.hostname or "", parts.port or 443, timeout=timeout_s, context=context
+    )
+    try:
+        conn.request("POST", parts.path.rstrip("/") + "/v1/decide", body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read(_MAX_RESPONSE)
+    except TimeoutError:
+        msg = f"no answer within {timeout_s:.1f} s"
+        raise ServiceError(msg) from None
+    except (OSError, http.client.HTTPException) as exc:
+        msg = f"the connection failed ({type(exc).__name__}: {exc})"
+        raise ServiceError(msg) from None
+    finally:
+        conn.close()
+
+
+def _error_detail(raw: bytes) -> str:
+    try:
+        data = _fastjson.loads(raw)
+    except ValueError:
+        return ""
+    return f" ({data['error']})" if isinstance(data, dict) and "error" in data else ""
+
+
+# ---------------------------------------------------------------- the answer
+
+
+def _render(answer: dict[str, Any]) -> tuple[str, int]:
+    prompt_as = answer.get("prompt_as") if answer.get("prompt_as") in ("ask", "deny") else "ask"
+    return host.render(
+        str(answer["outcome"]),
+        str(answer.get("reason") or ""),
+        str(answer.get("context") or ""),
+        prompt_as=str(prompt_as),
+    )
+
+
+def _deny(tool: str, service: str, why: str) -> tuple[str, int]:
+    reason = (
+        f"zerto-rewind denied {tool}: the guard service ({service}) could not decide: {why}. "
+        "The call was not run. An operator can check the service (zerto-rewind doctor, "
+        "its /healthz)."
+    )
+    return host.render("deny", reason, "")
+
+
+def _arm_timer(budget_s: float, tool: str, service: str) -> None:
+    """SIGALRM answers deny just before the budget, whatever the socket is doing."""
+    import signal
+
+    def fire(signum: int, frame: object) -> None:
+        text, code = _deny(tool, service, f"no decision within the hook's {budget_s:g} s budget")
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        os._exit(code)
+
+    signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, max(0.05, budget_s - _MARGIN_S))
+
+
+def _disarm_timer() -> None:
+    import signal
+
+    signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def run() -> None:
+    """Entry point for ``python -c LAUNCH_CODE --service URL``."""
+    sys.exit(main())

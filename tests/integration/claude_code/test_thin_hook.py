@@ -1,0 +1,164 @@
+"""The thin hook asks the guard service on a unix socket; every failure is a deny in time."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
+from zerto_rewind.cli.sandbox import Sandbox
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[Sandbox]:
+    with Sandbox(str(tmp_path / "box"), guard={"timeout_s": 10}) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture
+def service(box: Sandbox, tmp_path: Path) -> Iterator[str]:
+    """`zerto-rewind gateway --socket` (the guard service), no upstreams: a hook-only service."""
+    box.write_config(state_dir=box.state_dir, log=box.log_path)
+    sock = tmp_path / "guard.sock"
+    ready = tmp_path / "ready.json"
+    stderr = tmp_path / "service.stderr"
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "zerto_rewind", "gateway", "--socket", str(sock),
+             "--ready-file", str(ready)],
+            env=box.env(),
+            stdin=subprocess.DEVNULL,
+            stderr=err,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert proc.poll() is None, stderr.read_text()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        yield f"unix:{sock}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def thin_hook(
+    service: str, tool: str, tool_input: dict[str, Any], *, budget: float = 20.0
+) -> tuple[int, dict[str, Any] | None, str, float]:
+    """Run the thin hook as Claude Code would; (code, hookSpecificOutput, stderr, seconds)."""
+    payload = {
+        "session_id": "thin-session-1",
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool,
+        "tool_input": tool_input,
+        "tool_use_id": "toolu_thin",
+    }
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", LAUNCH_CODE, "--service", service, "--budget", str(budget)],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=budget + 30,
+        env={"PATH": "/usr/bin:/bin"},  # no ZERTO_* variable, no config: the hook needs none
+        check=False,
+    )
+    elapsed = time.monotonic() - started
+    out = json.loads(proc.stdout)["hookSpecificOutput"] if proc.stdout.strip() else None
+    return proc.returncode, out, proc.stderr, elapsed
+
+
+def test_the_service_decides_every_row(service: str, box: Sandbox) -> None:
+    """Confirmed → context; failed → deny; unlisted → ask; read-only → silent; all logged there."""
+    code, out, _, _ = thin_hook(service, "mcp__vsphere__power_off_vm", {"name": "jp-ubuntu"})
+    assert code == 0
+    assert out is not None
+    assert "a Zerto checkpoint protects" in out["additionalContext"]
+    _, failed, _, _ = thin_hook(service, "mcp__vsphere__power_off_vm", {"name": "sql-paused-1"})
+    assert failed is not None
+    assert failed["permissionDecision"] == "deny"
+    assert "paused-vpg" in failed["permissionDecisionReason"]
+    _, unlisted, _, _ = thin_hook(service, "mcp__other__thing", {})
+    assert unlisted is not None
+    assert unlisted["permissionDecision"] == "ask"
+    code, silent, _, _ = thin_hook(service, "mcp__vsphere__list_vms", {})
+    assert (code, silent) == (0, None)
+    assert box.tag_requests("jp-local") == 1
+    rows = [json.loads(line)["row"] for line in Path(box.log_path).read_text().splitlines()]
+    assert rows == ["confirmed", "failed", "unlisted"]
+
+
+def test_an_unreachable_service_denies_with_the_reason(tmp_path: Path) -> None:
+    """No socket: deny, naming the service and what failed; never a silent pass."""
+    service = f"unix:{tmp_path / 'absent.sock'}"
+    code, out, _, _ = thin_hook(service, "mcp__vsphere__power_off_vm", {"name": "jp-ubuntu"})
+    assert code == 0
+    assert out is not None
+    assert out["permissionDecision"] == "deny"
+    assert "could not decide" in out["permissionDecisionReason"]
+    assert "absent.sock" in out["permissionDecisionReason"]
+
+
+def test_a_service_that_never_answers_is_a_deny_before_the_budget(tmp_path: Path) -> None:
+    """A socket that accepts and then says nothing: deny before the hook's budget ends."""
+    path = tmp_path / "mute.sock"
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mute.bind(str(path))
+    mute.listen(4)
+    try:
+        code, out, _, elapsed = thin_hook(f"unix:{path}", "mcp__vsphere__power_off_vm",
+                                          {"name": "jp-ubuntu"}, budget=2.0)  # fmt: skip
+    finally:
+        mute.close()
+    assert code == 0
+    assert out is not None
+    assert out["permissionDecision"] == "deny"
+    assert elapsed < 2.0 + 1.0  # interpreter start-up is the slack
+
+
+def test_a_service_that_answers_nonsense_is_a_deny(tmp_path: Path) -> None:
+    """An HTTP answer that is not a decision: deny, with what was wrong."""
+    import threading
+
+    path = tmp_path / "liar.sock"
+    liar = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    liar.bind(str(path))
+    liar.listen(4)
+
+    def answer() -> None:
+        conn, _ = liar.accept()
+        conn.recv(65536)
+        conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n{"ok": true}\n')
+        conn.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        _, out, _, _ = thin_hook(f"unix:{path}", "mcp__vsphere__power_off_vm", {"name": "x"})
+    finally:
+        liar.close()
+    assert out is not None
+    assert out["permissionDecision"] == "deny"
+    assert "no outcome" in out["permissionDecisionReason"]
+
+
+def test_bad_stdin_blocks_the_call(tmp_path: Path) -> None:
+    """Not a PreToolUse payload: exit 2 (Claude Code blocks the call), the reason on stderr."""
+    proc = subprocess.run(
+        [sys.executable, "-c", LAUNCH_CODE, "--service", f"unix:{tmp_path / 's'}"],
+        input="not json",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "not valid JSON" in proc.stderr
