@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -29,6 +30,7 @@ from .doctor_config import (
     vm_arg_check,
 )
 from .doctor_host import HostFile, hook_config, host_checks, installed_matchers
+from .doctor_live import live_checks, tie_check
 from .doctor_mcp import mcp_server_checks
 
 __all__ = ["Check", "default_settings_files", "main", "run_checks"]
@@ -82,6 +84,7 @@ def run_checks(
     if settings is not None:
         checks += secret_and_zvm_checks(settings, env, zvm_deadline_s)
         checks += [vm_arg_check(settings), tls_check(settings), pending_check(settings)]
+        checks.append(tie_check(settings))
     checks += host_checks(hosts, settings, config_path(env))
     sources = read_sources(env, projects=project_dirs, extra_files=mcp_files)
     checks += mcp_server_checks(sources, settings, installed_matchers(hosts))
@@ -121,13 +124,33 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="an MCP config the host is started with (claude --mcp-config FILE)",
     )
+    live = parser.add_argument_group(
+        "live tool list", "compare the catalog with a server's tools/list (`-- COMMAND [ARGS…]`)"
+    )
+    live.add_argument("--server", metavar="NAME", help="the name the host gives the server")
+    live.add_argument("--url", metavar="URL", help="a streamable-HTTP server")
+    live.add_argument(
+        "--header", action="append", default=[], metavar="K:V", help="an HTTP header for --url"
+    )
+    live.add_argument("--tools-json", metavar="FILE", help="a saved tools/list result")
+    live.add_argument(
+        "--timeout", type=float, default=30.0, metavar="S", help="for the server (default 30)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     return parser
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """Run ``zerto-rewind doctor``; exit 1 when any check failed."""
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, command = argv[:cut], argv[cut + 1 :]
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if (command or args.url or args.tools_json) and not args.server:
+        parser.error("--server NAME is needed to compare with a live tool list")
     env = os.environ if env is None else env
     files: list[str] = list(args.settings)
     if args.project:
@@ -142,6 +165,8 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         project_dirs=[args.project] if args.project else None,
         mcp_files=args.mcp_config,
     )
+    if args.server:
+        checks += _live(args, command, env)
     failed = any(c.status == "fail" for c in checks)
     if args.json:
         report = {"ok": not failed, "checks": [c.to_json() for c in checks]}
@@ -149,6 +174,28 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     else:
         _print(checks)
     return 1 if failed else 0
+
+
+def _live(args: argparse.Namespace, command: list[str], env: Mapping[str, str]) -> list[Check]:
+    """The live comparison: the server's tools/list against the config's catalog."""
+    from ..config.loader import load_config
+    from ..errors import ZertoRewindError
+    from .catalog_cmd import _tools
+
+    run_env = dict(env)
+    if args.config:
+        run_env["ZERTO_REWIND_CONFIG"] = args.config
+    try:
+        settings = load_config(run_env)
+    except ZertoRewindError as exc:
+        return [Check("live: tools read", "fail", f"the config did not load: {exc}")]
+    source = args.url or args.tools_json or shlex.join(command) or "nothing"
+    try:
+        tools = _tools(args, command)
+    except (ZertoRewindError, OSError, ValueError) as exc:
+        detail = f"could not read the tools/list of {args.server} from {source}: {exc}"
+        return [Check("live: tools read", "fail", detail, "check the command, URL or file")]
+    return live_checks(settings, args.server, tools, source)
 
 
 def _print(checks: list[Check]) -> None:

@@ -119,6 +119,7 @@ def test_everything_passes_for_a_correct_install(
         "vm_arg": "pass",
         "tls": "pass",
         "on_pending": "pass",
+        "catalog ties": "pass",
         "hook installed": "pass",
         "hook command": "pass",
         "hook timeout": "pass",

@@ -1,0 +1,117 @@
+"""The doctor's comparison of the catalog with a live server's ``tools/list`` (issue 12).
+
+:func:`live_checks` is pure: given the settings, the name the host gives the server
+and its tools (read by :mod:`zerto_rewind.scan.client`, or a saved dump), it reports
+
+* ``live: unlisted`` — server tools the catalog does not list (each call prompts as
+  unlisted);
+* ``live: read-only`` — catalog read-only tools the server marks destructive or not
+  read-only (a failure: the guard would let them change a VM unguarded);
+* ``live: vm_arg`` — ``vm_arg`` paths that are not in the tool's input schema (each
+  call would prompt "no VM");
+* ``live: stale`` — catalog entries for tools the server no longer has.
+
+:func:`tie_check` reports read-only / mutating pattern ties (they fall to mutating).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..config.settings import Settings
+from ..core.catalog import MUTATING, READ_ONLY, UNLISTED, classify, pattern_ties
+from .doctor_config import Check
+
+__all__ = ["live_checks", "tie_check"]
+
+_SHOWN = 12
+
+
+def _names(items: Sequence[str]) -> str:
+    more = f" … and {len(items) - _SHOWN} more" if len(items) > _SHOWN else ""
+    return ", ".join(items[:_SHOWN]) + more
+
+
+def live_checks(
+    settings: Settings, server: str, tools: Sequence[Mapping[str, Any]], source: str
+) -> list[Check]:
+    """Compare the catalog with ``tools`` (``tools/list`` entries) of ``server``."""
+    catalog = settings.catalog
+    prefix = f"mcp__{server}__"
+    live = {str(t.get("name")): t for t in tools if isinstance(t.get("name"), str)}
+    unlisted, unsafe, no_vm = [], [], []
+    for name, tool in live.items():
+        verdict = classify(prefix + name, {}, catalog)
+        if verdict.kind == UNLISTED:
+            unlisted.append(prefix + name)
+        annotations = tool.get("annotations") or {}
+        if verdict.kind == READ_ONLY and (
+            annotations.get("destructiveHint") is True or annotations.get("readOnlyHint") is False
+        ):
+            marks = "destructive" if annotations.get("destructiveHint") else "not read-only"
+            unsafe.append(f"{prefix}{name} (the server marks it {marks})")
+        if verdict.kind == MUTATING and verdict.spec is not None and verdict.spec.vm_arg:
+            properties = (tool.get("inputSchema") or {}).get("properties") or {}
+            paths = [p.path for p in verdict.spec.vm_arg]
+            heads = [p.parts[0].removesuffix("[]") for p in verdict.spec.vm_arg]
+            if not any(head in properties for head in heads):
+                known = ", ".join(sorted(properties)) or "none"
+                no_vm.append(f"{prefix}{name}: vm_arg {paths} (its arguments: {known})")
+    stale = [
+        entry
+        for entry in (*catalog.read_only, *catalog.tools)
+        if entry.startswith(prefix)
+        and "*" not in entry
+        and "?" not in entry
+        and entry.removeprefix(prefix) not in live
+    ]
+    where = f"{server} ({source}, {len(live)} tools)"
+    checks = [Check("live: tools read", "pass", f"read the tools/list of {where}")]
+    if unlisted:
+        detail = (
+            f"{len(unlisted)} tools of {server} are not in the catalog, so each call prompts "
+            f"as unlisted: {_names(unlisted)}"
+        )
+        fix = f"zerto-rewind catalog scan --server {server} --merge CONFIG … adds them for review"
+        checks.append(Check("live: unlisted", "warn", detail, fix))
+    else:
+        checks.append(Check("live: unlisted", "pass", f"the catalog lists every tool of {where}"))
+    if unsafe:
+        detail = (
+            f"catalog read-only tools the server says change things (never guarded): "
+            f"{_names(unsafe)}"
+        )
+        fix = "move them from read_only_tools to tools (with vm_arg, vpgs or decision)"
+        checks.append(Check("live: read-only", "fail", detail, fix))
+    else:
+        checks.append(Check("live: read-only", "pass", "no catalog read-only tool is destructive"))
+    if no_vm:
+        detail = (
+            f"vm_arg not in the tool's input schema, so each call prompts 'no VM': {_names(no_vm)}"
+        )
+        fix = "set vm_arg to the argument that names the VM (see the schema shown)"
+        checks.append(Check("live: vm_arg", "warn", detail, fix))
+    else:
+        checks.append(Check("live: vm_arg", "pass", "every vm_arg is in its tool's schema"))
+    if stale:
+        detail = f"catalog entries for tools {server} no longer has: {_names(stale)}"
+        fix = f"remove them, or check that {server!r} is the server they were written for"
+        checks.append(Check("live: stale", "warn", detail, fix))
+    else:
+        checks.append(Check("live: stale", "pass", f"every exact {prefix}… entry exists"))
+    return checks
+
+
+def tie_check(settings: Settings) -> Check:
+    """Read-only and ``tools`` patterns of equal specificity that some name matches both."""
+    ties = pattern_ties(settings.catalog)
+    if not ties:
+        return Check("catalog ties", "pass", "no read-only / mutating pattern ties")
+    pairs = [f"{ro} vs {tool}" for ro, tool in ties]
+    detail = (
+        f"patterns of equal specificity in read_only_tools and tools: a name both match is "
+        f"mutating (every call checkpointed): {_names(pairs)}"
+    )
+    fix = "add an exact name, or make the intended pattern more specific"
+    return Check("catalog ties", "warn", detail, fix)

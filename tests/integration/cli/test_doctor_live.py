@@ -1,0 +1,114 @@
+"""``zerto-rewind doctor --server NAME`` compares the catalog with the live tool list (#12)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zerto_rewind.cli.doctor import main
+
+STAND_IN = Path(__file__).resolve().parents[2] / "e2e" / "vm_mcp_server.py"
+ZVM = {"url": "https://127.0.0.1:9", "username": "admin", "password_env": "ZPW"}
+
+
+def write_config(tmp_path: Path, read_only: list[str], tools: dict[str, Any]) -> Path:
+    path = tmp_path / "zerto-rewind.json"
+    path.write_text(json.dumps({"zvm": ZVM, "read_only_tools": read_only, "tools": tools}))
+    path.chmod(0o600)
+    return path
+
+
+def live(capsys: pytest.CaptureFixture[str], config: Path, *args: str) -> dict[str, Any]:
+    """Run doctor with the live comparison; the live checks by name (others are ignored)."""
+    main(["--config", str(config), "--settings", "/nonexistent", "--json", *args], env={"ZPW": ""})
+    report = json.loads(capsys.readouterr().out)
+    return {c["name"]: c for c in report["checks"] if c["name"].startswith("live")}
+
+
+def test_the_stand_in_server_against_a_stale_catalog(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Unlisted tools, a vm_arg not in the schema and a tool the server lacks are all named."""
+    config = write_config(
+        tmp_path,
+        ["mcp__vsphere__list_vms", "mcp__vsphere__get_*"],
+        {
+            "mcp__vsphere__power_off_vm": {"vm_arg": "vm"},  # the schema says `name`
+            "mcp__vsphere__reconfigure_vm": {"vm_arg": "vm.name"},
+            "mcp__vsphere__delete_vm": {"vm_arg": "name"},  # the server has no such tool
+        },
+    )
+    checks = live(capsys, config, "--server", "vsphere", "--", sys.executable, str(STAND_IN))
+    assert checks["live: tools read"]["status"] == "pass"
+    unlisted = checks["live: unlisted"]
+    assert unlisted["status"] == "warn"
+    for tool in ("snapshot_vms", "run_command", "mystery_tool"):
+        assert f"mcp__vsphere__{tool}" in unlisted["detail"]
+    assert "reconfigure_vm" not in unlisted["detail"]
+    vm_arg = checks["live: vm_arg"]
+    assert vm_arg["status"] == "warn"
+    assert "mcp__vsphere__power_off_vm: vm_arg ['vm'] (its arguments: name)" in vm_arg["detail"]
+    assert "reconfigure_vm" not in vm_arg["detail"]
+    assert checks["live: stale"]["status"] == "warn"
+    assert "mcp__vsphere__delete_vm" in checks["live: stale"]["detail"]
+    assert checks["live: read-only"]["status"] == "pass"
+
+
+def test_a_read_only_tool_the_server_marks_destructive_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """From a tools/list dump: get_and_reset is destructive, the catalog says read-only."""
+    dump = tmp_path / "tools.json"
+    tools = [
+        {"name": "get_vm", "annotations": {"readOnlyHint": True}, "inputSchema": {}},
+        {"name": "get_and_reset", "annotations": {"destructiveHint": True}, "inputSchema": {}},
+        {"name": "list_vms", "annotations": {"readOnlyHint": False}, "inputSchema": {}},
+    ]
+    dump.write_text(json.dumps({"tools": tools}))
+    config = write_config(tmp_path, ["mcp__vc__get_*", "mcp__vc__list_vms"], {})
+    checks = live(capsys, config, "--server", "vc", "--tools-json", str(dump))
+    read_only = checks["live: read-only"]
+    assert read_only["status"] == "fail"
+    assert "mcp__vc__get_and_reset (the server marks it destructive)" in read_only["detail"]
+    assert "mcp__vc__list_vms (the server marks it not read-only)" in read_only["detail"]
+    assert "get_vm" not in read_only["detail"]
+    assert checks["live: unlisted"]["status"] == "pass"
+
+
+def test_the_mcvsphere_dump_against_the_reviewed_catalog_is_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The scanned mcvsphere catalog, installed as-is, agrees with mcvsphere's own list."""
+    data = Path(__file__).resolve().parents[2] / "data"
+    catalog = json.loads((data / "catalogs" / "mcvsphere.catalog.json").read_text())
+    config = write_config(tmp_path, catalog["read_only_tools"], catalog["tools"])
+    dump = data / "servers" / "mcvsphere.tools.json"
+    checks = live(capsys, config, "--server", "mcvsphere", "--tools-json", str(dump))
+    assert {n: c["status"] for n, c in checks.items()} == {
+        "live: tools read": "pass",
+        "live: unlisted": "pass",
+        "live: read-only": "pass",
+        "live: vm_arg": "pass",
+        "live: stale": "pass",
+    }
+
+
+def test_doctor_reports_pattern_ties(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """get_* (13) vs *t_vm (13): a tie that falls to mutating is reported."""
+    config = write_config(tmp_path, ["mcp__vc__get_*"], {"mcp__vc__*t_vm": {"vm_arg": "name"}})
+    main(["--config", str(config), "--settings", "/nonexistent", "--json"], env={"ZPW": ""})
+    report = json.loads(capsys.readouterr().out)
+    (tie,) = [c for c in report["checks"] if c["name"] == "catalog ties"]
+    assert tie["status"] == "warn"
+    assert "mcp__vc__get_* vs mcp__vc__*t_vm" in tie["detail"]
+
+
+def test_server_is_required_for_a_live_source(tmp_path: Path) -> None:
+    """`-- COMMAND` without --server is a usage error."""
+    with pytest.raises(SystemExit) as stop:
+        main(["--tools-json", str(tmp_path / "x.json")])
+    assert stop.value.code == 2
