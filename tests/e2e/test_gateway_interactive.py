@@ -91,7 +91,7 @@ def test_approve_runs_the_call(
     screen = tmux.wait_for(lambda s: FORM_TITLE in s, "the gateway's question", WAIT_S)
 
     assert f"no VPG protects {VM.unknown}" in flat(screen)
-    assert f"Run {POWER_OFF} anyway, with no Zerto checkpoint in front of it?" in flat(screen)
+    assert f"Run {POWER_OFF} with no Zerto checkpoint in front of it?" in flat(screen)
     assert "Run it without a checkpoint" in screen
     time.sleep(1.0)  # while the question is open, nothing has run
     assert rig.power_states()[VM.unknown] == "poweredOn"
@@ -104,7 +104,8 @@ def test_approve_runs_the_call(
 
     tmux.wait_for(lambda s: "powered off without a rewind point" in s, "the final answer", WAIT_S)
     assert rig.power_states()[VM.unknown] == "poweredOff"
-    [record] = rig.log()[log_start:]
+    asked, record = rig.log()[log_start:]  # logged when asked, then with the answer
+    assert asked["answer"] == "asked"
     assert (record["row"], record["decision"], record["answer"]) == (
         "vm_unknown",
         "prompt",
@@ -129,7 +130,7 @@ def test_decline_does_not_run_the_call(
     screen = tmux.wait_for(lambda s: FORM_TITLE in s, "the gateway's question", WAIT_S)
 
     assert "is not in the zerto-rewind catalog" in flat(screen)
-    assert f"Run {SUSPEND} anyway, with no Zerto checkpoint in front of it?" in flat(screen)
+    assert f"Run {SUSPEND} with no Zerto checkpoint in front of it?" in flat(screen)
 
     press(tmux, "Down")
     tmux.wait_for(lambda s: "❯ Accept" in s, "Accept selected")
@@ -139,7 +140,8 @@ def test_decline_does_not_run_the_call(
 
     tmux.wait_for(lambda s: "left it alone" in s, "the final answer", WAIT_S)
     assert rig.power_states()[VM.unlisted] == "poweredOn"  # not suspended
-    [record] = rig.log()[log_start:]
+    asked, record = rig.log()[log_start:]  # logged when asked, then with the answer
+    assert asked["answer"] == "asked"
     assert (record["row"], record["decision"], record["answer"]) == (
         "unlisted",
         "prompt",

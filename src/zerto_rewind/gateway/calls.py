@@ -63,6 +63,7 @@ class CallContext:
 
     client: str
     session_id: str | None
+    tool_use_id: str | None = None
     # Handshake-era clients are asked over the connection's back channel.
     ask: Asker | None = None
     # 2026-07-28 clients are asked by returning an InputRequiredResult; they
@@ -101,7 +102,12 @@ async def handle_call(
     started_wall, started_mono = time.time(), time.monotonic()
     name = host_tool_name(upstream.name, tool)
     call = ToolCall(
-        name, arguments or {}, session_id=ctx.session_id, origin="gateway", started_at=started_wall
+        name,
+        arguments or {},
+        session_id=ctx.session_id,
+        tool_use_id=ctx.tool_use_id,
+        origin="gateway",
+        started_at=started_wall,
     )
     decision = await gateway.decide(call)
     answer: str | None = None
@@ -110,6 +116,8 @@ async def handle_call(
         if ctx.ask is None and ctx.ask_inline:
             inline = _inline_answer(call, ctx)
             if inline is None:
+                # Logged now: a question nobody ever answers still leaves its line.
+                _log(gateway, decision, call, ctx, "asked")
                 return _question(decision, call)
             forward, answer = inline
         else:
@@ -149,10 +157,8 @@ async def _prompt(gateway: Gateway, decision: Decision, ctx: CallContext) -> tup
 
 
 def _question_text(decision: Decision) -> str:
-    return (
-        f"{decision.reason}\n\nRun {decision.tool_name} anyway, with no Zerto checkpoint "
-        "in front of it?"
-    )
+    # The question first: a host may show only the first line of a long message.
+    return f"Run {decision.tool_name} with no Zerto checkpoint in front of it?\n\n{decision.reason}"
 
 
 def _call_state(call: ToolCall) -> str:

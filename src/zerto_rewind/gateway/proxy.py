@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -55,6 +56,7 @@ def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
         context = CallContext(
             client=_client_name(ctx),
             session_id=_session_id(ctx),
+            tool_use_id=_tool_use_id(params),
             ask=_asker(ctx) if back_channel else None,
             ask_inline=capable and not back_channel,
             input_responses=dict(params.input_responses or {}),
@@ -85,6 +87,13 @@ def _os_user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
+
+
+def _tool_use_id(params: types.CallToolRequestParams) -> str | None:
+    """Claude Code names the model's tool use in ``_meta``; the log keeps it for tracing."""
+    meta: Mapping[str, Any] = params.meta or {}
+    value = meta.get("claudecode/toolUseId")
+    return value if isinstance(value, str) else None
 
 
 def _session_id(ctx: ServerRequestContext[Any]) -> str | None:

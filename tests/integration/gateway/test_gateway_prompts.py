@@ -92,8 +92,10 @@ async def test_approve_forwards_the_call(
     assert len(seen) == 1
     assert "without a checkpoint" in seen[0] or "no Zerto checkpoint" in seen[0]
     assert [a["tool"] for a in actions(actions_log)] == [tool]
-    (logged,) = [d for d in decisions(box) if d["row"] == row]
-    assert logged["answer"] == "approved"
+    # A 2026-07-28 client is asked by an InputRequiredResult: that question is logged
+    # at once ("asked"), so one nobody answers still leaves a line; then the answer.
+    answers = [d["answer"] for d in decisions(box) if d["row"] == row]
+    assert answers == (["asked", "approved"] if mode == "auto" else ["approved"])
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
