@@ -13,7 +13,9 @@ One upstream, ``_gw_upstream.py`` (two instant tools, ``get_vm`` read-only and
 Read-only calls alternate between the four paths call by call (the order
 rotates each round), so load on the machine falls on all of them alike; the
 added latency is the median of the per-round differences (gateway − direct).
-Throughput alternates blocks of 20 concurrent sessions on each HTTP path.
+Throughput alternates blocks of 20 concurrent sessions on each HTTP path; the
+CPU each process spent per call in those blocks (client, gateway, upstream; from
+/proc) shows where the time goes, whatever else the machine is running.
 The confirmed decision goes through a warm gateway (its first call paid the
 token and caches); L is the tag's own landing delay from the decision log
 (``landed_at`` − ``requested_at``), as in bench_confirmed.py.
@@ -146,6 +148,51 @@ def added_ms(times: dict[str, list[float]], gw: str, direct: str) -> tuple[float
 # ---------------------------------------------------------------------- 2. throughput
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds these processes used so far (Linux /proc; 0 elsewhere)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
+            return [int(x) for x in fh.read().split()]
+    except OSError:
+        return []
+
+
+class CpuPerCall:
+    """CPU per call, by process role, summed over the blocks of one path."""
+
+    def __init__(self, roles: dict[str, list[int]]) -> None:
+        self.roles = roles
+        self.spent = dict.fromkeys(["client", *roles], 0.0)
+        self.calls = 0
+
+    async def timed(self, sessions: list[Client], calls_each: int) -> float:
+        before = {role: cpu_seconds(pids) for role, pids in self.roles.items()}
+        client_before = time.process_time()
+        rate = await block(sessions, calls_each)
+        self.spent["client"] += time.process_time() - client_before
+        for role, pids in self.roles.items():
+            self.spent[role] += cpu_seconds(pids) - before[role]
+        self.calls += len(sessions) * calls_each
+        return rate
+
+    def ms(self, role: str) -> str:
+        if role not in self.spent or not self.calls:
+            return "-"
+        return f"{self.spent[role] / self.calls * 1000:.2f}"
+
+
 async def block(sessions: list[Client], calls_each: int) -> float:
     """Calls per second with every session calling at once, ``calls_each`` calls each."""
 
@@ -161,7 +208,12 @@ async def block(sessions: list[Client], calls_each: int) -> float:
 
 
 async def throughput(
-    direct_url: str, gw_url: str, token_list: list[str], blocks: int, calls_each: int
+    direct_url: str,
+    gw_url: str,
+    token_list: list[str],
+    blocks: int,
+    calls_each: int,
+    cpu: dict[str, CpuPerCall],
 ) -> tuple[list[float], list[float]]:
     async with AsyncExitStack() as stack:
         direct = [
@@ -176,8 +228,8 @@ async def throughput(
         d_rates, g_rates = [], []
         for n in range(blocks):
             first, second = (direct, gateway) if n % 2 == 0 else (gateway, direct)
-            a = await block(first, calls_each)
-            b = await block(second, calls_each)
+            a = await cpu["direct" if n % 2 == 0 else "gateway"].timed(first, calls_each)
+            b = await cpu["gateway" if n % 2 == 0 else "direct"].timed(second, calls_each)
             d, g = (a, b) if n % 2 == 0 else (b, a)
             d_rates.append(d)
             g_rates.append(g)
@@ -304,17 +356,26 @@ async def run(box: _bench.Sandbox, args: argparse.Namespace, tmp: str) -> int:
             print(f"  stdio: {stdio_added:.2f} ms (medians differ by {stdio_diff:.2f} ms)")
             print(f"  HTTP:  {http_added:.2f} ms (medians differ by {http_diff:.2f} ms)\n")
 
+            cpu = {
+                "direct": CpuPerCall({"upstream": [up_http.pid]}),
+                "gateway": CpuPerCall(
+                    {"gateway": [gw_http.pid], "upstream": children(gw_http.pid)}
+                ),
+            }
             d_rates, g_rates = await throughput(
-                direct_url, gw_url, token_list, args.blocks, args.calls
+                direct_url, gw_url, token_list, args.blocks, args.calls, cpu
             )
             ratio = _bench.median(g_rates) / _bench.median(d_rates)
             _bench.table(
-                ["path (HTTP)", f"calls/s, {SESSIONS} sessions (per block)", "median"],
-                [["direct", ", ".join(f"{r:.0f}" for r in d_rates), _bench.median(d_rates)],
-                 ["gateway", ", ".join(f"{r:.0f}" for r in g_rates), _bench.median(g_rates)]],
+                ["path (HTTP)", f"calls/s, {SESSIONS} sessions (per block)", "median",
+                 "CPU ms/call: client", "gateway", "upstream"],
+                [[name, ", ".join(f"{r:.0f}" for r in rates), _bench.median(rates),
+                  cpu[name].ms("client"), cpu[name].ms("gateway"), cpu[name].ms("upstream")]
+                 for name, rates in (("direct", d_rates), ("gateway", g_rates))],
             )  # fmt: skip
             print(f"\n{args.blocks} alternating blocks per path, {SESSIONS} sessions × "
-                  f"{args.calls} read-only calls each\n")  # fmt: skip
+                  f"{args.calls} read-only calls each; the gateway reaches the upstream over "
+                  "stdio\n")  # fmt: skip
 
             gateways = {
                 "gateway stdio": paths["gateway stdio"],

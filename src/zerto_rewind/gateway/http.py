@@ -180,6 +180,8 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
                 "read_only_tools": list(cat.read_only),
                 "tools": sorted(cat.tools),
                 "unknown_tools": cat.unknown,
+                # the thin hook's budget and the host's timeout are planned above it
+                "guard_timeout_s": gateway.settings.guard.timeout_s,
             }
         )
 

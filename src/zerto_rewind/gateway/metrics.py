@@ -7,8 +7,10 @@ client token or an argument value.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
 
 from ..core.decision import Decision, Row
 
@@ -60,12 +62,23 @@ class GatewayMetrics:
             registry=self.registry,
         )
         self._landed: OrderedDict[str, None] = OrderedDict()
+        # One child per label set, looked up once: labels() takes a lock and
+        # checks its arguments on every call. The label values are few (rows,
+        # outcomes, upstreams, answers), so this stays small.
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def _child(self, metric: MetricWrapperBase, *values: str) -> Any:
+        key = (metric, *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def decided(self, decision: Decision, seconds: float, answer: str | None) -> None:
-        self.decisions.labels(decision.row, decision.outcome).inc()
-        self.latency.labels(decision.row).observe(seconds)
+        self._child(self.decisions, decision.row, decision.outcome).inc()
+        self._child(self.latency, decision.row).observe(seconds)
         if answer is not None:
-            self.elicitations.labels(answer).inc()
+            self._child(self.elicitations, answer).inc()
         for o in decision.vpgs:
             if o.new_tag:
                 self.tags.labels("requested").inc()
@@ -81,7 +94,7 @@ class GatewayMetrics:
         self.upstream_errors.labels(upstream, kind).inc()
 
     def forwarded(self, upstream: str, row: str) -> None:
-        self.forwarded_calls.labels(upstream, row).inc()
+        self._child(self.forwarded_calls, upstream, row).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -7,9 +7,10 @@ working. ``tools/call`` goes through :func:`.calls.handle_call`.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -30,6 +31,30 @@ log = logging.getLogger("zerto_rewind.gateway")
 
 # Where the HTTP auth layer leaves the authenticated client's name in the ASGI scope.
 CLIENT_SCOPE_KEY = "zerto_rewind.client"
+_ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+
+
+class _ProxyServer(Server[Any]):
+    """The SDK's low-level server, with ``get_tool_input_schema`` read from the upstream's cache.
+
+    On the 2026-07-28 HTTP path the SDK checks a call's ``Mcp-Param-*`` headers
+    against the tool's input schema; without a lookup it runs the whole
+    ``tools/list`` handler (middleware, validation, serialization) on every
+    call to find that schema. While the upstream's list is cached, the same
+    schema comes from the cache; while it is not (before the first list on a
+    connection), the lookup is None and the SDK lists as before.
+    """
+
+    upstream: Upstream | None = None
+
+    @property
+    def get_tool_input_schema(self) -> Callable[[str], Mapping[str, Any] | None] | None:
+        upstream = self.upstream
+        return upstream.input_schema if upstream is not None and upstream.listed else None
+
+    @get_tool_input_schema.setter
+    def get_tool_input_schema(self, value: object) -> None:
+        """``Server.__init__`` assigns None here; the property above decides."""
 
 
 def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
@@ -49,9 +74,7 @@ def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        capable = ctx.session.check_client_capability(
-            types.ClientCapabilities(elicitation=types.ElicitationCapability())
-        )
+        capable = ctx.session.check_client_capability(_ELICITATION)
         back_channel = capable and ctx.session.can_send_request
         context = CallContext(
             client=_client_name(ctx),
@@ -64,7 +87,7 @@ def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
         )
         return await handle_call(gateway, upstream, params.name, params.arguments, context)
 
-    return Server(
+    server = _ProxyServer(
         f"zerto-rewind-gateway/{upstream.name}",
         instructions=(
             f"The VM MCP server {upstream.name!r}, behind zerto-rewind: every change is "
@@ -73,6 +96,8 @@ def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    server.upstream = upstream
+    return server
 
 
 def _client_name(ctx: ServerRequestContext[Any]) -> str:
@@ -82,6 +107,7 @@ def _client_name(ctx: ServerRequestContext[Any]) -> str:
     return f"stdio:{_os_user()}"
 
 
+@functools.cache  # asked on every stdio call; a process's user does not change
 def _os_user() -> str:
     try:
         return getpass.getuser()

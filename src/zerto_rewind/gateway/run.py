@@ -16,6 +16,7 @@ from ..fsutil import atomic_write_text
 from .http import build_app, check_bind
 from .proxy import build_proxy
 from .service import Gateway
+from .stdio_pipes import event_loop_stdio
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -42,8 +43,10 @@ async def serve_stdio(settings: Settings, name: str) -> None:
         async with anyio.create_task_group() as tg:
             await gateway.start(tg, [name])
             server = build_proxy(gateway, gateway.upstreams[name])
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            async with event_loop_stdio() as pipes:
+                stdin, stdout = pipes if pipes is not None else (None, None)
+                async with stdio_server(stdin, stdout) as (read, write):
+                    await server.run(read, write, server.create_initialization_options())
             tg.cancel_scope.cancel()
     finally:
         gateway.close()

@@ -52,6 +52,7 @@ class Upstream:
         self.restarts = 0
         self.last_error: str | None = None
         self._tools: list[types.Tool] | None = None
+        self._schemas: dict[str, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -95,6 +96,15 @@ class Upstream:
     @property
     def connected(self) -> bool:
         return self._client is not None
+
+    @property
+    def listed(self) -> bool:
+        """True while this connection's tool list is cached (see :meth:`input_schema`)."""
+        return self._tools is not None and self.connected
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """A listed tool's input schema, from the cached list; None for a tool not listed."""
+        return self._schemas.get(name)
 
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
@@ -148,6 +158,7 @@ class Upstream:
             await self._check_after_failure(client)
             msg = f"the VM MCP server {self.name!r} did not list its tools: {type(exc).__name__}"
             raise UpstreamError(msg) from exc
+        self._schemas = {t.name: t.input_schema for t in tools}
         self._tools = tools
         return tools
 
