@@ -38,12 +38,16 @@ def forms(python: str, config: str) -> dict[str, list[str]]:
 
 
 def install_form(python: str, config: str) -> list[str] | None:
-    """The exact command `zerto-rewind install` writes, split as a shell would."""
+    """The exact command `zerto-rewind install` writes (pinned config, settings file), split
+    as a shell would."""
     try:
         from zerto_rewind.claude_code.settings_file import hook_command
+        from zerto_rewind.config.loader import file_sha256
     except ImportError:
         return None
-    return shlex.split(hook_command(python, config))
+    settings = os.path.join(os.path.dirname(config), ".claude", "settings.json")
+    command = hook_command(python, config, config_sha256=file_sha256(config), settings=settings)
+    return shlex.split(command)
 
 
 def cc_safety_net(workdir: str) -> tuple[list[str] | None, str]:
@@ -115,8 +119,22 @@ def measure(box: _bench.Sandbox, args: argparse.Namespace) -> int:
     candidates = forms(python, config)
     installed = install_form(python, config)
     judged = "install's command"
+    # A harmless Bash call: with guard.protect_self the hook sees every Bash call and scans
+    # it for the guard's own paths; it must stay as cheap as a read-only call.
+    bash = "install's command, Bash `ls -la` (protect_self)"
     if installed is not None:
         candidates[judged] = installed
+        candidates[bash] = installed
+    bash_payload = json.dumps(
+        {
+            "session_id": "bench",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": "ls -la", "description": "List files"},
+            "tool_use_id": "toolu_bench",
+            "cwd": os.path.dirname(config),
+        }
+    ).encode()
     node_note = "skipped (--no-node)"
     node_home = tempfile.mkdtemp(prefix="zr-bench-node-")
     node_env = {**env, "HOME": node_home}
@@ -134,14 +152,17 @@ def measure(box: _bench.Sandbox, args: argparse.Namespace) -> int:
         if node_cmd is not None:
             candidates["cc-safety-net hook --claude-code (node)"] = node_cmd
     times: dict[str, list[float]] = {name: [] for name in candidates}
+
+    def inputs(name: str) -> tuple[bytes, dict[str, str]]:
+        if name.startswith("cc-safety-net"):
+            return node_payload, node_env
+        return (bash_payload if name == bash else payload), env
+
     for name, argv in candidates.items():  # warm the page cache and .pyc files
-        node = name.startswith("cc-safety-net")
-        _bench.timed(argv, node_payload if node else payload, node_env if node else env)
+        _bench.timed(argv, *inputs(name))
     for _round in range(args.rounds):
         for name, argv in candidates.items():
-            node = name.startswith("cc-safety-net")
-            data, run_env = (node_payload, node_env) if node else (payload, env)
-            times[name].append(_bench.timed(argv, data, run_env))
+            times[name].append(_bench.timed(argv, *inputs(name)))
     base = _bench.median(times["python -c pass (baseline)"])
     rows = []
     for name, values in times.items():
@@ -152,13 +173,18 @@ def measure(box: _bench.Sandbox, args: argparse.Namespace) -> int:
     if installed is not None:
         print(f"install writes: {shlex.join(installed)}")
     subject = judged if installed is not None else "python -c <launcher>"
+    # (every timed run is checked: exit 0 and nothing on stdout, the Bash call included)
     baseline = imported_modules([python, "-c", "pass"], b"", env)
     extra = imported_modules(candidates[subject], payload, env) - baseline
     print(f"modules the judged form imports beyond `python -c pass`: {', '.join(sorted(extra))}")
     print()
-    return _bench.judge(
+    verdict = _bench.judge(
         f"read-only ratio ({subject})", _bench.median(times[subject]) / base, TARGET, unit="×"
     )
+    if installed is not None:
+        ratio = _bench.median(times[bash]) / base
+        verdict |= _bench.judge(f"Bash ratio ({bash})", ratio, TARGET, unit="×")
+    return verdict
 
 
 if __name__ == "__main__":

@@ -58,6 +58,14 @@ class ConfigError(ZertoRewindError):
         self.key = key
         self.detail = message
 
+    @property
+    def summary(self) -> str:
+        """File, key and problem without the advice after it (``; do this``): what a deny
+        reason quotes. The advice is for the operator, who gets it from ``doctor``."""
+        where = self.path or "environment"
+        problem = self.detail.split("; ", 1)[0]
+        return f"{where}: {self.key}: {problem}" if self.key else f"{where}: {problem}"
+
 
 class StateError(ZertoRewindError):
     """The state directory (token cache, pending tags, locks) cannot be used."""

@@ -28,8 +28,11 @@ MYSTERY = mcp_tool("mystery_tool")
 def test_read_only_calls_never_start_the_hook(guarded: Guarded, mode: str) -> None:
     """Read-only tools run with no hook process at all: even a broken config cannot stop them."""
     [entry] = guarded.installed()["hooks"]["PreToolUse"]
-    assert entry["matcher"] == "^mcp__vsphere__(?!(?:list_vms|get_.*)$)"
-    # A hook that starts with a broken config denies every call and logs it ("fix the config"),
+    # guard.protect_self (default on) adds Claude Code's file and shell tools, no read-only one
+    own = "Bash$|Write$|Edit$|MultiEdit$|NotebookEdit$"
+    assert entry["matcher"] == f"^(?:mcp__vsphere__(?!(?:list_vms|get_.*)$)|{own})"
+    # A hook that starts with a broken (here: changed since install) config denies every call
+    # and logs it,
     # so a read-only call that still runs, with nothing logged, never started the hook.
     with open(guarded.box.config_path, "w", encoding="utf-8") as fh:
         fh.write("{ this is not JSON")
@@ -43,7 +46,7 @@ def test_read_only_calls_never_start_the_hook(guarded: Guarded, mode: str) -> No
     assert "jp-ubuntu" in guarded.e2e.api.tool_result(list_id).text
     assert not guarded.e2e.api.tool_result(get_id).is_error
     assert run.denied_tools == [POWER_OFF]
-    assert "fix the config" in guarded.e2e.api.tool_result(power_id).text
+    assert "the guard's config" in guarded.e2e.api.tool_result(power_id).text
     # exactly one hook ran: the mutating call's
     assert [(r["tool"], r["row"]) for r in guarded.log()] == [(POWER_OFF, "config_error")]
     assert guarded.vm_actions() == []

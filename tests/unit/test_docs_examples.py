@@ -83,7 +83,10 @@ def test_json_example(block: tuple[str, int, str, str], tmp_path: Path) -> None:
         assert find_our_hooks(data), "hook settings without zerto-rewind's entry"
         for _entry, handler in find_our_hooks(data):
             assert handler["onFailure"] == "block"
-            assert " hook --config " in handler["command"]
+            # a standalone hook names its config; a thin hook names its service
+            assert (
+                " hook --config " in handler["command"] or " hook --service " in handler["command"]
+            )
     elif "mcpServers" in data:
         for server in data["mcpServers"].values():
             assert isinstance(server.get("command"), str) or isinstance(server.get("url"), str)

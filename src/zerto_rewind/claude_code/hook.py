@@ -6,8 +6,10 @@ Reads the payload on stdin, asks the guard, answers on stdout. Three promises:
   read-only, only built-ins and import-free project modules are loaded; no
   network, no ``json``/``re``/``httpx``.
 * **Fail closed.** Bad stdin → exit 2 with the reason on stderr. A missing or
-  invalid config → deny every call with "fix the config: …". Any error on a
-  mutating or unlisted call → deny with a reason. Never a silent pass.
+  invalid config, or one whose bytes differ from the SHA-256 pinned at install
+  (``--config-sha256``) → deny every call that reaches the hook, with a reason
+  for the human. Any error on a mutating or unlisted call → deny with a reason.
+  Never a silent pass.
 * **A hard deadline.** A watchdog thread answers deny-with-reason just before
   ``ZERTO_HOOK_GUARD_TIMEOUT`` even if the ZVM hangs mid-request, so the host's
   own (larger) timeout never has to fire.
@@ -19,9 +21,9 @@ import os
 import sys
 import time
 
-from ..config.loader import load_settings
+from ..config.loader import ConfigChanged, load_settings
 from ..config.settings import Settings, default_log_path
-from ..core.catalog import READ_ONLY, classify
+from ..core.catalog import READ_ONLY, UNLISTED, classify
 from ..errors import ConfigError
 from . import host as claude_code
 
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 
     from ..core.decision import Decision, ToolCall
 
-__all__ = ["LAUNCH_CODE", "LEGACY_LAUNCH_CODE", "main", "run"]
+__all__ = ["LAUNCH_CODE", "LEGACY_LAUNCH_CODE", "config_denial_reason", "main", "run"]
 
 # What `zerto-rewind install` puts after `python -c`. Cheaper than `-m` (runpy
 # costs ~7 ms, about half of bare interpreter start-up) or the console script
@@ -41,16 +43,26 @@ LAUNCH_CODE = "from zerto_rewind.claude_code.hook import run; run()"
 # What hooks installed before the layer folders run; zerto_rewind.hook still serves it.
 LEGACY_LAUNCH_CODE = "from zerto_rewind.hook import run; run()"
 
-_USAGE = """usage: zerto-rewind hook [--config PATH] [--mcp-server NAME]
+_USAGE = """usage: zerto-rewind hook [--config PATH] [--config-sha256 HEX] [--settings FILE]
+                         [--mcp-server NAME] [--all-tools]
 
 Claude Code PreToolUse hook: reads the tool call as JSON on stdin, prints the
 decision as JSON on stdout. --config overrides ZERTO_REWIND_CONFIG.
+--config-sha256 pins the config (set by install): a config whose bytes differ
+denies every call. --settings names the host settings file that holds the hook
+(protected with guard.protect_self). --all-tools: install matched every tool,
+so an unlisted Bash/Write/Edit call gets the unlisted rule.
 --mcp-server names zerto-rewind's MCP server as the host registered it (set by
 install --with-mcp-server): the rewind hint then names its tool
 mcp__NAME__zerto_recovery_plan instead of the CLI.
 """
+_OPTIONS = frozenset(("--config", "--config-sha256", "--mcp-server", "--settings"))
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
+# Claude Code's file and shell tools, watched with guard.protect_self (protect.SELF_TOOLS;
+# repeated here so that other tools never import that module).
+_SELF_TOOLS = frozenset(("Bash", "Write", "Edit", "MultiEdit", "NotebookEdit"))
+_SETTINGS_NAMES = ("settings.json", "settings.local.json", "managed-settings.json")
 # The watchdog answers this long before the budget ends: room to write and exit.
 _WATCHDOG_MARGIN_S = 0.3
 # Set once a decision is on stdout; there must never be a second one.
@@ -97,8 +109,11 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool)
     if args[:1] in (["-h"], ["--help"]):
         sys.stdout.write(_USAGE)
         return 0
+    all_tools = "--all-tools" in args
+    if all_tools:
+        args = [a for a in args if a != "--all-tools"]
     options = dict(zip(args[::2], args[1::2], strict=False))
-    if len(args) % 2 or not set(options) <= {"--config", "--mcp-server"}:
+    if len(args) % 2 or not set(options) <= _OPTIONS:
         sys.stderr.write(
             f"zerto-rewind hook: unexpected arguments {args!r}; the call is blocked.\n{_USAGE}"
         )
@@ -117,17 +132,22 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool)
         sys.stderr.write(f"zerto-rewind hook: cannot read stdin: {exc}. The call is blocked.\n")
         return 2
     try:
-        settings = load_settings(env)
+        settings = load_settings(env, pin=options.get("--config-sha256"))
     except ConfigError as exc:
-        return _config_denial(payload, str(exc), env, started_wall)
+        return _config_denial(payload, exc, env, started_wall)
+    own_tool = payload.tool_name in _SELF_TOOLS and settings.guard.protect_self
+    if own_tool and _may_name_own_files(payload, settings, options.get("--settings")):
+        denied = _protect(payload, settings, options.get("--settings"), env, started_wall)
+        if denied is not None:
+            return denied
     try:
-        read_only = (
-            classify(payload.tool_name, payload.tool_input, settings.catalog).kind == READ_ONLY
-        )
+        kind = classify(payload.tool_name, payload.tool_input, settings.catalog).kind
     except ConfigError:
-        read_only = False  # the guarded path validates again and denies with the reason
-    if read_only:
+        kind = None  # the guarded path validates again and denies with the reason
+    if kind == READ_ONLY:
         return 0
+    if own_tool and kind == UNLISTED and not all_tools:
+        return 0  # it reached the hook only to be checked for writes to the guard's files
     rewind_tool = f"mcp__{server}__zerto_recovery_plan" if server else None
     return _guarded(
         payload, settings, started_wall, started_mono, watchdog=watchdog, rewind_tool=rewind_tool
@@ -168,7 +188,10 @@ def _guarded(
             guard.close()
     except ConfigError as exc:
         decision = Decision(
-            Row.CONFIG_ERROR, Outcome.DENY, call.tool_name, reason=f"fix the config: {exc}"
+            Row.CONFIG_ERROR,
+            Outcome.DENY,
+            call.tool_name,
+            reason=config_denial_reason(call.tool_name, exc),
         )
     except Exception as exc:  # fail closed on anything, with the reason
         reason = (
@@ -245,12 +268,17 @@ class _Answer:
 
 
 def _config_denial(
-    payload: claude_code.HookInput, problem: str, env: Mapping[str, str], started: float
+    payload: claude_code.HookInput, problem: ConfigError, env: Mapping[str, str], started: float
 ) -> int:
-    """A broken config never switches the guard off: deny, say what to fix, log it."""
+    """A broken or changed config never switches the guard off: deny every call, say why, log.
+
+    Every call that reached the hook is denied, read-only-looking ones included: the
+    classification comes from the config that cannot be trusted, and the call reached
+    the hook only because the matcher compiled from the installed config selected it.
+    """
     from ..core.decision import Decision, Outcome, Row, ToolCall
 
-    reason = f"zerto-rewind denied {payload.tool_name}: fix the config: {problem}"
+    reason = config_denial_reason(payload.tool_name, problem)
     text, code = claude_code.render("deny", reason, "")
     sys.stdout.write(text + "\n")
     _ANSWERED.append(True)
@@ -261,6 +289,85 @@ def _config_denial(
     decision.elapsed_ms = int((time.time() - started) * 1000)
     _log(default_log_path(env), decision, call)
     return code
+
+
+def _may_name_own_files(
+    payload: claude_code.HookInput, settings: Settings, settings_file: str | None
+) -> bool:
+    """False for a Bash command that cannot name a guard file: no ``/`` (every path form the
+    scan looks for has one) and none of the bare names it looks for. Spares the common
+    ``ls``/``git status`` the scan's module and its path resolution."""
+    if payload.tool_name != "Bash":
+        return True
+    command = payload.tool_input.get("command") if isinstance(payload.tool_input, dict) else None
+    if not isinstance(command, str) or "/" in command:
+        return True
+    names = (settings.path, settings.log_path, settings_file or "", *_SETTINGS_NAMES)
+    return any(name.rpartition("/")[2] in command for name in names if name)
+
+
+def _protect(
+    payload: claude_code.HookInput,
+    settings: Settings,
+    settings_file: str | None,
+    env: Mapping[str, str],
+    started: float,
+) -> int | None:
+    """Deny (and log) a file or shell call that would write the guard's own files."""
+    from . import protect
+
+    items = protect.protected_paths(settings, settings_file=settings_file, env=env)
+    cwd = env.get("CLAUDE_PROJECT_DIR") or None
+    hit = protect.check(
+        payload.tool_name,
+        payload.tool_input,
+        items,
+        cwd=payload.cwd or cwd,
+        home=env.get("HOME", ""),
+    )
+    if hit is None:
+        return None
+    from ..core.decision import Decision, Outcome, Row, ToolCall
+
+    item, named = hit
+    how = (
+        f"the command names {item.what} ({named}) next to something that can write files"
+        if payload.tool_name == "Bash"
+        else f"it would write {item.what} ({named})"
+    )
+    reason = (
+        f"zerto-rewind denied {payload.tool_name}: {how}. The guard does not let the agent "
+        "session it watches change the guard's own files, so the call was not run. If the "
+        "change is wanted, a person makes it outside the agent session."
+    )
+    text, code = claude_code.render("deny", reason, "")
+    sys.stdout.write(text + "\n")
+    _ANSWERED.append(True)
+    decision = Decision(Row.PROTECTED, Outcome.DENY, payload.tool_name, reason=reason)
+    call = ToolCall(
+        payload.tool_name, None, session_id=payload.session_id, tool_use_id=payload.tool_use_id
+    )
+    decision.elapsed_ms = int((time.time() - started) * 1000)
+    _log(settings.log_path, decision, call)
+    return code
+
+
+def config_denial_reason(tool_name: str, problem: ConfigError) -> str:
+    """What the human who approves reads when the config is broken or changed."""
+    if isinstance(problem, ConfigChanged):
+        return (
+            f"zerto-rewind denied {tool_name}: the guard's config {problem.path} changed since "
+            f"the guard was installed ({problem.detail}), so the guard does not trust it and "
+            "blocks every call it watches; the call was not run. If the change was intended, "
+            "whoever administers the guard accepts it by running `zerto-rewind install "
+            "claude-code …` again and starting a new session; if nobody meant to change it, "
+            "treat it as tampering."
+        )
+    return (
+        f"zerto-rewind denied {tool_name}: the guard's config cannot be used "
+        f"({problem.summary}), so the guard blocks every call it watches; the call was not "
+        "run. An operator can see the problem with `zerto-rewind doctor`."
+    )
 
 
 def _log(path: str, decision: Decision, call: ToolCall) -> None:

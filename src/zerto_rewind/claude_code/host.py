@@ -37,7 +37,7 @@ class HookInputError(ValueError):
 class HookInput:
     """The fields of a PreToolUse payload the guard uses."""
 
-    __slots__ = ("permission_mode", "session_id", "tool_input", "tool_name", "tool_use_id")
+    __slots__ = ("cwd", "permission_mode", "session_id", "tool_input", "tool_name", "tool_use_id")
 
     def __init__(self, raw: dict[str, Any]) -> None:
         self.tool_name: str = raw["tool_name"]
@@ -45,6 +45,7 @@ class HookInput:
         self.session_id: str | None = _opt_str(raw, "session_id")
         self.tool_use_id: str | None = _opt_str(raw, "tool_use_id")
         self.permission_mode: str | None = _opt_str(raw, "permission_mode")
+        self.cwd: str | None = _opt_str(raw, "cwd")  # the session's directory
 
 
 def parse_input(data: bytes) -> HookInput:

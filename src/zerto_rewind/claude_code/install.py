@@ -13,10 +13,19 @@ import shlex
 import sys
 from collections.abc import Mapping
 
-from ..config.loader import load_config
+from ..config.loader import file_sha256, load_config
 from ..config.settings import config_path
 from ..errors import ConfigError, ZertoRewindError
-from .matcher import compile_matcher, covered_servers
+from .install_managed import (
+    config_credentials,
+    managed_config_path,
+    place_config,
+    require_root,
+    secure_root_file,
+    service_owner,
+    with_policy,
+)
+from .matcher import SELF_TOOLS, compile_matcher, covered_servers
 from .mcp_config import (
     McpSource,
     claude_json_path,
@@ -25,9 +34,12 @@ from .mcp_config import (
     zerto_rewind_role,
 )
 from .plugin import MCP_SERVER_NAME
+from .service import fetch_catalog, service_options, thin_budget
 from .settings_file import (
     DEFAULT_TIMEOUT_S,
     build_entry,
+    build_thin_entry,
+    managed_settings_file,
     mcp_server_entry,
     merge,
     plan_timeout,
@@ -46,7 +58,8 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zerto-rewind install",
-        usage="zerto-rewind install claude-code (--project DIR | --user) [options]",
+        usage="zerto-rewind install claude-code (--project DIR | --user | --managed) "
+        "[--service URL | --config PATH] [options]",
         description="Install the zerto-rewind PreToolUse hook into an agent host's settings.",
         epilog="Other targets: `zerto-rewind install --help`.",
     )
@@ -54,6 +67,13 @@ def _parser() -> argparse.ArgumentParser:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--project", metavar="DIR", help="write DIR/.claude/settings.json")
     where.add_argument("--user", action="store_true", help="write ~/.claude/settings.json")
+    where.add_argument(
+        "--managed",
+        action="store_true",
+        help="as root: write Claude Code's managed settings (/etc/claude-code/"
+        "managed-settings.json), which users and projects cannot override, and a root-owned "
+        "config under /etc/zerto-rewind/",
+    )
     parser.add_argument(
         "--config", metavar="PATH", help="the zerto-rewind config (default: ZERTO_REWIND_CONFIG)"
     )
@@ -90,6 +110,36 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="install even when no MCP config defines a server the catalog names",
     )
+    thin = parser.add_argument_group(
+        "guard service", "a thin hook that asks the guard service (zerto-rewind gateway)"
+    )
+    thin.add_argument(
+        "--service",
+        metavar="URL",
+        help="unix:/path/to/socket (a local service) or https://host:port (a remote gateway): "
+        "install the thin hook, which holds no ZVM credential and keeps no guard state",
+    )
+    thin.add_argument("--token-file", metavar="F", help="with https: the bearer token's file")
+    thin.add_argument("--ca-file", metavar="F", help="with https: the CA bundle to trust")
+    managed = parser.add_argument_group("managed install (--managed, as root)")
+    managed.add_argument(
+        "--allow-managed-hooks-only",
+        action="store_true",
+        help="also set allowManagedHooksOnly: hooks of user and project settings stop running",
+    )
+    managed.add_argument(
+        "--service-user",
+        metavar="NAME",
+        help="with --service and --config: the user the service runs as (it must read the config)",
+    )
+    managed.add_argument(
+        "--managed-file",
+        metavar="PATH",
+        help="the managed settings file (default /etc/claude-code/managed-settings.json)",
+    )
+    managed.add_argument(
+        "--root", metavar="DIR", help="take /etc/... under DIR (tests, image builds; default /)"
+    )
     return parser
 
 
@@ -100,18 +150,31 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         from .plugin import main as plugin_main
 
         return plugin_main(argv[1:], env)
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not args.managed:
+        managed_only = {
+            "--allow-managed-hooks-only": args.allow_managed_hooks_only,
+            "--service-user": args.service_user,
+            "--managed-file": args.managed_file,
+            "--root": args.root,
+        }
+        given = [flag for flag, value in managed_only.items() if value]
+        if given:
+            parser.error(f"{', '.join(given)} go(es) with --managed only")
     env = dict(os.environ if env is None else env)
     if args.config:
         env["ZERTO_REWIND_CONFIG"] = args.config
     try:
-        return _install(args, env)
+        return _install_managed(args, env) if args.managed else _install(args, env)
     except ZertoRewindError as exc:
         sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
         return 1
 
 
 def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
+    if args.service:
+        return _install_thin(args, env)
     config = config_path(env)  # absolute, from --config or ZERTO_REWIND_CONFIG
     try:
         settings = load_config(env)
@@ -127,8 +190,9 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
     # path makes the interpreter find the venv's site-packages.
     python = os.path.abspath(sys.executable)
     timeout, note = plan_timeout(args.timeout, settings.guard.timeout_s)
+    self_tools = SELF_TOOLS if settings.guard.protect_self else ()
     try:
-        matcher = compile_matcher(settings.catalog, all_tools=args.all_tools)
+        matcher = compile_matcher(settings.catalog, all_tools=args.all_tools, self_tools=self_tools)
     except ConfigError as exc:
         return _refuse(f"{config}: {exc.detail}")
     sources = read_sources(
@@ -142,20 +206,31 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
         return _refuse(undefined + "\nNot installed; or install anyway with --force.")
     # The rewind hint names zerto-rewind's MCP tool only where the host has that server.
     server = MCP_SERVER_NAME if args.with_mcp_server else _installed_server(sources)
-    entry = build_entry(
-        python=python, config=config, matcher=matcher, timeout_s=timeout, mcp_server=server
-    )
     home = env.get("HOME") or os.path.expanduser("~")
-    path = settings_file(project=args.project, user=args.user, home=home)
+    path = args.managed_file or settings_file(project=args.project, user=args.user, home=home)
+    pin = _pin(config)
+    entry = build_entry(
+        python=python,
+        config=config,
+        matcher=matcher,
+        timeout_s=timeout,
+        mcp_server=server,
+        config_sha256=pin,
+        settings=path,
+        all_tools=args.all_tools,
+    )
     current, original = read_settings(path)
     try:
-        text = render(merge(current, entry))
+        merged = merge(current, entry)
     except ConfigError as exc:
         raise ConfigError(exc.detail, path=path, key=exc.key) from None
+    text = render(with_policy(merged, managed_hooks_only=args.allow_managed_hooks_only))
     summary = [
         f"settings: {path}",
         f"matcher:  {matcher}",
         f"command:  {entry['hooks'][0]['command']}",
+        f"pin:      config SHA-256 {pin} (a changed config denies every call until "
+        "install is run again)",
         f"timeout:  {timeout} s (guard budget {settings.guard.timeout_s:g} s), onFailure: block",
     ]
     if note:
@@ -188,6 +263,192 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
     lines.append("check it with: zerto-rewind doctor " + _doctor_args(args, config))
     print("\n".join(lines))
     return 0
+
+
+def _install_thin(args: argparse.Namespace, env: dict[str, str]) -> int:
+    """``--service URL``: the thin hook, matched on the service's own catalog."""
+    service = args.service
+    if service.startswith("unix:"):
+        if not os.path.isabs(service[5:]):
+            return _refuse(f"--service {service}: the socket path must be absolute")
+    elif not service.startswith("https://"):
+        return _refuse(
+            f"--service {service}: give unix:/path/to/socket (a local service) or "
+            "https://host:port (a remote gateway); plain http would carry the calls and the "
+            "token in clear text"
+        )
+    if args.config and not args.managed:
+        return _refuse(
+            "--config does not go with --service here: the thin hook reads no config (the "
+            "service holds it, as another user); with --managed, --config names the service's "
+            "config to install under /etc/zerto-rewind/"
+        )
+    if args.with_mcp_server:
+        return _refuse(
+            "--with-mcp-server does not go with --service: zerto-rewind's MCP server would need "
+            "the config and the ZVM credentials, which the thin hook's user must not hold"
+        )
+    if args.project is not None and not os.path.isdir(os.path.expanduser(args.project)):
+        return _refuse(f"--project {args.project}: no such directory")
+    if not sys.executable:
+        return _refuse("cannot tell which Python runs zerto-rewind (sys.executable is empty)")
+    python = os.path.abspath(sys.executable)
+    token_file = os.path.abspath(args.token_file) if args.token_file else None
+    ca_file = os.path.abspath(args.ca_file) if args.ca_file else None
+    opts = service_options(service, token_file=token_file, ca_file=ca_file)
+    try:
+        remote = fetch_catalog(opts)
+    except ConfigError as exc:
+        return _refuse(
+            f"{exc}\nNot installed: start the service (zerto-rewind gateway --socket PATH, or "
+            "--listen), or check the URL, --token-file and --ca-file."
+        )
+    budget = thin_budget(remote.guard_timeout_s)
+    timeout, note = plan_timeout(args.timeout, budget)
+    try:
+        matcher = compile_matcher(remote.catalog, all_tools=args.all_tools)
+    except ConfigError as exc:
+        return _refuse(f"the service's catalog: {exc.detail}")
+    if not args.managed:
+        sources = read_sources(
+            env,
+            projects=[args.project] if args.project else [],
+            every_local_scope=bool(args.user),
+            extra_files=args.mcp_config,
+        )
+        undefined = _undefined_servers(sources, covered_servers(remote.catalog))
+        if undefined and not args.force:
+            return _refuse(undefined + "\nNot installed; or install anyway with --force.")
+    entry = build_thin_entry(
+        python=python,
+        service=service,
+        matcher=matcher,
+        timeout_s=timeout,
+        budget_s=budget,
+        token_file=token_file,
+        ca_file=ca_file,
+    )
+    home = env.get("HOME") or os.path.expanduser("~")
+    path = args.managed_file or settings_file(project=args.project, user=args.user, home=home)
+    current, original = read_settings(path)
+    try:
+        merged = merge(current, entry)
+    except ConfigError as exc:
+        raise ConfigError(exc.detail, path=path, key=exc.key) from None
+    text = render(with_policy(merged, managed_hooks_only=args.allow_managed_hooks_only))
+    summary = [
+        f"settings: {path}",
+        f"service:  {service} (its catalog compiled into the matcher; no config, no credential "
+        "and no guard state on this side)",
+        f"matcher:  {matcher}",
+        f"command:  {entry['hooks'][0]['command']}",
+        f"timeout:  {timeout} s (hook budget {budget} s, service guard budget "
+        f"{remote.guard_timeout_s:g} s), onFailure: block",
+    ]
+    if note:
+        summary.append(f"note:     {note}")
+    if args.dry_run:
+        sys.stdout.write(text)
+        sys.stderr.write("\n".join(["dry run, nothing written", *summary]) + "\n")
+        return 0
+    if text == original:
+        print("\n".join(["already installed, nothing to change", *summary]))
+        return 0
+    backup = write_settings(path, text, original=original)
+    lines = ["installed the zerto-rewind thin hook", *summary]
+    if backup:
+        lines.append(f"backup:   {backup}")
+    if not args.managed:
+        where = "--user" if args.user else f"--project {shlex.quote(os.path.abspath(args.project))}"
+        lines.append(f"check it with: zerto-rewind doctor {where}")
+    print("\n".join(lines))
+    return 0
+
+
+def _install_managed(args: argparse.Namespace, env: dict[str, str]) -> int:
+    """``--managed``: the hook in Claude Code's managed settings, the config root's."""
+    why = require_root()
+    if why:
+        return _refuse(why)
+    if args.with_mcp_server:
+        return _refuse(
+            "--with-mcp-server does not go with --managed: register zerto-rewind's MCP server "
+            "per user, or reach the guard through the gateway"
+        )
+    root = os.path.abspath(args.root or "/")
+    args.managed_file = (
+        os.path.abspath(args.managed_file) if args.managed_file else managed_settings_file(root)
+    )
+    dest = managed_config_path(root)
+    notes: list[str] = []
+    if args.service:
+        if args.config:
+            try:
+                settings = load_config(env)
+            except ConfigError as exc:
+                return _refuse(f"{exc}\nNot installed: fix the service's config first.")
+            if args.service_user:
+                uid, gid, mode, how = service_owner(args.service_user, settings)
+            else:
+                uid, gid, mode, how = 0, 0, 0o600, "root's, 0600 (the service runs as root)"
+            placed = place_config(
+                config_path(env), dest, uid=uid, gid=gid, mode=mode, dry_run=args.dry_run
+            )
+            notes.append(f"config:   {dest}, the service's: {how}")
+            if placed.backup:
+                notes.append(f"backup:   {placed.backup}")
+        code = _install_thin(args, env)
+    else:
+        if args.service_user:
+            return _refuse("--service-user goes with --service (the service's config)")
+        source = config_path(env)
+        try:
+            settings = load_config(env)
+        except ConfigError as exc:
+            return _refuse(
+                f"{exc}\nNot installed: fix the config first (a broken one denies every call)."
+            )
+        held = config_credentials(settings)
+        if held:
+            return _refuse(
+                f"{source} holds {', '.join(held)}. With --managed and no --service the hook "
+                "runs as each agent's user and must read the config, so the agent could read "
+                "them too (and the parser refuses such a config readable by others). Name the "
+                "secret by zvm.client_secret_env / _file, or run the guard as a service "
+                "(zerto-rewind gateway --socket) and install with --managed --service."
+            )
+        placed = place_config(source, dest, mode=0o644, dry_run=args.dry_run)
+        if args.dry_run:
+            notes.append(f"config:   would copy {source} to {dest} (root's, 0644)")
+        else:
+            env["ZERTO_REWIND_CONFIG"] = dest  # the hook command names the root-owned copy
+            notes.append(f"config:   {dest} (root's, 0644: the hook reads it as the agent's user)")
+        if placed.backup:
+            notes.append(f"backup:   {placed.backup}")
+        # The agents' MCP configs are in their own homes, not root's: doctor --as-user reads them.
+        args.force = True
+        code = _install(args, env)
+    if code == 0 and not args.dry_run and os.path.exists(args.managed_file):
+        secure_root_file(os.path.dirname(args.managed_file), 0o755)
+        secure_root_file(args.managed_file, 0o644)
+    if code == 0:
+        if args.allow_managed_hooks_only:
+            notes.append("policy:   allowManagedHooksOnly: true (user and project hooks are off)")
+        notes.append(
+            "check it with: zerto-rewind doctor "
+            f"--managed-file {shlex.quote(args.managed_file)} --as-user AGENT_USER"
+        )
+        print("\n".join(notes), file=sys.stderr if args.dry_run else sys.stdout)
+    return code
+
+
+def _pin(config: str) -> str:
+    """The config's SHA-256, written into the hook command: the hook trusts only these bytes."""
+    try:
+        return file_sha256(config)
+    except OSError as exc:
+        msg = f"cannot read the config to pin it: {exc.strerror or exc}"
+        raise ConfigError(msg, path=config) from None
 
 
 def _installed_server(sources: list[McpSource]) -> str | None:
@@ -257,6 +518,8 @@ def _refuse(message: str) -> int:
 
 
 def _doctor_args(args: argparse.Namespace, config: str) -> str:
+    if args.managed:
+        return f"--managed-file {shlex.quote(args.managed_file)} --as-user AGENT_USER"
     project = os.path.abspath(os.path.expanduser(args.project or "."))
     where = "--user" if args.user else f"--project {shlex.quote(project)}"
     return f"--config {shlex.quote(config)} {where}"

@@ -31,20 +31,34 @@ from __future__ import annotations
 from ..config.settings import CatalogSettings
 from ..core.catalog import glob_match, globs_intersect, specificity
 from ..errors import ConfigError
+from .protect import SELF_TOOLS  # the host tools watched with guard.protect_self
 
-__all__ = ["compile_matcher", "covered_servers", "glob_to_regex", "js_escape"]
+__all__ = ["SELF_TOOLS", "compile_matcher", "covered_servers", "glob_to_regex", "js_escape"]
 
 MCP_PREFIX = "mcp__"
+
 # Characters with a meaning in a JS (or Python) regex outside a class; only
 # these are escaped, because JS's unicode mode rejects needless escapes.
 _SYNTAX = frozenset("^$\\.*+?()[]{}|")
 
 
-def compile_matcher(catalog: CatalogSettings, *, all_tools: bool = False) -> str:
-    """The matcher regex for ``catalog`` (see the module docstring)."""
+def compile_matcher(
+    catalog: CatalogSettings, *, all_tools: bool = False, self_tools: tuple[str, ...] = ()
+) -> str:
+    """The matcher regex for ``catalog`` (see the module docstring).
+
+    ``self_tools`` are host tools the hook watches whatever the catalog says (with
+    ``guard.protect_self``: the file and shell tools that could write the guard's files);
+    they are matched exactly, read-only or not.
+    """
+    own = [js_escape(name) + "$" for name in self_tools]
     if all_tools:
         exclusion = _exclusion(catalog, "")
-        return f"^(?!{exclusion}).*" if exclusion else ".*"
+        if not exclusion:
+            return ".*"
+        if own:
+            return "^(?:" + "|".join([*own, f"(?!{exclusion}).*"]) + ")"
+        return f"^(?!{exclusion}).*"
     servers = covered_servers(catalog)
     prefixes = [f"{MCP_PREFIX}{server}__" for server in servers]
     alternatives = []
@@ -54,6 +68,8 @@ def compile_matcher(catalog: CatalogSettings, *, all_tools: bool = False) -> str
     for key in catalog.tools:
         if not key.startswith(tuple(prefixes)):
             alternatives.append(_tool_alternative(catalog, key))
+    if alternatives:  # self tools alone never make a catalog worth installing
+        alternatives += own
     alternatives = list(dict.fromkeys(alternatives))
     if not alternatives:
         msg = (

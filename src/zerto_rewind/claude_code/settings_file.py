@@ -22,10 +22,14 @@ from ..fsutil import atomic_write_text
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "MANAGED_SETTINGS",
     "build_entry",
+    "build_thin_entry",
     "find_our_hooks",
     "hook_command",
     "is_our_hook",
+    "is_thin_hook",
+    "managed_settings_file",
     "mcp_server_entry",
     "merge",
     "plan_timeout",
@@ -33,6 +37,7 @@ __all__ = [
     "render",
     "required_margin",
     "settings_file",
+    "thin_hook_command",
     "write_settings",
 ]
 
@@ -44,8 +49,14 @@ HOOK_MARKERS = (
     "zerto-rewind hook",
     "zerto_rewind.hook",
     "zerto_rewind.claude_code.hook",
+    "zerto_rewind.claude_code.thin_hook",
 )
+THIN_MARKER = "zerto_rewind.claude_code.thin_hook"
 EVENT = "PreToolUse"
+# Claude Code's managed policy file on Linux: the CLI's policy directory (``/etc/claude-code``,
+# read from the 2.1.328 binary) joined with ``managed-settings.json``. Users and projects
+# cannot override it, and ``allowManagedHooksOnly`` there turns every other hook off.
+MANAGED_SETTINGS = "/etc/claude-code/managed-settings.json"
 
 
 # ------------------------------------------------------------------ pure parts
@@ -74,11 +85,24 @@ def plan_timeout(requested_s: float, budget_s: float) -> tuple[int, str | None]:
     return raised, note
 
 
-def hook_command(python: str, config: str, mcp_server: str | None = None) -> str:
+def hook_command(
+    python: str,
+    config: str,
+    mcp_server: str | None = None,
+    *,
+    config_sha256: str | None = None,
+    settings: str | None = None,
+    all_tools: bool = False,
+) -> str:
     """The shell command Claude Code runs: absolute interpreter and config, shell-quoted.
 
     ``python -c LAUNCH_CODE hook`` rather than ``python -m zerto_rewind hook``:
     the same hook, without runpy's start-up cost on every tool call.
+    ``config_sha256`` pins the config: the hook denies every call once the file's bytes
+    differ (Claude Code snapshots the command at session start, the config it reads
+    on every call). ``settings`` is the host settings file the entry is written to (the
+    hook protects it with ``guard.protect_self``); ``all_tools`` tells the hook that the
+    matcher sends it every tool, so Bash/Write/Edit get the unlisted rule.
     ``mcp_server`` is zerto-rewind's MCP server as the host names it, when installed:
     the rewind hint then names its tool (it changes only that text, never a decision).
     """
@@ -86,23 +110,45 @@ def hook_command(python: str, config: str, mcp_server: str | None = None) -> str
 
     code = shlex.quote(LAUNCH_CODE)
     command = f"{shlex.quote(python)} -c {code} hook --config {shlex.quote(config)}"
+    if config_sha256:
+        command += f" --config-sha256 {shlex.quote(config_sha256)}"
+    if settings:
+        command += f" --settings {shlex.quote(settings)}"
+    if all_tools:
+        command += " --all-tools"
     return command + (f" --mcp-server {shlex.quote(mcp_server)}" if mcp_server else "")
 
 
 def build_entry(
-    *, python: str, config: str, matcher: str, timeout_s: int, mcp_server: str | None = None
+    *,
+    python: str,
+    config: str,
+    matcher: str,
+    timeout_s: int,
+    mcp_server: str | None = None,
+    config_sha256: str | None = None,
+    settings: str | None = None,
+    all_tools: bool = False,
 ) -> dict[str, Any]:
     """One ``hooks.PreToolUse`` entry that runs the guard for tools ``matcher`` selects."""
-    for what, path in (("interpreter", python), ("config", config)):
-        if not os.path.isabs(path):
+    for what, path in (("interpreter", python), ("config", config), ("settings", settings)):
+        if path is not None and not os.path.isabs(path):
             msg = f"the hook's {what} path must be absolute, not {path!r}"
             raise ValueError(msg)
+    command = hook_command(
+        python,
+        config,
+        mcp_server,
+        config_sha256=config_sha256,
+        settings=settings,
+        all_tools=all_tools,
+    )
     return {
         "matcher": matcher,
         "hooks": [
             {
                 "type": "command",
-                "command": hook_command(python, config, mcp_server),
+                "command": command,
                 "timeout": timeout_s,
                 # A timed-out or crashed hook must block the call, not let it run.
                 "onFailure": "block",
@@ -110,6 +156,76 @@ def build_entry(
             }
         ],
     }
+
+
+def thin_hook_command(
+    python: str,
+    service: str,
+    *,
+    budget_s: int,
+    token_file: str | None = None,
+    ca_file: str | None = None,
+) -> str:
+    """The thin hook's shell command: absolute interpreter, the service, its budget.
+
+    It names no config: the service classifies and tags with its own. ``hook``
+    after the launch code marks it as ours for :func:`is_our_hook`, like the
+    standalone hook's command.
+    """
+    from .thin_hook import LAUNCH_CODE
+
+    command = f"{shlex.quote(python)} -c {shlex.quote(LAUNCH_CODE)} hook"
+    command += f" --service {shlex.quote(service)}"
+    for flag, path in (("--token-file", token_file), ("--ca-file", ca_file)):
+        if path:
+            command += f" {flag} {shlex.quote(path)}"
+    return command + f" --budget {budget_s}"
+
+
+def build_thin_entry(
+    *,
+    python: str,
+    service: str,
+    matcher: str,
+    timeout_s: int,
+    budget_s: int,
+    token_file: str | None = None,
+    ca_file: str | None = None,
+) -> dict[str, Any]:
+    """The ``hooks.PreToolUse`` entry of a thin hook (``install claude-code --service``)."""
+    for what, path in (("interpreter", python), ("token file", token_file), ("CA file", ca_file)):
+        if path is not None and not os.path.isabs(path):
+            msg = f"the hook's {what} path must be absolute, not {path!r}"
+            raise ValueError(msg)
+    command = thin_hook_command(
+        python, service, budget_s=budget_s, token_file=token_file, ca_file=ca_file
+    )
+    return {
+        "matcher": matcher,
+        "hooks": [
+            {
+                "type": "command",
+                "command": command,
+                "timeout": timeout_s,
+                "onFailure": "block",
+                "statusMessage": STATUS_MESSAGE,
+            }
+        ],
+    }
+
+
+def is_thin_hook(handler: Any) -> bool:
+    """True for a hook handler that runs the thin hook (it asks a guard service)."""
+    if not isinstance(handler, dict):
+        return False
+    args = handler.get("args")
+    parts = [handler.get("command"), *(args if isinstance(args, list) else [])]
+    return any(isinstance(p, str) and THIN_MARKER in p for p in parts)
+
+
+def managed_settings_file(root: str = "/") -> str:
+    """Claude Code's managed settings under ``root`` (``/`` on a real machine)."""
+    return os.path.join(root, MANAGED_SETTINGS.lstrip("/"))
 
 
 def is_our_hook(handler: Any) -> bool:

@@ -32,7 +32,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["LAUNCH_CODE", "main", "run"]
+__all__ = ["LAUNCH_CODE", "ServiceError", "main", "request", "request_json", "run"]
 
 LAUNCH_CODE = "from zerto_rewind.claude_code.thin_hook import run; run()"
 DEFAULT_BUDGET_S = 150.0
@@ -111,14 +111,23 @@ def _options(args: list[str]) -> dict[str, str]:
 
 def ask_service(opts: dict[str, str], body: bytes, *, timeout_s: float) -> dict[str, Any]:
     """POST the payload to ``/v1/decide``; the service's decision as a dict."""
-    service = opts["service"]
-    if service.startswith("unix:"):
-        status, raw = _post_unix(service[5:], body, timeout_s)
-    elif service.startswith("https://"):
-        status, raw = _post_https(service, body, opts, timeout_s)
-    else:
-        msg = f"the service URL {service!r} is neither unix:/path nor https://host:port"
+    answer = request_json(opts, "POST", "/v1/decide", body, timeout_s=timeout_s)
+    if not isinstance(answer.get("outcome"), str):
+        msg = "the service's answer has no outcome"
         raise ServiceError(msg)
+    return answer
+
+
+def request_json(
+    opts: dict[str, str], method: str, target: str, body: bytes = b"", *, timeout_s: float
+) -> dict[str, Any]:
+    """One request to the service (``opts``: service, token_file, ca_file); its JSON object.
+
+    The one HTTP client of the service, shared by the hook, ``install --service``
+    and ``doctor``: ServiceError (for the human) when it cannot be reached, answers
+    another status than 200, or answers something that is not a JSON object.
+    """
+    status, raw = request(opts, method, target, body, timeout_s=timeout_s)
     if status != 200:
         detail = _error_detail(raw)
         msg = f"the service answered HTTP {status}{detail}"
@@ -128,17 +137,32 @@ def ask_service(opts: dict[str, str], body: bytes, *, timeout_s: float) -> dict[
     except ValueError:
         msg = "the service's answer is not JSON"
         raise ServiceError(msg) from None
-    if not isinstance(answer, dict) or not isinstance(answer.get("outcome"), str):
-        msg = "the service's answer has no outcome"
+    if not isinstance(answer, dict):
+        msg = "the service's answer is not a JSON object"
         raise ServiceError(msg)
     return answer
 
 
-def _post_unix(path: str, body: bytes, timeout_s: float) -> tuple[int, bytes]:
+def request(
+    opts: dict[str, str], method: str, target: str, body: bytes = b"", *, timeout_s: float
+) -> tuple[int, bytes]:
+    """(status, body) of ``METHOD target`` on the service named by ``opts["service"]``."""
+    service = opts["service"]
+    if service.startswith("unix:"):
+        return _request_unix(service[5:], method, target, body, timeout_s)
+    if service.startswith("https://"):
+        return _request_https(service, method, target, body, opts, timeout_s)
+    msg = f"the service URL {service!r} is neither unix:/path nor https://host:port"
+    raise ServiceError(msg)
+
+
+def _request_unix(
+    path: str, method: str, target: str, body: bytes, timeout_s: float
+) -> tuple[int, bytes]:
     import _socket
 
     head = (
-        "POST /v1/decide HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"{method} {target} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode()
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -197,7 +221,9 @@ def _unchunk(body: bytes) -> bytes:
     return b"".join(out)
 
 
-def _post_https(url: str, body: bytes, opts: dict[str, str], timeout_s: float) -> tuple[int, bytes]:
+def _request_https(
+    url: str, method: str, target: str, body: bytes, opts: dict[str, str], timeout_s: float
+) -> tuple[int, bytes]:
     import http.client
     import ssl
     from urllib.parse import urlsplit
@@ -217,7 +243,7 @@ def _post_https(url: str, body: bytes, opts: dict[str, str], timeout_s: float) -
         parts.hostname or "", parts.port or 443, timeout=timeout_s, context=context
     )
     try:
-        conn.request("POST", parts.path.rstrip("/") + "/v1/decide", body=body, headers=headers)
+        conn.request(method, parts.path.rstrip("/") + target, body=body or None, headers=headers)
         response = conn.getresponse()
         return response.status, response.read(_MAX_RESPONSE)
     except TimeoutError:

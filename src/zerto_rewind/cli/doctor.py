@@ -19,7 +19,9 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from ..claude_code.mcp_config import read_sources
+from ..claude_code.settings_file import MANAGED_SETTINGS, is_thin_hook
 from ..config.settings import config_path
+from .doctor_access import User, lookup_user
 from .doctor_config import (
     ZVM_DEADLINE_S,
     Check,
@@ -32,6 +34,7 @@ from .doctor_config import (
 from .doctor_host import HostFile, hook_config, host_checks, installed_matchers
 from .doctor_live import live_checks, tie_check
 from .doctor_mcp import mcp_server_checks
+from .doctor_thin import thin_hook_checks
 
 __all__ = ["Check", "default_settings_files", "main", "run_checks"]
 
@@ -54,12 +57,17 @@ def run_checks(
     zvm_deadline_s: float = ZVM_DEADLINE_S,
     project_dirs: Sequence[str] | None = None,
     mcp_files: Sequence[str] = (),
+    managed_files: Sequence[str] = (),
+    as_user: User | None = None,
 ) -> list[Check]:
     """Run every check; ``settings_files=None`` looks in ./.claude and ~/.claude.
 
     ``project_dirs`` are the projects whose MCP configs are read (default: the
     directory holding each ``.claude/`` settings file checked, else the current one);
-    ``mcp_files`` are configs the host is started with (``claude --mcp-config``).
+    ``mcp_files`` are configs the host is started with (``claude --mcp-config``);
+    ``managed_files`` are Claude Code's managed settings, checked like the others.
+    With ``as_user`` (the user who runs the agent), every guard file that user could
+    change and every credential it could read is a failure (:mod:`.doctor_files`).
     """
     env = dict(os.environ if env is None else env)
     explicit = settings_files is not None
@@ -71,6 +79,7 @@ def run_checks(
     if project_dirs is None:
         project_dirs = _projects_of(settings_files, home)
     hosts = [HostFile.read(path, explicit=explicit) for path in settings_files]
+    hosts += [HostFile.read(path, explicit=True) for path in managed_files]
     origin = ""
     if config:
         env["ZERTO_REWIND_CONFIG"] = config
@@ -80,14 +89,27 @@ def run_checks(
         if found:
             env["ZERTO_REWIND_CONFIG"] = found[0]
             origin = f" (named by the hook in {found[1]})"
-    checks, settings = config_checks(env, origin)
+    handlers = [handler for host in hosts for _entry, handler in host.hooks]
+    if handlers and all(map(is_thin_hook, handlers)) and not env.get("ZERTO_REWIND_CONFIG"):
+        # Thin hooks only, and no config named: the service holds config and credentials.
+        detail = "the installed hooks are thin: the guard service holds the config"
+        checks, settings = [Check("config", "pass", detail)], None
+    else:
+        checks, settings = config_checks(env, origin)
     if settings is not None:
         checks += secret_and_zvm_checks(settings, env, zvm_deadline_s)
         checks += [vm_arg_check(settings), tls_check(settings), pending_check(settings)]
         checks.append(tie_check(settings))
-    checks += host_checks(hosts, settings, config_path(env))
+    checks += host_checks(hosts, settings, config_path(env), thin=thin_hook_checks)
     sources = read_sources(env, projects=project_dirs, extra_files=mcp_files)
-    checks += mcp_server_checks(sources, settings, installed_matchers(hosts))
+    if settings is not None or not handlers or not all(map(is_thin_hook, handlers)):
+        checks += mcp_server_checks(sources, settings, installed_matchers(hosts))
+    if as_user is not None:
+        from .doctor_files import access_report
+
+        checks += access_report(
+            as_user, settings=settings, hosts=hosts, env=env, project_dirs=project_dirs
+        )
     return checks
 
 
@@ -136,6 +158,17 @@ def _parser() -> argparse.ArgumentParser:
     live.add_argument(
         "--timeout", type=float, default=30.0, metavar="S", help="for the server (default 30)"
     )
+    parser.add_argument(
+        "--managed-file",
+        metavar="FILE",
+        help=f"Claude Code's managed settings (default {MANAGED_SETTINGS}, when it exists)",
+    )
+    parser.add_argument(
+        "--as-user",
+        metavar="NAME",
+        help="judge for the user who runs the agent: every guard file it can change and every "
+        "credential it can read fails (default: the current user, unless root)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     return parser
 
@@ -152,6 +185,15 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     if (command or args.url or args.tools_json) and not args.server:
         parser.error("--server NAME is needed to compare with a live tool list")
     env = os.environ if env is None else env
+    as_user, note = _agent_user(args.as_user)
+    if args.as_user and as_user is None:
+        parser.error(f"--as-user {args.as_user}: no such user")
+    if as_user is not None and args.as_user:
+        from .doctor_files import user_env
+
+        env = user_env(env, _home_of(args.as_user), args.as_user)
+    managed = args.managed_file or MANAGED_SETTINGS
+    managed_files = [managed] if args.managed_file or os.path.isfile(managed) else []
     files: list[str] = list(args.settings)
     if args.project:
         files.append(os.path.join(args.project, ".claude", "settings.json"))
@@ -164,6 +206,8 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         env=env,
         project_dirs=[args.project] if args.project else None,
         mcp_files=args.mcp_config,
+        managed_files=managed_files,
+        as_user=as_user,
     )
     if args.server:
         checks += _live(args, command, env)
@@ -173,7 +217,33 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         _print(checks)
+        if note:
+            print(note)
     return 1 if failed else 0
+
+
+def _agent_user(name: str | None) -> tuple[User | None, str]:
+    """The user to judge access for: ``name``, else the current one (not root: root can do all)."""
+    import pwd
+
+    if name:
+        try:
+            return lookup_user(name), ""
+        except KeyError:
+            return None, ""
+    if os.geteuid() == 0:
+        note = (
+            "access: not judged (running as root, who can change everything); run "
+            "zerto-rewind doctor --as-user NAME for the user who runs the agent"
+        )
+        return None, note
+    return lookup_user(pwd.getpwuid(os.geteuid()).pw_name), ""
+
+
+def _home_of(name: str) -> str:
+    import pwd
+
+    return pwd.getpwnam(name).pw_dir
 
 
 def _live(args: argparse.Namespace, command: list[str], env: Mapping[str, str]) -> list[Check]:

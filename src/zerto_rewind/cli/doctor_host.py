@@ -17,8 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..claude_code.hook import LEGACY_LAUNCH_CODE
-from ..claude_code.matcher import compile_matcher, covered_servers
-from ..claude_code.settings_file import find_our_hooks, read_settings, required_margin
+from ..claude_code.matcher import SELF_TOOLS, compile_matcher, covered_servers
+from ..claude_code.settings_file import (
+    find_our_hooks,
+    is_thin_hook,
+    read_settings,
+    required_margin,
+)
+from ..config.loader import file_sha256
 from ..config.settings import DEFAULT_GUARD_TIMEOUT_S, Settings
 from ..core.catalog import MUTATING, UNLISTED, classify
 from ..errors import ConfigError
@@ -82,8 +88,16 @@ def hook_config(hosts: list[HostFile]) -> tuple[str, str] | None:
     return None
 
 
-def host_checks(hosts: list[HostFile], settings: Settings | None, config: str) -> list[Check]:
-    """Whether the hook is installed, and each installed hook's command, timeout and matcher."""
+def host_checks(
+    hosts: list[HostFile],
+    settings: Settings | None,
+    config: str,
+    thin: Callable[[str, dict[str, Any], dict[str, Any]], list[Check]] | None = None,
+) -> list[Check]:
+    """Whether the hook is installed, and each installed hook's command, timeout and matcher.
+
+    ``thin`` checks a thin hook (one that asks the guard service; :mod:`.doctor_thin`).
+    """
     checks: list[Check] = []
     for host in hosts:
         if host.data is None:
@@ -99,6 +113,9 @@ def host_checks(hosts: list[HostFile], settings: Settings | None, config: str) -
             fix = "re-run zerto-rewind install, which keeps one"
             checks.append(Check("hook installed", "warn", detail, fix))
         for entry, handler in host.hooks:
+            if thin is not None and is_thin_hook(handler):
+                checks += thin(host.path, entry, handler)
+                continue
             checks += _hook_checks(host.path, entry, handler, settings, config)
     with_hook = [h.path for h in hosts if h.hooks]
     if with_hook:
@@ -133,10 +150,13 @@ def _hook_checks(
 class _Command:
     """What a hook command runs: the program, how, and with which config."""
 
-    def __init__(self, argv: list[str], config: str | None, problem: str = "") -> None:
+    def __init__(
+        self, argv: list[str], config: str | None, problem: str = "", pin: str | None = None
+    ) -> None:
         self.argv = argv
         self.config = config
         self.problem = problem
+        self.pin = pin  # --config-sha256: the config's digest when it was installed
 
 
 def _parse_command(handler: Mapping[str, Any]) -> _Command:
@@ -155,7 +175,8 @@ def _parse_command(handler: Mapping[str, Any]) -> _Command:
             config = value
     if "--config" in argv[:-1]:
         config = argv[argv.index("--config") + 1]
-    return _Command(argv, config)
+    pin = argv[argv.index("--config-sha256") + 1] if "--config-sha256" in argv[:-1] else None
+    return _Command(argv, config, pin=pin)
 
 
 def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
@@ -197,10 +218,37 @@ def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
     if LEGACY_LAUNCH_CODE in parsed.argv:
         detail = (
             f"{path}: the hook uses the old import path zerto_rewind.hook; it still works, "
-            "and a re-install writes the current one"
+            "and a re-install writes the current one (with the config's pin)"
         )
         return Check(name, "warn", detail, reinstall)
-    return Check(name, "pass", f"{path}: {shlex.join(parsed.argv)} starts")
+    pinned = _pin_check(path, parsed.config, parsed.pin)
+    if pinned is not None:
+        return pinned
+    detail = f"{path}: {shlex.join(parsed.argv)} starts; the config matches its pin"
+    return Check(name, "pass", detail)
+
+
+def _pin_check(path: str, config: str, pin: str | None) -> Check | None:
+    """A hook without a pin trusts any config; one whose pin differs denies every call."""
+    name = "hook command"
+    if pin is None:
+        detail = (
+            f"{path}: the hook does not pin its config (installed by an older zerto-rewind), "
+            "so whoever can write the config can switch the guard off mid-session"
+        )
+        return Check(name, "warn", detail, f"re-run {_INSTALL}; it writes the pin")
+    try:
+        actual = file_sha256(config)
+    except OSError as exc:
+        actual = f"unreadable ({exc.strerror or exc})"
+    if actual != pin.lower():
+        detail = (
+            f"{path}: the config {config} changed since install (SHA-256 {actual}, the hook "
+            f"pins {pin}), so the hook denies every call it sees"
+        )
+        fix = f"if the change is intended, re-run {_INSTALL} to accept it; else restore the config"
+        return Check(name, "fail", detail, fix)
+    return None
 
 
 def _probe(argv: list[str]) -> str:
@@ -288,7 +336,18 @@ def _matcher_check(path: str, matcher: Any, settings: Settings) -> Check:
             "catalog does not know runs unguarded"
         )
         return Check(name, "warn", detail, f"re-run {_INSTALL}")
-    current = {compile_matcher(catalog), compile_matcher(catalog, all_tools=True)}
+    unwatched = [t for t in SELF_TOOLS if not test(t)]
+    if settings.guard.protect_self and unwatched:
+        detail = (
+            f"{path}: guard.protect_self is on, but {', '.join(unwatched)} calls skip the hook, "
+            "so nothing stops them writing the guard's own files"
+        )
+        return Check(name, "warn", detail, f"re-run {_INSTALL}")
+    current = {
+        compile_matcher(catalog, all_tools=every, self_tools=own)
+        for every in (False, True)
+        for own in ((), SELF_TOOLS)
+    }
     same = "" if matcher in current else "; differs from what install writes now (still safe)"
     return Check(name, "pass", f"{path}: every mutating tool starts the hook{same}")
 

@@ -25,7 +25,7 @@ TARGETS: dict[str, tuple[str, str, bool, str]] = {
         "zerto_rewind.claude_code.install",
         "main",
         True,
-        "the guard hook in Claude Code's settings (--project DIR | --user)",
+        "the guard hook in Claude Code's settings (--project DIR | --user | --managed)",
     ),
     "claude-plugin": (
         "zerto_rewind.claude_code.plugin",

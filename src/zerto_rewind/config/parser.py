@@ -432,7 +432,7 @@ class Parser:
         keys = (
             "timeout_s", "on_pending", "prompt_as", "cadence_s", "site_cadence_s", "site_types",
             "landing_allowance_s", "overdue_factor", "overdue_min_s", "vm_cache_ttl_s",
-            "tag_prefix",
+            "tag_prefix", "protect_self",
         )  # fmt: skip
         guard = self.obj(raw, "guard", keys)
         values: dict[str, Any] = {}
@@ -452,6 +452,8 @@ class Parser:
                 values[name] = self.string(guard[name], f"guard.{name}", choices=choices)
         if "tag_prefix" in guard:
             values["tag_prefix"] = self.tag_prefix(guard["tag_prefix"])
+        if "protect_self" in guard:
+            values["protect_self"] = self.boolean(guard["protect_self"], "guard.protect_self")
         values["cadence_s"] = self.seconds_map(guard.get("cadence_s", {}), "guard.cadence_s")
         site_cadence = self.seconds_map(guard.get("site_cadence_s", {}), "guard.site_cadence_s")
         for kind in site_cadence:

@@ -114,6 +114,12 @@ class ZvmSettings:
         kind, value = self._secret_source
         return {"env": f"${value}", "file": value}.get(kind, "the config file")
 
+    @property
+    def secret_kind(self) -> str:
+        """Where the secret is kept: ``env``, ``file`` (then :attr:`secret_hint` is the path)
+        or ``inline`` (in the config file itself)."""
+        return self._secret_source[0]
+
     def secret(self, env: Mapping[str, str] | None = None) -> str:
         """The client secret or password; ConfigError if it cannot be found."""
         kind, value = self._secret_source
@@ -221,6 +227,7 @@ class GuardSettings:
         "overdue_factor",
         "overdue_min_s",
         "prompt_as",
+        "protect_self",
         "site_cadence_s",
         "site_types",
         "tag_prefix",
@@ -243,6 +250,9 @@ class GuardSettings:
         self.overdue_min_s: float = values.get("overdue_min_s", 60.0)
         self.vm_cache_ttl_s: float = values.get("vm_cache_ttl_s", 60.0)
         self.tag_prefix: str = values.get("tag_prefix", "zerto-rewind")
+        # The hook also watches the host's file and shell tools and denies writes to the
+        # guard's own files (config, host settings, state, log, venv).
+        self.protect_self: bool = values.get("protect_self", True)
 
 
 class UpstreamSettings:

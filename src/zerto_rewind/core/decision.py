@@ -27,6 +27,7 @@ class Row:
     UNLISTED = "unlisted"
     CONFIG_ERROR = "config_error"
     ERROR = "error"
+    PROTECTED = "protected"  # a host file/shell call that would write the guard's own files
 
 
 class Outcome:

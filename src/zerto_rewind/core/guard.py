@@ -88,7 +88,12 @@ class Guard:
             decision = self._decide(call, verdict, deadline, consume)
         except ConfigError as exc:
             vms = verdict.vms if verdict else ()
-            decision = _deny(call, Row.CONFIG_ERROR, f"fix the config: {exc}", vms)
+            reason = (
+                f"zerto-rewind denied {call.tool_name}: the guard's config cannot be used "
+                f"({exc.summary}), so no checkpoint could be made; the call was not run. An "
+                "operator can see the problem with `zerto-rewind doctor`."
+            )
+            decision = _deny(call, Row.CONFIG_ERROR, reason, vms)
         except ZertoRewindError as exc:
             vms = verdict.vms if verdict else ()
             decision = _deny(call, Row.ERROR, _error_reason(call, vms, exc), vms)
@@ -120,7 +125,8 @@ class Guard:
         reason = (
             f"{call.tool_name} is not in the zerto-rewind catalog (neither read_only_tools nor "
             f"tools), so no checkpoint was made (unlisted tools: {catalog.unknown}, "
-            f"set by {catalog.unknown_source}). Add it to the catalog to have it guarded."
+            f"set by {catalog.unknown_source}). An operator can add this tool to the guard's "
+            "catalog to have it checkpointed."
         )
         outcome = {"allow": Outcome.NONE, "deny": Outcome.DENY}.get(catalog.unknown, Outcome.PROMPT)
         return Decision(Row.UNLISTED, outcome, call.tool_name, reason=reason)
@@ -372,8 +378,8 @@ def _error_reason(call: ToolCall, vms: tuple[str, ...], exc: ZertoRewindError) -
     target = f" on {', '.join(vms)}" if vms else ""
     return (
         f"zerto-rewind denied {call.tool_name}{target}: no checkpoint could be confirmed because "
-        f"{type(exc).__name__}: {exc}. The call was not run; fix that (see `zerto-rewind doctor`), "
-        "then retry the same call."
+        f"{type(exc).__name__}: {exc}. The call was not run. An operator can look into it "
+        "with `zerto-rewind doctor`; retry the same call once it is resolved."
     )
 
 

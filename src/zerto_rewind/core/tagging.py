@@ -37,6 +37,7 @@ __all__ = [
     "covers",
     "exceeds_budget",
     "is_overdue",
+    "journal_confirms",
     "known_cadence",
     "landing_due",
     "landing_lag",
@@ -55,6 +56,8 @@ _CADENCE_TTL_S = 600.0
 _CADENCE_WINDOW_STEPS = 12
 # Tolerance when matching a landing against the request time (clock skew).
 _SKEW_S = 5.0
+# What to do about a tag that never reached the journal.
+_OVERDUE_ADVICE = "check that the VPG is replicating, then retry: the next call requests a new tag"
 
 
 @dataclass
@@ -105,9 +108,12 @@ class Tagger:
             record.vpg_name = vpg.name
             self._learn_cadence(record, vpg, outcome, deadline)
             plan.poll_s = min(2.0, max(0.1, (record.cadence_s or 5.0) / 20))
-            self._refresh(record, deadline)
+            confirmed = self._refresh(record, deadline)
             action = plan_action(record, call, self.wall())
             tag = record.tag
+            if action == REUSE_LANDED and tag is not None and not confirmed:
+                # The state directory is the agent's to write: no allow on it alone.
+                action = REUSE_LANDED if self._in_journal(record, tag, deadline) else REQUEST_NEW
             if action == REQUEST_NEW or tag is None:
                 self._request(plan, record, vpg, call, deadline)
             elif action == FAIL_OVERDUE:
@@ -193,8 +199,7 @@ class Tagger:
         tag.state = "failed"
         tag.reason = overdue_reason(tag)
         self._adopt(plan, record, tag)
-        advice = "check that the VPG is replicating, then retry: the next call requests a new tag"
-        _fail(plan, f"{tag.reason}; {advice}")
+        _fail(plan, f"{tag.reason}; {_OVERDUE_ADVICE}")
 
     # ------------------------------------------------------------------ waiting
 
@@ -263,6 +268,11 @@ class Tagger:
             with self.state.vpg(out.vpg_id) as record:
                 if record.tag is not None and record.tag.name == plan.tag_name:
                     self._fail_overdue(plan, record, record.tag)
+                    return
+            # The record moved on (another call failed this tag and requested a new one):
+            # fail this plan alone, or the wait would poll it again at once, until the deadline.
+            ours = TagRecord(plan.tag_name, requested_at, out.expected_at or now, plan.overdue_at)
+            _fail(plan, f"{overdue_reason(ours)}; {_OVERDUE_ADVICE}")
             return
         if now > (out.expected_at or now) and not plan.task_checked:
             self.check_task(plan, deadline)
@@ -280,12 +290,37 @@ class Tagger:
         out.checkpoint_id, out.landed_at, out.row = checkpoint.cp_id, landed_at, Row.CONFIRMED
         plan.done = True
 
-    def _refresh(self, record: VpgRecord, deadline: float) -> None:
-        """Look once whether a requested tag has landed meanwhile (a retry's first question)."""
+    def _refresh(self, record: VpgRecord, deadline: float) -> bool:
+        """Look once whether a requested tag has landed meanwhile (a retry's first question);
+        True when this look found it in the journal."""
         found, checkpoints = look_for_landing(self.client, record, self.wall(), deadline=deadline)
         self._note_checkpoints(record, checkpoints)
         if found is not None and record.tag is not None:
             record.tag.mark_landed(found.cp_id, found.timestamp.timestamp())
+            return True
+        return False
+
+    def _in_journal(self, record: VpgRecord, tag: TagRecord, deadline: float) -> bool:
+        """Confirm a recorded landed tag in the ZVM journal before reusing it (one listing).
+
+        A record the journal does not bear out (stale, or forged in the state directory)
+        is failed and kept in the history; the caller then requests a new tag.
+        """
+        found, checkpoints = tag_in_journal(
+            self.client, record.vpg_id, tag.name, tag.requested_at, deadline=deadline
+        )
+        self._note_checkpoints(record, checkpoints)
+        if found is not None and journal_confirms(
+            tag, found, checkpoints, self.settings.tag_prefix
+        ):
+            tag.landed_at = found.timestamp.timestamp()  # the journal's time, not the record's
+            return True
+        tag.state = "failed"
+        tag.reason = (
+            f"tag {tag.name!r} is recorded as landed, but the ZVM journal does not confirm it "
+            "as the VPG's latest guard checkpoint; not reused"
+        )
+        return False
 
     def _record_failure(self, plan: TagPlan, reason: str) -> None:
         with self.state.vpg(plan.outcome.vpg_id) as record:
@@ -351,6 +386,23 @@ def covers(record: VpgRecord, tag: TagRecord, call: ToolCall) -> bool:
     if tag.state != "landed" or tag.landed_at is None:
         return False
     return record.allowed_since_landing == 0 or call.started_at <= tag.landed_at
+
+
+def journal_confirms(
+    tag: TagRecord, found: Checkpoint, listed: list[Checkpoint], prefix: str
+) -> bool:
+    """Whether the journal bears out a recorded landed tag: the checkpoint carrying its name
+    is the one recorded (when one is), and no later checkpoint carries another guard tag
+    (a later tag means calls were allowed since, whatever the record says)."""
+    if tag.checkpoint_id is not None and found.cp_id != tag.checkpoint_id:
+        return False
+    return not any(
+        c.tag
+        and c.tag != tag.name
+        and c.tag.startswith(prefix + " ")
+        and c.timestamp > found.timestamp
+        for c in listed
+    )
 
 
 def is_overdue(overdue_at: float, now: float) -> bool:

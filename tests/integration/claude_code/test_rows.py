@@ -315,12 +315,12 @@ def test_malformed_stdin_exits_2_with_the_reason(box: Sandbox, stdin: bytes) -> 
 
 
 def test_a_missing_config_denies_every_call(box: Sandbox) -> None:
-    """No config file: even a read-only call is denied with 'fix the config'."""
+    """No config file: even a read-only call is denied, saying the config cannot be used."""
     env = box.env(ZERTO_REWIND_CONFIG=box.config_path + ".missing")
     for tool in ("mcp__vsphere__list_vms", POWER_OFF):
         run = box.run_hook(tool, {"name": "jp-ubuntu"}, env=env)
         assert run.decision == "deny"
-        assert "fix the config" in run.reason
+        assert "the guard's config cannot be used" in run.reason
         assert "not found" in run.reason
 
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.claude_code.matcher import compile_matcher
+from zerto_rewind.claude_code.matcher import SELF_TOOLS, compile_matcher
 from zerto_rewind.claude_code.settings_file import build_entry, merge
 from zerto_rewind.cli.doctor import Check, main, run_checks
+from zerto_rewind.config.loader import file_sha256
 from zerto_rewind.sim import SimConfig, SimServer
 
 SECRET_VAR = "ZR_DOCTOR_TEST_PASSWORD"
@@ -73,8 +74,9 @@ def write_host_settings(
     entry = build_entry(
         python=sys.executable,
         config=str(config),
-        matcher=matcher if matcher is not None else compile_matcher(catalog),
+        matcher=matcher if matcher is not None else compile_matcher(catalog, self_tools=SELF_TOOLS),
         timeout_s=180,
+        config_sha256=file_sha256(str(config)),
     )
     for key, value in handler.items():
         if value is None:
@@ -342,6 +344,48 @@ def test_a_hook_installed_before_the_layer_folders_still_runs_and_is_flagged(
     assert LEGACY_LAUNCH_CODE not in entry["hooks"][0]["command"]
     checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
     assert checks["hook command"].status == "pass"
+
+
+def test_a_config_changed_since_install_fails_the_pin(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The hook pins the config's SHA-256; a rewritten config fails (the hook denies all)."""
+    config = write_config(sim, tmp_path)
+    settings = write_host_settings(tmp_path, config)
+    write_config(sim, tmp_path, read_only_tools=[*READ_ONLY, "mcp__vsphere__power_off_vm"])
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    check = checks["hook command"]
+    assert check.status == "fail"
+    assert "changed since install" in check.detail
+    assert file_sha256(str(config)) in check.detail
+    assert "zerto-rewind install" in check.fix
+
+
+def test_an_unpinned_hook_warns_and_install_rewrites_it_with_the_pin(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A hook from before the pin: doctor warns; install replaces it with a pinned one."""
+    import shlex
+
+    from zerto_rewind.claude_code.hook import LAUNCH_CODE
+    from zerto_rewind.claude_code.install import main as install_main
+
+    config = write_config(sim, tmp_path)
+    old = shlex.join([sys.executable, "-c", LAUNCH_CODE, "hook", "--config", str(config)])
+    settings = write_host_settings(tmp_path, config, command=old)
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["hook command"].status == "warn"
+    assert "does not pin its config" in checks["hook command"].detail
+
+    assert (
+        install_main(["claude-code", "--project", str(tmp_path), "--config", str(config)], env) == 0
+    )
+    (entry,) = json.loads(settings.read_text())["hooks"]["PreToolUse"]
+    argv = shlex.split(entry["hooks"][0]["command"])
+    assert argv[argv.index("--config-sha256") + 1] == file_sha256(str(config))
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["hook command"].status == "pass"
+    assert "matches its pin" in checks["hook command"].detail
 
 
 # ---------------------------------------------------------------- MCP server names (issue 13 §1)

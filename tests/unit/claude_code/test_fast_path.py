@@ -144,3 +144,36 @@ def test_bad_vm_arg_pattern_denies_instead_of_crashing(
     decision = json.loads(proc.stdout)["hookSpecificOutput"]
     assert decision["permissionDecision"] == "deny"
     assert "tools.mcp__ssh__exec.vm_arg.pattern" in decision["permissionDecisionReason"]
+
+
+@pytest.mark.parametrize(("command", "scanned"), [("ls -la", False), ("ls -la /tmp", True)])
+def test_a_harmless_bash_call_under_protect_self_is_silent_and_light(
+    config_file: str, hook_env: dict[str, str], tmp_path: Path, command: str, scanned: bool
+) -> None:
+    """protect_self sends every Bash call to the hook (pinned, as install writes it): one that
+    names none of the guard's files exits 0, prints nothing, loads nothing heavy."""
+    from zerto_rewind.config.loader import file_sha256
+
+    payload = json.dumps(
+        {**READ_ONLY_CALL, "tool_name": "Bash", "tool_input": {"command": command}}
+    ).encode()
+    pin = file_sha256(config_file)
+    settings = str(tmp_path / "project" / ".claude" / "settings.json")
+    launch = "from zerto_rewind.claude_code.hook import run; run()"
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", launch, "hook", "--config", config_file,
+         "--config-sha256", pin, "--settings", settings],
+        input=payload,
+        capture_output=True,
+        env=hook_env,
+        timeout=60,
+    )  # fmt: skip
+    stderr = proc.stderr.decode()
+    assert (proc.returncode, proc.stdout) == (0, b""), stderr
+    modules = imported_modules(stderr)
+    # a command with no "/" and none of the guard's file names never loads the scan
+    assert ("zerto_rewind.claude_code.protect" in modules) == scanned
+    assert modules.isdisjoint({"json", "re", "httpx", "hashlib"}), sorted(
+        modules & {"json", "re", "httpx", "hashlib"}
+    )
+    assert not os.path.exists(hook_env["ZERTO_HOOK_LOG"])

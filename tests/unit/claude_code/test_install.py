@@ -13,7 +13,7 @@ import pytest
 
 from zerto_rewind.claude_code.hook import LAUNCH_CODE
 from zerto_rewind.claude_code.install import main
-from zerto_rewind.claude_code.matcher import compile_matcher
+from zerto_rewind.claude_code.matcher import SELF_TOOLS, compile_matcher
 from zerto_rewind.claude_code.settings_file import (
     build_entry,
     find_our_hooks,
@@ -23,11 +23,15 @@ from zerto_rewind.claude_code.settings_file import (
     required_margin,
 )
 from zerto_rewind.config import load_settings
+from zerto_rewind.config.loader import file_sha256
 from zerto_rewind.config.settings import DEFAULT_GUARD_TIMEOUT_S
 from zerto_rewind.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "hooks" / "settings.example.json"
 VSPHERE_MATCHER = "^mcp__vsphere__(?!(?:list_vms|get_.*)$)"
+# guard.protect_self (default on) adds Claude Code's file and shell tools.
+OWN_TOOLS = "Bash$|Write$|Edit$|MultiEdit$|NotebookEdit$"
+PROTECTED_MATCHER = f"^(?:mcp__vsphere__(?!(?:list_vms|get_.*)$)|{OWN_TOOLS})"
 
 
 def write_config(directory: Path, **extra: Any) -> Path:
@@ -209,8 +213,10 @@ def test_install_writes_absolute_paths_and_the_compiled_matcher(
     handler = ours["hooks"][0]
     argv = shlex.split(handler["command"])
     assert argv[0] == os.path.abspath(sys.executable)  # not resolved through the symlink
-    assert argv[-1] == str(config)
-    assert ours["matcher"] == VSPHERE_MATCHER
+    assert argv[argv.index("--config") + 1] == str(config)
+    assert argv[argv.index("--config-sha256") + 1] == file_sha256(str(config))
+    assert argv[argv.index("--settings") + 1] == str(project / ".claude" / "settings.json")
+    assert ours["matcher"] == PROTECTED_MATCHER
     assert handler["timeout"] == 180
     assert handler["onFailure"] == "block"
 
@@ -256,7 +262,7 @@ def test_dry_run_prints_the_result_and_writes_nothing(
     code = run(home, "claude-code", "--project", str(project), "--config", str(config), "--dry-run")
     assert code == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["hooks"]["PreToolUse"][0]["matcher"] == VSPHERE_MATCHER
+    assert printed["hooks"]["PreToolUse"][0]["matcher"] == PROTECTED_MATCHER
     assert not (project / ".claude").exists()
 
 
@@ -308,7 +314,17 @@ def test_all_tools_guards_every_tool_but_read_only(home: Path, project: Path, co
     argv = ("claude-code", "--project", str(project), "--config", str(config), "--all-tools")
     assert run(home, *argv) == 0
     matcher = read(project)["hooks"]["PreToolUse"][0]["matcher"]
-    assert matcher == "^(?!(?:mcp__vsphere__list_vms|mcp__vsphere__get_.*)$).*"
+    assert matcher == f"^(?:{OWN_TOOLS}|(?!(?:mcp__vsphere__list_vms|mcp__vsphere__get_.*)$).*)"
+    command = read(project)["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    assert command.endswith(" --all-tools")  # the hook gives unlisted Bash the unlisted rule
+
+
+def test_protect_self_off_leaves_the_host_tools_out_of_the_matcher(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    quiet = write_config(tmp_path, guard={"protect_self": False})
+    assert run(home, "claude-code", "--project", str(project), "--config", str(quiet)) == 0
+    assert read(project)["hooks"]["PreToolUse"][0]["matcher"] == VSPHERE_MATCHER
 
 
 # ------------------------------------------------------------------ the example file
@@ -324,10 +340,18 @@ def test_settings_example_matches_what_install_builds(tmp_path: Path) -> None:
     budget = DEFAULT_GUARD_TIMEOUT_S
     assert handler["timeout"] >= budget + required_margin(budget)
     catalog = load_settings({}, path=str(write_config(tmp_path))).catalog
-    assert ours["matcher"] == compile_matcher(catalog) == VSPHERE_MATCHER
+    assert ours["matcher"] == compile_matcher(catalog, self_tools=SELF_TOOLS) == PROTECTED_MATCHER
     python, config = "/ABS/PATH/TO/venv/bin/python", "/ABS/PATH/TO/zerto-rewind.json"
-    assert handler["command"] == hook_command(python, config)
-    assert ours == build_entry(python=python, config=config, matcher=VSPHERE_MATCHER, timeout_s=180)
+    pin, settings = "SHA256_OF_THE_CONFIG", "/ABS/PATH/TO/project/.claude/settings.json"
+    assert handler["command"] == hook_command(python, config, config_sha256=pin, settings=settings)
+    assert ours == build_entry(
+        python=python,
+        config=config,
+        matcher=PROTECTED_MATCHER,
+        timeout_s=180,
+        config_sha256=pin,
+        settings=settings,
+    )
 
 
 def test_catalog_naming_nothing_is_refused(

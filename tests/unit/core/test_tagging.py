@@ -7,13 +7,23 @@ tags land where the simulator's journal puts them, and only when the clock gets 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from guard_fakes import Rig
 
 from zerto_rewind.core.cadence import overdue_after
-from zerto_rewind.core.decision import Row, VpgOutcome
-from zerto_rewind.core.tagging import TagPlan
+from zerto_rewind.core.decision import Row, ToolCall, VpgOutcome
+from zerto_rewind.core.state import TagRecord, VpgRecord
+from zerto_rewind.core.tagging import (
+    TagPlan,
+    covers,
+    exceeds_budget,
+    landing_due,
+    overdue_reason,
+    task_failure,
+)
+from zerto_rewind.zvm.models import Task
 
 BUDGET_S = 20.0
 
@@ -147,7 +157,7 @@ def test_a_tag_that_never_lands_is_joined_until_overdue_then_failed(rig: Rig) ->
     expected = first.outcome.expected_at
     assert expected is not None
     overdue = overdue_after(expected, 5.0, factor=3.0, minimum_s=60.0)
-    assert first.overdue_at == pytest.approx(overdue)
+    assert first.overdue_at == pytest.approx(overdue, abs=1e-3)
     rig.clock.advance(overdue - rig.clock.wall())  # exactly at the overdue time: still joined
     _t, joined, _c, _d = plan_on(rig, "jp-local", ("jp-ubuntu",))
     assert (joined.tag_name, joined.outcome.row) == (first.tag_name, Row.PENDING)
@@ -259,3 +269,276 @@ def test_a_join_within_the_budget_leaves_the_task_to_the_wait(rig: Rig) -> None:
     _t, cloud_join, _c, _d = plan_on(rig, "CMH-AWS-1", ("win2019-1",))
     assert (cloud_join.tag_name, cloud_join.outcome.row) == (cloud.tag_name, Row.PENDING)
     assert cloud_join.task_checked is True
+
+
+# ---------------------------------------------------------------- the rule functions
+
+
+def record_with(tag: TagRecord | None, *, allowed: int = 0, lag: float | None = None) -> VpgRecord:
+    return VpgRecord("v", tag=tag, allowed_since_landing=allowed, lag_s=lag)
+
+
+def tag_at(state: str = "requested", landed_at: float | None = None) -> TagRecord:
+    return TagRecord("t", 100.0, 110.0, 200.0, state=state, landed_at=landed_at)
+
+
+@pytest.mark.parametrize(
+    ("tag", "allowed", "started", "covered"),
+    [
+        (tag_at("landed", 110.0), 0, 500.0, True),  # unused: covers a later call
+        (tag_at("landed", 110.0), 1, 500.0, False),  # used: a change sits in between
+        (tag_at("landed", 110.0), 1, 110.0, True),  # started exactly at the landing: waited
+        (tag_at("landed", 110.0), 1, 109.0, True),
+        (tag_at("landed", None), 0, 0.0, False),  # landed without a time: never
+        (tag_at("failed", 110.0), 0, 0.0, False),  # not landed: never
+        (tag_at("requested", 110.0), 0, 0.0, False),
+    ],
+)
+def test_covers(tag: TagRecord, allowed: int, started: float, covered: bool) -> None:
+    call = ToolCall("t", {}, started_at=started)
+    assert covers(record_with(tag, allowed=allowed), tag, call) is covered
+
+
+@pytest.mark.parametrize(
+    ("lag", "now", "due"),
+    [
+        (None, 110.0, True),  # exactly at the expected landing, lag unknown
+        (None, 109.5, False),
+        (1.0, 109.0, True),  # from the boundary (expected less the learned lag) on
+        (1.0, 108.9, False),
+    ],
+)
+def test_landing_due(lag: float | None, now: float, due: bool) -> None:
+    tag = tag_at()
+    assert landing_due(record_with(tag, lag=lag), tag, now) is due
+
+
+def test_task_failure_names_the_task_when_the_zvm_gives_no_reason() -> None:
+    def task(state: int, reason: str | None) -> Task:
+        return Task("t-1", None, state, 100, reason, None, None)
+
+    assert task_failure(task(6, None), "t-1") is None  # completed
+    assert task_failure(task(4, "VRA down"), "t-1") == "the ZVM refused the tag: VRA down"
+    assert task_failure(task(4, None), "t-1") == (
+        "the ZVM refused the tag: the ZVM task t-1 failed without a reason"
+    )
+
+
+# ---------------------------------------------------------------- the tagger's edges
+
+
+def test_a_replaced_tag_is_kept_in_the_history(rig: Rig) -> None:
+    """A new tag pushes the old one's summary onto the VPG's history, field by field."""
+    tagger, plan, _call, deadline = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    tagger.wait([plan], deadline)
+    tagger.consume(plan, rig.call("jp-ubuntu"))
+    rig.clock.advance(10.0)
+    plan_on(rig, "jp-local", ("jp-ubuntu",))
+    record = rig.state.peek_vpg(plan.outcome.vpg_id)
+    assert record.history[-1] == {
+        "name": plan.tag_name,
+        "state": "landed",
+        "requested_at": plan.outcome.requested_at,
+        "expected_at": plan.outcome.expected_at,
+        "landed_at": plan.outcome.landed_at,
+        "checkpoint_id": plan.outcome.checkpoint_id,
+        "reason": None,
+    }
+
+
+def test_an_overdue_tag_fails_with_the_reason_and_the_advice(rig: Rig) -> None:
+    rig.zvm.tag_behaviour("jp-local", "never")
+    _t, first, _c, _d = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    rig.clock.advance(first.overdue_at - rig.clock.wall() + 0.01)
+    _t, failed, _c, _d = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    record = rig.state.peek_vpg(first.outcome.vpg_id)
+    assert record.tag is not None
+    assert failed.outcome.reason == (
+        f"{overdue_reason(record.tag)}; check that the VPG is replicating, then retry: the next "
+        "call requests a new tag"
+    )
+    assert record.tag.reason == overdue_reason(record.tag)
+
+
+def test_a_joined_task_is_asked_within_the_deadline_and_named_without_a_reason(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[tuple[str, object]] = []
+
+    def failed_task(task_id: str, **kwargs: object) -> Task:
+        asked.append((task_id, kwargs.get("deadline")))
+        return Task(task_id, None, 4, 100, None, None, None)
+
+    _t, first, _c, _d = plan_on(rig, "CMH-AWS-1", ("win2019-1",))
+    monkeypatch.setattr(rig.zvm, "get_task", failed_task)
+    rig.clock.advance(5.0)
+    _t, joined, _c, deadline = plan_on(rig, "CMH-AWS-1", ("win2019-1",))
+    assert asked == [(first.task_id, deadline)]
+    assert joined.outcome.reason == (
+        f"the ZVM refused the tag: the ZVM task {first.task_id} failed without a reason"
+    )
+
+
+def test_a_small_landing_lag_is_learned_as_is(tmp_path: Path) -> None:
+    """The lag is the landing less the boundary, never below zero (here 0.4 s, not rounded up)."""
+    rig = Rig(tmp_path, timeout_s=BUDGET_S, sim={"tag_lag_s": 0.4})
+    tagger, plan, _call, deadline = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    tagger.wait([plan], deadline)
+    assert rig.state.peek_vpg(plan.outcome.vpg_id).lag_s == pytest.approx(0.4, abs=0.002)
+
+
+def test_a_long_landing_lag_is_capped_by_the_vpgs_own_cadence(tmp_path: Path) -> None:
+    """An AWS VPG (630 s) whose tags surface 8 s after the boundary learns 8 s."""
+    rig = Rig(tmp_path, timeout_s=900.0, sim={"tag_lag_s": 8.0})
+    tagger, plan, _call, _deadline = plan_on(rig, "CMH-AWS-1", ("win2019-1",))
+    tagger.wait([plan], rig.clock.mono() + 900.0)
+    assert plan.outcome.row == Row.CONFIRMED
+    assert rig.state.peek_vpg(plan.outcome.vpg_id).lag_s == pytest.approx(8.0, abs=0.002)
+
+
+def test_landing_or_failing_an_old_plan_never_touches_a_newer_tag(rig: Rig) -> None:
+    """The record holds another (newer) tag by the time this plan's tag lands or its task
+    fails: that tag keeps its state."""
+    tagger, plan, _call, deadline = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    vpg_id = plan.outcome.vpg_id
+    newer = TagRecord("newer", rig.clock.wall(), rig.clock.wall() + 500, rig.clock.wall() + 900)
+    with rig.state.vpg(vpg_id) as record:
+        record.tag = newer
+    tagger.wait([plan], deadline)
+    assert plan.outcome.row == Row.CONFIRMED
+    kept = rig.state.peek_vpg(vpg_id).tag
+    assert kept is not None
+    assert (kept.name, kept.state, kept.landed_at) == ("newer", "requested", None)
+    rig.zvm.tag_behaviour("jp-local", "fail", reason="VRA down")
+    rig.clock.advance(30.0)
+    with rig.state.vpg(vpg_id) as record:
+        record.tag = None
+    tagger, failing, _call, deadline = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    assert failing.outcome.new_tag is True
+    with rig.state.vpg(vpg_id) as record:
+        record.tag = newer
+    tagger.wait([failing], deadline)
+    assert failing.outcome.row == Row.FAILED
+    kept = rig.state.peek_vpg(vpg_id).tag
+    assert kept is not None
+    assert (kept.name, kept.state) == ("newer", "requested")
+
+
+def test_consume_of_a_replaced_tag_counts_a_call_started_at_its_landing(rig: Rig) -> None:
+    tagger, plan, _call, deadline = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    tagger.wait([plan], deadline)
+    landed = plan.outcome.landed_at
+    assert landed is not None
+    rig.clock.advance(10.0)
+    plan_on(rig, "jp-local", ("jp-ubuntu",))  # a new tag replaces the record's
+    assert tagger.consume(plan, rig.call("jp-ubuntu", started_at=landed)) is True
+    assert tagger.consume(plan, rig.call("jp-ubuntu", started_at=landed + 0.001)) is False
+
+
+def test_a_tag_overdue_while_the_record_moved_on_fails_this_plan_only(tmp_path: Path) -> None:
+    """Past the overdue time the record already holds another tag (another call failed ours
+    and requested a new one): this plan fails at once, the newer tag is left alone, and the
+    wait does not spin on the ZVM until the deadline."""
+    rig = Rig(tmp_path, timeout_s=200, overdue_min_s=10.0, overdue_factor=1.0)
+    rig.zvm.tag_behaviour("jp-local", "never")
+    tagger, plan, _call, _d = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    newer = TagRecord("newer", rig.clock.wall(), rig.clock.wall() + 500, rig.clock.wall() + 900)
+
+    def replace_tag() -> None:
+        with rig.state.vpg(plan.outcome.vpg_id) as record:
+            record.tag = newer
+
+    rig.clock.at(plan.overdue_at - 0.01, replace_tag)
+    listings = 0
+    original = rig.zvm.list_checkpoints
+
+    def listing(*args: Any, **kwargs: Any) -> Any:
+        nonlocal listings
+        listings += 1
+        rig.clock.advance(0.01)  # a spinning wait would still reach its deadline
+        return original(*args, **kwargs)
+
+    rig.zvm.list_checkpoints = listing  # type: ignore[method-assign]
+    deadline = rig.clock.mono() + 150.0
+    tagger.wait([plan], deadline)
+    assert plan.outcome.row == Row.FAILED
+    assert plan.outcome.reason.startswith(f"tag {plan.tag_name!r} requested at ")
+    assert "never reached the journal" in plan.outcome.reason
+    assert rig.clock.mono() < deadline - 100
+    assert listings < 100
+    kept = rig.state.peek_vpg(plan.outcome.vpg_id).tag
+    assert kept is not None
+    assert (kept.name, kept.state) == ("newer", "requested")
+
+
+def test_exceeds_budget_is_strictly_later_than_the_time_left() -> None:
+    assert exceeds_budget(110.0, 100.0, 10.0) is False  # lands exactly as time runs out: wait
+    assert exceeds_budget(110.001, 100.0, 10.0) is True
+
+
+def test_the_journal_is_listed_from_just_before_the_request(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Polls list the journal from the request time less 5 s of clock skew, not from now."""
+    since: list[float] = []
+    original = rig.zvm.list_checkpoints
+
+    def listing(vpg_id: str, **kwargs: Any) -> Any:
+        since.append(kwargs["since"].timestamp())
+        return original(vpg_id, **kwargs)
+
+    tagger, plan, _call, deadline = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    monkeypatch.setattr(rig.zvm, "list_checkpoints", listing)
+    rig.clock.advance(2.0)
+    tagger.wait([plan], deadline)
+    assert plan.outcome.row == Row.CONFIRMED
+    requested = plan.outcome.requested_at
+    assert since
+    assert since == [pytest.approx((requested or 0) - 5.0, abs=1e-3)] * len(since)
+
+
+def test_a_wait_that_cannot_poll_again_before_the_deadline_answers_at_once(rig: Rig) -> None:
+    """No poll fits before the deadline: return now, not after sleeping out the budget."""
+    rig.zvm.tag_behaviour("jp-local", "never")
+    tagger, plan, _call, _d = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    deadline = rig.clock.mono() + 9.9
+    tagger.wait([plan], deadline)
+    assert plan.outcome.row == Row.PENDING
+    assert deadline - plan.poll_s <= rig.clock.mono() < deadline
+
+
+def test_the_task_is_asked_only_past_the_expected_landing(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the VPG's lag learned, polls start at the expected landing itself; the task of a
+    tag not found there is asked strictly after it."""
+    tagger, first, call, deadline = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    tagger.wait([first], deadline)
+    tagger.consume(first, call)
+    rig.clock.advance(20.0)
+    rig.zvm.tag_behaviour("jp-local", "never")
+    asked_at: list[float] = []
+    original = rig.zvm.get_task
+
+    def get_task(task_id: str, **kwargs: Any) -> Any:
+        asked_at.append(rig.clock.wall())
+        return original(task_id, **kwargs)
+
+    monkeypatch.setattr(rig.zvm, "get_task", get_task)
+    tagger, plan, _call, deadline = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    expected = plan.outcome.expected_at or 0.0
+    assert plan.next_poll_at == pytest.approx(expected, abs=1e-3)  # lag learned: poll there
+    tagger.wait([plan], deadline)
+    assert asked_at
+    assert all(t > expected for t in asked_at)
+
+
+def test_a_failed_task_without_a_reason_is_named(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    tagger, plan, _call, deadline = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    monkeypatch.setattr(
+        rig.zvm, "get_task", lambda task_id, **_k: Task(task_id, None, 4, 100, None, None, None)
+    )
+    tagger.check_task(plan, deadline)
+    assert plan.outcome.reason == (
+        f"the ZVM refused the tag: the ZVM task {plan.task_id} failed without a reason"
+    )

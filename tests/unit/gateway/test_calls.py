@@ -42,6 +42,7 @@ class FakeMetrics:
 
     def decided(self, decision: Decision, seconds: float, answer: str | None) -> None:
         self.seen.append(("decided", decision.row, answer))
+        self.seconds = seconds
 
     def upstream_error(self, upstream: str, kind: str) -> None:
         self.seen.append(("upstream_error", upstream, kind))
@@ -67,6 +68,7 @@ class FakeGateway:
         return self.decision
 
     def call_timeout_s(self, upstream: Any) -> float:
+        assert isinstance(upstream, FakeUpstream)
         return 7.0
 
     def log(self) -> list[dict[str, Any]]:
@@ -95,7 +97,9 @@ class FakeUpstream:
 
 
 def confirmed() -> Decision:
-    vpg = VpgOutcome("vpg-1", "jp-local", ("web01",), site_kind="vcenter", row=Row.CONFIRMED)
+    vpg = VpgOutcome(
+        "vpg-1", "jp-local", ("web01", "web02"), site_kind="vcenter", row=Row.CONFIRMED
+    )
     vpg.checkpoint_id, vpg.tag = "cp-77", "zr vsphere.power_off_vm web01"
     return Decision(
         Row.CONFIRMED, Outcome.CONTEXT, HOST_TOOL, context="checkpoint cp-77", vpgs=[vpg]
@@ -104,6 +108,15 @@ def confirmed() -> Decision:
 
 def prompt() -> Decision:
     return Decision(Row.VM_UNKNOWN, Outcome.PROMPT, HOST_TOOL, reason=REASON, vms=("ghost",))
+
+
+def assert_question(text: str) -> None:
+    """The question put to a human: the guard's reason, the tool, and that there is no
+    checkpoint (its exact wording belongs to the gateway's docs, and changes)."""
+    assert REASON in text
+    assert f"Run {HOST_TOOL} " in text
+    assert "no Zerto checkpoint" in text
+    assert text.strip() == text
 
 
 def run(gateway: FakeGateway, upstream: FakeUpstream, ctx: CallContext, args: Any = None) -> Any:
@@ -130,9 +143,9 @@ def test_host_tool_name_is_the_hosts_spelling() -> None:
     assert host_tool_name("vsphere", "power_off") == "mcp__vsphere__power_off"
 
 
-def test_a_read_only_call_is_forwarded_untouched_and_logged(tmp_path: Path) -> None:
+def test_a_read_only_call_is_forwarded_untouched_and_not_logged(tmp_path: Path) -> None:
     """none: the guard sees the host's name and the call; the upstream's result comes back
-    as is; the log line names the client; metrics count the decision and the forward."""
+    as is; metrics count the decision and the forward; read-only leaves no log line."""
     gateway = FakeGateway(tmp_path, Decision(Row.READ_ONLY, Outcome.NONE, HOST_TOOL))
     upstream = FakeUpstream()
     result = run(gateway, upstream, ctx())
@@ -149,12 +162,22 @@ def test_a_read_only_call_is_forwarded_untouched_and_logged(tmp_path: Path) -> N
         ("decided", Row.READ_ONLY, None),
         ("forwarded", "vsphere", Row.READ_ONLY),
     ]
+    assert not Path(gateway.log_path).exists()
+
+
+def test_an_allowed_unlisted_call_is_forwarded_and_logged(tmp_path: Path) -> None:
+    """none on another row (unlisted tools allowed): forwarded, and the log line names the
+    client, without an answer (nobody was asked)."""
+    gateway = FakeGateway(tmp_path, Decision(Row.UNLISTED, Outcome.NONE, HOST_TOOL))
+    upstream = FakeUpstream()
+    assert run(gateway, upstream, ctx()) is upstream.result
     (line,) = gateway.log()
     assert (line["client"], line["row"], line["origin"]) == (
         "claude-desktop",
-        "read_only",
+        "unlisted",
         "gateway",
     )
+    assert (line["session_id"], line["tool"]) == ("sess-1", HOST_TOOL)
     assert "answer" not in line
 
 
@@ -179,7 +202,7 @@ def test_a_confirmed_call_is_forwarded_and_its_result_names_the_checkpoint(tmp_p
     assert result.meta["upstream/key"] == "kept"
     assert result.meta["zerto-rewind/checkpoints"] == [
         {
-            "vm": "web01",
+            "vm": "web01,web02",
             "vpg": "jp-local",
             "vpg_id": "vpg-1",
             "checkpoint_id": "cp-77",
@@ -236,7 +259,7 @@ def test_an_upstream_failure_is_an_error_that_may_not_have_run(tmp_path: Path) -
 def test_a_log_that_cannot_be_written_does_not_stop_the_call(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    gateway = FakeGateway(tmp_path, Decision(Row.READ_ONLY, Outcome.NONE, HOST_TOOL))
+    gateway = FakeGateway(tmp_path, Decision(Row.UNLISTED, Outcome.NONE, HOST_TOOL))
     gateway.settings.log_path = str(tmp_path)  # a directory: the append fails
     upstream = FakeUpstream()
     with caplog.at_level(logging.WARNING, logger="zerto_rewind.gateway"):
@@ -287,9 +310,8 @@ def test_a_prompt_asks_the_human_over_the_back_channel(
     gateway = FakeGateway(tmp_path, prompt(), elicit_timeout_s=0.05)
     upstream = FakeUpstream()
     result = run(gateway, upstream, ctx(ask=ask))
-    assert asked == [
-        f"{REASON}\n\nRun {HOST_TOOL} anyway, with no Zerto checkpoint in front of it?"
-    ]
+    assert len(asked) == 1
+    assert_question(asked[0])
     assert gateway.metrics.seen[0] == ("decided", Row.VM_UNKNOWN, answer)
     assert gateway.log()[0]["answer"] == answer
     if ending is None:
@@ -302,7 +324,7 @@ def test_a_prompt_asks_the_human_over_the_back_channel(
 
 def test_an_inline_client_is_asked_by_an_input_required_result(tmp_path: Path) -> None:
     """A 2026-07-28 client gets an InputRequiredResult: the question as a form, and a state
-    bound to this exact call; nothing is forwarded, logged or counted yet."""
+    bound to this exact call; nothing is forwarded or counted yet."""
     gateway = FakeGateway(tmp_path, prompt())
     upstream = FakeUpstream()
     result = run(gateway, upstream, ctx(ask_inline=True))
@@ -310,14 +332,11 @@ def test_an_inline_client_is_asked_by_an_input_required_result(tmp_path: Path) -
     (key,) = result.input_requests
     assert key == "zerto-rewind/approve"
     params = result.input_requests[key].params
-    assert params.message == (
-        f"{REASON}\n\nRun {HOST_TOOL} anyway, with no Zerto checkpoint in front of it?"
-    )
+    assert_question(params.message)
     assert params.requested_schema == APPROVAL_SCHEMA
     assert result.request_state == calls._call_state(gateway.calls[0])
     assert len(result.request_state or "") == 64
     assert (upstream.asked, gateway.metrics.seen) == ([], [])
-    assert not Path(gateway.log_path).exists()
 
 
 def elicit(action: str, content: dict[str, Any] | None = None) -> types.ElicitResult:
@@ -386,3 +405,85 @@ def test_a_client_with_a_back_channel_is_asked_there_even_if_it_could_answer_inl
     upstream = FakeUpstream()
     result = run(gateway, upstream, ctx(ask=ask, ask_inline=True))
     assert (len(asked), result) == (1, upstream.result)
+
+
+def test_an_inline_answer_is_bound_to_the_arguments_not_their_order(tmp_path: Path) -> None:
+    """The same arguments in another key order are the same call; a value JSON cannot
+    encode is bound by its text."""
+    from datetime import UTC, datetime
+
+    when = datetime(2027, 1, 15, tzinfo=UTC)
+    gateway = FakeGateway(tmp_path, prompt())
+    first = run(
+        gateway, FakeUpstream(), ctx(ask_inline=True), {"a": 1, "name": "web01", "at": when}
+    )
+    upstream = FakeUpstream()
+    again = ctx(
+        ask_inline=True,
+        input_responses={"zerto-rewind/approve": elicit("accept", {APPROVAL_FIELD: True})},
+        request_state=first.request_state,
+    )
+    result = run(gateway, upstream, again, {"at": when, "name": "web01", "a": 1})
+    assert result is upstream.result
+
+
+def test_an_inline_answer_that_is_not_an_elicit_result_is_no_approval(tmp_path: Path) -> None:
+    gateway = FakeGateway(tmp_path, prompt())
+    first = run(gateway, FakeUpstream(), ctx(ask_inline=True))
+    upstream = FakeUpstream()
+    again = ctx(
+        ask_inline=True,
+        input_responses={"zerto-rewind/approve": {"action": "accept"}},
+        request_state=first.request_state,
+    )
+    result = run(gateway, upstream, again)
+    assert (upstream.asked, result.is_error) == ([], True)
+    assert gateway.log()[-1]["answer"] == "cancelled"
+
+
+def test_the_warnings_say_what_failed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async def ask(message: str) -> bool | None:
+        raise RuntimeError("client went away")
+
+    gateway = FakeGateway(tmp_path, prompt())
+    gateway.settings.log_path = str(tmp_path)  # a directory: the append fails
+    with caplog.at_level(logging.WARNING, logger="zerto_rewind.gateway"):
+        run(gateway, FakeUpstream(), ctx(ask=ask))
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages[0] == "elicitation failed: RuntimeError"
+    assert messages[1].startswith("decision not logged: ")
+    assert str(tmp_path) in messages[1]
+
+
+def test_the_call_carries_its_start_time_and_the_decision_its_duration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ticks = iter([100.0, 102.5, 102.5])
+    clock = SimpleNamespace(monotonic=lambda: next(ticks, 102.5), time=lambda: 1_800_000_000.0)
+    monkeypatch.setattr(calls, "time", clock)  # not the time module: the event loop uses it
+    decision = Decision(Row.FAILED, Outcome.DENY, HOST_TOOL, reason="no")
+    gateway = FakeGateway(tmp_path, decision)
+    run(gateway, FakeUpstream(), ctx())
+    assert gateway.calls[0].started_at == 1_800_000_000.0
+    assert decision.elapsed_ms == 2500
+    assert gateway.metrics.seconds == pytest.approx(2.5)
+    assert gateway.log()[0]["elapsed_ms"] == 2500
+
+
+def test_the_hosts_tool_use_id_reaches_the_guard_and_the_log(tmp_path: Path) -> None:
+    gateway = FakeGateway(tmp_path, Decision(Row.UNLISTED, Outcome.NONE, HOST_TOOL))
+    run(gateway, FakeUpstream(), ctx(tool_use_id="toolu_42"))
+    assert gateway.calls[0].tool_use_id == "toolu_42"
+    assert gateway.log()[0]["tool_use_id"] == "toolu_42"
+
+
+def test_an_inline_question_is_logged_when_asked(tmp_path: Path) -> None:
+    """A question nobody ever answers still leaves its line, answer "asked"."""
+    gateway = FakeGateway(tmp_path, prompt())
+    run(gateway, FakeUpstream(), ctx(ask_inline=True))
+    (line,) = gateway.log()
+    assert (line["answer"], line["row"], line["client"]) == (
+        "asked",
+        "vm_unknown",
+        "claude-desktop",
+    )

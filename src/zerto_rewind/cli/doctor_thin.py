@@ -1,0 +1,168 @@
+"""The doctor's checks of a thin hook: does it start, and does the guard service answer?
+
+A thin hook (``install claude-code --service URL``) names no config: the service
+classifies and tags with its own. So its command is probed by importing the
+thin hook with the command's interpreter, the service is asked for its catalog
+(``GET /v1/catalog``, through the hook's own client), the hook's budget must
+exceed the service's guard budget, the host's timeout the hook's budget, and the
+matcher must start the hook for every tool the service's catalog calls mutating.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+from ..claude_code.matcher import compile_matcher, covered_servers
+from ..claude_code.service import THIN_MARGIN_S, ServiceCatalog, fetch_catalog
+from ..claude_code.thin_hook import DEFAULT_BUDGET_S
+from ..config.settings import CatalogSettings
+from ..core.catalog import MUTATING, UNLISTED, classify
+from ..errors import ConfigError
+from .doctor_config import Check
+from .doctor_host import COMMAND_PROBE_TIMEOUT_S, _matcher_test, _on_failure_check, _timeout_check
+
+__all__ = ["thin_hook_checks", "thin_options"]
+
+_REINSTALL = (
+    "re-run zerto-rewind install claude-code --service URL (--project DIR, --user or --managed)"
+)
+_FLAGS = {"--service": "service", "--token-file": "token_file", "--ca-file": "ca_file",
+          "--budget": "budget"}  # fmt: skip
+
+
+def thin_options(handler: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """(argv, options) of a thin hook's command; options as the thin hook reads them."""
+    command = handler.get("command")
+    args = handler.get("args")
+    if not isinstance(command, str):
+        return [], {}
+    try:
+        argv = [command, *map(str, args)] if isinstance(args, list) else shlex.split(command)
+    except ValueError:
+        return [], {}
+    opts = {}
+    for i, word in enumerate(argv[:-1]):
+        if word in _FLAGS:
+            opts[_FLAGS[word]] = argv[i + 1]
+    return argv, opts
+
+
+def thin_hook_checks(path: str, entry: dict[str, Any], handler: dict[str, Any]) -> list[Check]:
+    """Command, service, timeout, onFailure and matcher of one thin hook."""
+    argv, opts = thin_options(handler)
+    checks = [_command_check(path, handler, argv, opts)]
+    remote: ServiceCatalog | None = None
+    service = opts.get("service")
+    if service:
+        try:
+            remote = fetch_catalog(opts)
+        except ConfigError as exc:
+            fix = (
+                "start the service (zerto-rewind gateway --socket PATH / --listen), and check "
+                "the socket's group and mode or the token and CA files"
+            )
+            checks.append(Check("guard service", "fail", f"{path}: {exc}", fix))
+        else:
+            detail = (
+                f"{path}: {service} answers: {len(remote.catalog.tools)} tools, "
+                f"{len(remote.catalog.read_only)} read-only entries, guard budget "
+                f"{remote.guard_timeout_s:g} s"
+            )
+            checks.append(Check("guard service", "pass", detail))
+    budget = _budget(opts)
+    checks.append(_timeout_check(path, handler, budget, assumed=False))
+    if remote is not None and budget < remote.guard_timeout_s + 1.0:
+        detail = (
+            f"{path}: the hook's budget {budget:g} s does not exceed the service's guard budget "
+            f"{remote.guard_timeout_s:g} s, so the hook gives up before the service answers"
+        )
+        fix = f"{_REINSTALL} (it sets --budget to the service's budget + {THIN_MARGIN_S:g} s)"
+        checks.append(Check("hook budget", "fail", detail, fix))
+    checks.append(_on_failure_check(path, handler))
+    if remote is not None:
+        checks.append(_matcher_check(path, entry.get("matcher"), remote.catalog))
+    return checks
+
+
+def _budget(opts: Mapping[str, str]) -> float:
+    try:
+        return float(opts.get("budget", DEFAULT_BUDGET_S))
+    except ValueError:
+        return DEFAULT_BUDGET_S
+
+
+def _command_check(
+    path: str, handler: Mapping[str, Any], argv: list[str], opts: Mapping[str, str]
+) -> Check:
+    name = "hook command"
+    if handler.get("async") is True:
+        return Check(
+            name, "fail", f"{path}: the hook is async, so it cannot stop a call", _REINSTALL
+        )
+    if not argv:
+        return Check(name, "fail", f"{path}: the command cannot be read", _REINSTALL)
+    program = argv[0]
+    problems = []
+    if not os.path.isabs(program):
+        problems.append(f"the interpreter {program!r} is not an absolute path (it depends on PATH)")
+    elif not os.access(program, os.X_OK):
+        problems.append(f"the interpreter {program} does not exist or is not executable")
+    service = opts.get("service", "")
+    if not service:
+        problems.append("it names no --service")
+    elif not service.startswith(("unix:/", "https://")):
+        problems.append(f"the service {service!r} is neither unix:/path nor https://host:port")
+    for flag in ("token_file", "ca_file"):
+        file = opts.get(flag)
+        if file and not os.path.isfile(file):
+            problems.append(f"the {flag.replace('_', ' ')} {file} does not exist")
+    if problems:
+        detail = f"{path}: " + "; ".join(problems) + " — a hook that cannot start guards nothing"
+        return Check(name, "fail", detail, _REINSTALL)
+    probe = [program, "-c", "import zerto_rewind.claude_code.thin_hook"]
+    try:
+        done = subprocess.run(
+            probe, capture_output=True, text=True, timeout=COMMAND_PROBE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check(name, "fail", f"{path}: cannot run {program}: {exc}", _REINSTALL)
+    if done.returncode != 0:
+        err = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        detail = f"{path}: {program} cannot import the thin hook ({err})"
+        return Check(name, "fail", detail, _REINSTALL)
+    return Check(name, "pass", f"{path}: thin hook, {shlex.join(argv)} starts")
+
+
+def _matcher_check(path: str, matcher: Any, catalog: CatalogSettings) -> Check:
+    """Every tool the service's catalog calls mutating, and its servers' unlisted tools, match."""
+    name = "hook matcher"
+    test = _matcher_test(matcher)
+    if isinstance(test, str):
+        return Check(name, "warn" if "cannot check" in test else "fail", f"{path}: {test}")
+    probes = []
+    for key in catalog.tools:
+        samples = [key.replace("?", "x").replace("*", fill) for fill in ("", "x", "_probe_")]
+        probes += [s for s in dict.fromkeys(samples) if classify(s, {}, catalog).kind == MUTATING]
+    missed = [n for n in probes if not test(n)]
+    if missed:
+        detail = (
+            f"{path}: matcher {matcher!r} lets tools the service guards skip the hook: "
+            + ", ".join(missed)
+        )
+        return Check(name, "fail", detail, _REINSTALL)
+    unguarded = [
+        server
+        for server in covered_servers(catalog)
+        if classify(probe := f"mcp__{server}__zerto_rewind_probe", {}, catalog).kind == UNLISTED
+        and not test(probe)
+    ]
+    if unguarded:
+        detail = f"{path}: unlisted tools of {', '.join(unguarded)} skip the hook"
+        return Check(name, "warn", detail, _REINSTALL)
+    current = {compile_matcher(catalog), compile_matcher(catalog, all_tools=True)}
+    same = "" if matcher in current else "; differs from the service's catalog now (still safe)"
+    return Check(name, "pass", f"{path}: every tool the service guards starts the hook{same}")

@@ -1,0 +1,213 @@
+"""``install claude-code --service`` and ``--managed`` against a real guard service on a socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zerto_rewind.claude_code.install import main
+from zerto_rewind.claude_code.install_managed import managed_config_path
+from zerto_rewind.claude_code.matcher import compile_matcher
+from zerto_rewind.claude_code.service import fetch_catalog, service_options
+from zerto_rewind.claude_code.settings_file import (
+    MANAGED_SETTINGS,
+    is_thin_hook,
+    managed_settings_file,
+)
+from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
+from zerto_rewind.cli.sandbox import Sandbox
+
+GUARD_BUDGET_S = 12.0
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    with Sandbox(
+        str(tmp_path_factory.mktemp("svc") / "box"), guard={"timeout_s": GUARD_BUDGET_S}
+    ) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+def service(box: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The guard service (``zerto-rewind gateway --socket``), hook-only, as in production."""
+    box.write_config(state_dir=box.state_dir, log=box.log_path)
+    run = tmp_path_factory.mktemp("run")
+    sock, ready, stderr = run / "guard.sock", run / "ready.json", run / "service.stderr"
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "zerto_rewind", "gateway", "--socket", str(sock),
+             "--ready-file", str(ready)],
+            env=box.env(),
+            stdin=subprocess.DEVNULL,
+            stderr=err,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert proc.poll() is None, stderr.read_text()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        yield f"unix:{sock}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def only_hook(path: Path) -> dict[str, Any]:
+    (entry,) = json.loads(path.read_text())["hooks"]["PreToolUse"]
+    return dict(entry)
+
+
+def run_command(command: str, tool: str, tool_input: dict[str, Any]) -> dict[str, Any] | None:
+    """Run an installed hook command through the shell, as Claude Code does."""
+    payload = {"session_id": "s1", "hook_event_name": "PreToolUse", "tool_name": tool,
+               "tool_input": tool_input, "tool_use_id": "toolu_1"}  # fmt: skip
+    proc = subprocess.run(
+        ["/bin/sh", "-c", command],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["hookSpecificOutput"] if proc.stdout.strip() else None
+
+
+def test_the_catalog_endpoint_gives_the_services_budget(service: str) -> None:
+    remote = fetch_catalog(service_options(service))
+    assert remote.guard_timeout_s == GUARD_BUDGET_S
+    assert remote.catalog.tools  # names only: no vm_arg crosses
+
+
+def test_install_service_writes_a_thin_hook_matched_on_the_services_catalog(
+    service: str, box: Sandbox, tmp_path: Path
+) -> None:
+    """No config, no secret on this side; the matcher is the service's; the hook asks it."""
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}  # no ZERTO_* at all
+    argv = ["claude-code", "--project", str(project), "--service", service, "--force"]
+    assert main(argv, env) == 0
+    settings = project / ".claude" / "settings.json"
+    entry = only_hook(settings)
+    handler = entry["hooks"][0]
+    assert is_thin_hook(handler)
+    assert entry["matcher"] == compile_matcher(box.settings().catalog)
+    words = shlex.split(handler["command"])
+    assert words[:3] == [os.path.abspath(sys.executable), "-c", LAUNCH_CODE]
+    assert words[words.index("--service") + 1] == service
+    budget = float(words[words.index("--budget") + 1])
+    assert budget > GUARD_BUDGET_S  # the service answers before the hook gives up
+    assert handler["timeout"] >= budget + 10  # and the host waits for the hook
+    assert handler["onFailure"] == "block"
+    assert "--config" not in words
+    # The installed command, run as Claude Code runs it, gets the service's decision.
+    decided = run_command(handler["command"], "mcp__vsphere__power_off_vm", {"name": "nope"})
+    assert decided is not None
+    assert decided["permissionDecision"] in ("ask", "deny")
+    assert run_command(handler["command"], "mcp__vsphere__list_vms", {}) is None
+    # Twice changes nothing.
+    before = settings.read_text()
+    assert main(argv, env) == 0
+    assert settings.read_text() == before
+
+
+def test_an_unreachable_service_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    argv = ["claude-code", "--project", str(project), "--service", f"unix:{tmp_path}/no.sock"]
+    assert main(argv, {"HOME": str(tmp_path)}) == 1
+    assert not (project / ".claude").exists()
+
+
+def test_plain_http_and_a_relative_socket_are_refused(tmp_path: Path) -> None:
+    for url in ("http://127.0.0.1:8750", "unix:guard.sock"):
+        assert main(["claude-code", "--user", "--service", url], {"HOME": str(tmp_path)}) == 1
+
+
+def test_managed_service_install_writes_root_owned_policy_and_config(
+    service: str, box: Sandbox, tmp_path: Path
+) -> None:
+    """--managed --service --config: managed settings 0644 root, the service's config 0600 root."""
+    root = tmp_path / "root"
+    managed = Path(managed_settings_file(str(root)))
+    managed.parent.mkdir(parents=True)
+    managed.write_text(json.dumps({"env": {"KEEP": "1"}}))
+    argv = ["claude-code", "--managed", "--root", str(root), "--service", service,
+            "--config", box.config_path, "--allow-managed-hooks-only"]  # fmt: skip
+    assert main(argv, box.env()) == 0
+    data = json.loads(managed.read_text())
+    assert data["allowManagedHooksOnly"] is True
+    assert data["env"] == {"KEEP": "1"}  # other keys kept
+    assert is_thin_hook(data["hooks"]["PreToolUse"][0]["hooks"][0])
+    st = managed.stat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o644)
+    assert stat.S_IMODE(managed.parent.stat().st_mode) == 0o755
+    backups = list(managed.parent.glob("managed-settings.json.bak-*"))
+    assert len(backups) == 1  # what it replaced
+    config = Path(managed_config_path(str(root)))
+    assert config.read_bytes() == Path(box.config_path).read_bytes()
+    cst = config.stat()
+    assert (cst.st_uid, cst.st_gid, stat.S_IMODE(cst.st_mode)) == (0, 0, 0o600)
+
+
+def test_managed_standalone_install_points_the_pinned_hook_at_the_root_copy(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    """--managed --config without a service: the hook names /etc/zerto-rewind/config.json."""
+    root = tmp_path / "root"
+    argv = ["claude-code", "--managed", "--root", str(root), "--config", box.config_path]
+    assert main(argv, box.env()) == 0
+    config = managed_config_path(str(root))
+    handler = only_hook(Path(managed_settings_file(str(root))))["hooks"][0]
+    words = shlex.split(handler["command"])
+    assert words[words.index("--config") + 1] == config
+    assert stat.S_IMODE(os.stat(config).st_mode) == 0o644  # the hook reads it as the agent
+    assert os.stat(config).st_uid == 0
+
+
+def test_managed_standalone_refuses_a_config_holding_a_secret(box: Sandbox, tmp_path: Path) -> None:
+    """The agent's hook must read it, so the agent could read the secret: refused."""
+    cfg = tmp_path / "inline.json"
+    data = box.config()
+    data["zvm"] = {**data["zvm"], "client_secret": "s3cret"}
+    del data["zvm"]["client_secret_env"]
+    cfg.write_text(json.dumps(data))
+    cfg.chmod(0o600)
+    root = tmp_path / "root"
+    argv = ["claude-code", "--managed", "--root", str(root), "--config", str(cfg)]
+    assert main(argv, box.env()) == 1
+    assert not Path(managed_settings_file(str(root))).exists()
+
+
+def test_managed_refuses_without_root(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    argv = ["claude-code", "--managed", "--root", str(tmp_path), "--service", "unix:/x.sock"]
+    assert main(argv, {"HOME": str(tmp_path)}) == 1
+    assert "must run as root" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_default_paths_are_the_ones_the_docs_name() -> None:
+    """Claude Code 2.1.328 reads /etc/claude-code/managed-settings.json on Linux."""
+    assert managed_settings_file() == MANAGED_SETTINGS == "/etc/claude-code/managed-settings.json"
+    assert managed_config_path() == "/etc/zerto-rewind/config.json"
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "install.md").read_text()
+    assert MANAGED_SETTINGS in docs
+    assert re.search(r"/etc/zerto-rewind/config\.json", docs)
