@@ -195,15 +195,10 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
         matcher = compile_matcher(settings.catalog, all_tools=args.all_tools, self_tools=self_tools)
     except ConfigError as exc:
         return _refuse(f"{config}: {exc.detail}")
-    sources = read_sources(
-        env,
-        projects=[args.project] if args.project else [],
-        every_local_scope=bool(args.user),
-        extra_files=args.mcp_config,
-    )
+    sources = _mcp_sources(args, env)
     undefined = _undefined_servers(sources, covered_servers(settings.catalog))
     if undefined and not args.force:
-        return _refuse(undefined + "\nNot installed; or install anyway with --force.")
+        return _refuse(undefined + _FORCE_HINT)
     # The rewind hint names zerto-rewind's MCP tool only where the host has that server.
     server = MCP_SERVER_NAME if args.with_mcp_server else _installed_server(sources)
     home = env.get("HOME") or os.path.expanduser("~")
@@ -310,15 +305,9 @@ def _install_thin(args: argparse.Namespace, env: dict[str, str]) -> int:
     except ConfigError as exc:
         return _refuse(f"the service's catalog: {exc.detail}")
     if not args.managed:
-        sources = read_sources(
-            env,
-            projects=[args.project] if args.project else [],
-            every_local_scope=bool(args.user),
-            extra_files=args.mcp_config,
-        )
-        undefined = _undefined_servers(sources, covered_servers(remote.catalog))
+        undefined = _undefined_servers(_mcp_sources(args, env), covered_servers(remote.catalog))
         if undefined and not args.force:
-            return _refuse(undefined + "\nNot installed; or install anyway with --force.")
+            return _refuse(undefined + _FORCE_HINT)
     entry = build_thin_entry(
         python=python,
         service=service,
@@ -510,6 +499,19 @@ def _undefined_servers(sources: list[McpSource], servers: list[str]) -> str:
         "with --mcp-config, pass it here with --mcp-config FILE."
     )
     return "\n".join(lines)
+
+
+_FORCE_HINT = "\nNot installed; or install anyway with --force."
+
+
+def _mcp_sources(args: argparse.Namespace, env: dict[str, str]) -> list[McpSource]:
+    """The MCP server configs of the project or user the hook is installed for."""
+    return read_sources(
+        env,
+        projects=[args.project] if args.project else [],
+        every_local_scope=bool(args.user),
+        extra_files=args.mcp_config,
+    )
 
 
 def _refuse(message: str) -> int:

@@ -119,6 +119,23 @@ def hook_command(
     return command + (f" --mcp-server {shlex.quote(mcp_server)}" if mcp_server else "")
 
 
+def _entry(matcher: str, command: str, timeout_s: int) -> dict[str, Any]:
+    """One ``hooks.PreToolUse`` entry: the same shape for the standalone and the thin hook."""
+    return {
+        "matcher": matcher,
+        "hooks": [
+            {
+                "type": "command",
+                "command": command,
+                "timeout": timeout_s,
+                # A timed-out or crashed hook must block the call, not let it run.
+                "onFailure": "block",
+                "statusMessage": STATUS_MESSAGE,
+            }
+        ],
+    }
+
+
 def build_entry(
     *,
     python: str,
@@ -143,19 +160,7 @@ def build_entry(
         settings=settings,
         all_tools=all_tools,
     )
-    return {
-        "matcher": matcher,
-        "hooks": [
-            {
-                "type": "command",
-                "command": command,
-                "timeout": timeout_s,
-                # A timed-out or crashed hook must block the call, not let it run.
-                "onFailure": "block",
-                "statusMessage": STATUS_MESSAGE,
-            }
-        ],
-    }
+    return _entry(matcher, command, timeout_s)
 
 
 def thin_hook_command(
@@ -200,18 +205,7 @@ def build_thin_entry(
     command = thin_hook_command(
         python, service, budget_s=budget_s, token_file=token_file, ca_file=ca_file
     )
-    return {
-        "matcher": matcher,
-        "hooks": [
-            {
-                "type": "command",
-                "command": command,
-                "timeout": timeout_s,
-                "onFailure": "block",
-                "statusMessage": STATUS_MESSAGE,
-            }
-        ],
-    }
+    return _entry(matcher, command, timeout_s)
 
 
 def is_thin_hook(handler: Any) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,17 +10,6 @@ from gateway_helpers import TOKENS, actions, client, gateway_config, gateway_pro
 from zerto_rewind.cli.sandbox import Sandbox
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def box(tmp_path: Path) -> Iterator[Sandbox]:
-    with Sandbox(str(tmp_path / "box"), guard={"timeout_s": 10}) as sandbox:
-        yield sandbox
 
 
 async def test_unlisted_tools_are_classified_by_the_scan_rules(

@@ -22,11 +22,6 @@ BUDGET_S = 4.0
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def box(tmp_path: Path) -> Iterator[Sandbox]:
     # A short landing allowance keeps a vCenter tag (2 s cadence) inside the 4 s budget.
     guard = {"timeout_s": BUDGET_S, "landing_allowance_s": 0.5}

@@ -24,22 +24,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def box(tmp_path: Path) -> Iterator[Sandbox]:
-    with Sandbox(str(tmp_path / "box"), guard={"timeout_s": 10}) as sandbox:
-        yield sandbox
-
-
-@pytest.fixture
-def actions_log(tmp_path: Path) -> Path:
-    return tmp_path / "actions.jsonl"
-
-
-@pytest.fixture
 def gw(box: Sandbox, tmp_path: Path, actions_log: Path) -> Iterator[GatewayProcess]:
     gateway_config(box, actions_log)
     with gateway_process(box, tmp_path) as process:

@@ -25,22 +25,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def actions_log(tmp_path: Path) -> Path:
-    return tmp_path / "actions.jsonl"
-
-
-@pytest.fixture
-def box(tmp_path: Path) -> Iterator[Sandbox]:
-    with Sandbox(str(tmp_path / "box"), guard={"timeout_s": 10}) as sandbox:
-        yield sandbox
-
-
-@pytest.fixture
 def gw(box: Sandbox, tmp_path: Path, actions_log: Path) -> Iterator[GatewayProcess]:
     # reconfigure_vm's VM is looked for where it is not: its calls are the no-VM row.
     tools = {**DEMO_CATALOG["tools"], "mcp__vsphere__reconfigure_vm": {"vm_arg": "target.name"}}

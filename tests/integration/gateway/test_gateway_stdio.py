@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,17 +13,6 @@ from mcp.client.stdio import StdioServerParameters
 from zerto_rewind.cli.sandbox import Sandbox
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def box(tmp_path: Path) -> Iterator[Sandbox]:
-    with Sandbox(str(tmp_path / "box"), guard={"timeout_s": 10}) as sandbox:
-        yield sandbox
 
 
 def stdio_gateway(box: Sandbox) -> Client:

@@ -36,20 +36,10 @@ PASSWORD = "vc-Pa55word-never-in-the-host-file"
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def box(tmp_path: Path) -> Iterator[Sandbox]:
     with Sandbox(str(tmp_path / "box"), guard={"timeout_s": 10}) as sandbox:
         sandbox.write_config(state_dir=sandbox.state_dir, log=sandbox.log_path)
         yield sandbox
-
-
-@pytest.fixture
-def actions_log(tmp_path: Path) -> Path:
-    return tmp_path / "actions.jsonl"
 
 
 @pytest.fixture
