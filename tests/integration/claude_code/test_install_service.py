@@ -9,12 +9,12 @@ import shlex
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from service_helpers import guard_service
 
 from zerto_rewind.claude_code.install import main
 from zerto_rewind.claude_code.install_managed import managed_config_path
@@ -42,27 +42,8 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
 @pytest.fixture(scope="module")
 def service(box: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The guard service (``zerto-rewind gateway --socket``), hook-only, as in production."""
-    box.write_config(state_dir=box.state_dir, log=box.log_path)
-    run = tmp_path_factory.mktemp("run")
-    sock, ready, stderr = run / "guard.sock", run / "ready.json", run / "service.stderr"
-    with stderr.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "zerto_rewind", "gateway", "--socket", str(sock),
-             "--ready-file", str(ready)],
-            env=box.env(),
-            stdin=subprocess.DEVNULL,
-            stderr=err,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            assert proc.poll() is None, stderr.read_text()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        yield f"unix:{sock}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with guard_service(box, tmp_path_factory.mktemp("run")) as url:
+        yield url
 
 
 def only_hook(path: Path) -> dict[str, Any]:

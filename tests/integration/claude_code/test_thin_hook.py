@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from service_helpers import guard_service
 
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli.sandbox import Sandbox
@@ -26,28 +27,8 @@ def box(tmp_path: Path) -> Iterator[Sandbox]:
 @pytest.fixture
 def service(box: Sandbox, tmp_path: Path) -> Iterator[str]:
     """`zerto-rewind gateway --socket` (the guard service), no upstreams: a hook-only service."""
-    box.write_config(state_dir=box.state_dir, log=box.log_path)
-    sock = tmp_path / "guard.sock"
-    ready = tmp_path / "ready.json"
-    stderr = tmp_path / "service.stderr"
-    with stderr.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "zerto_rewind", "gateway", "--socket", str(sock),
-             "--ready-file", str(ready)],
-            env=box.env(),
-            stdin=subprocess.DEVNULL,
-            stderr=err,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            assert proc.poll() is None, stderr.read_text()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        yield f"unix:{sock}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with guard_service(box, tmp_path) as url:
+        yield url
 
 
 def thin_hook(
