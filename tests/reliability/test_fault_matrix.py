@@ -21,7 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from reliability_helpers import BUDGET_S, POWER_OFF, READ_ONLY_TOOL, UNLISTED_TOOL, Bench
+from reliability_helpers import (
+    BUDGET_S,
+    GUARD,
+    POWER_OFF,
+    READ_ONLY_TOOL,
+    UNLISTED_TOOL,
+    Bench,
+)
 
 from zerto_rewind.sim.certs import write_certs
 
@@ -64,6 +71,11 @@ def _tag_behaviour(
 def _paused_mid_wait(bench: Bench) -> Callable[[], None]:
     # Start right after a checkpoint: the tag is requested about 0.5 s in and
     # would land about 2.5 s in; replication pauses 1.5 s in, so the tag is lost.
+    # A loaded machine can start the hook so late that the landing looks beyond a
+    # 5 s budget (pending at once, the pause never seen): this row's guard gets room
+    # to wait, and must still answer within the suite's budget + 1 s, i.e. it must
+    # see the pause as soon as the tag is late rather than wait out its budget.
+    bench.box.write_config(guard={**GUARD, "timeout_s": 3 * BUDGET_S})
     bench.box.wait_past_boundary("jp-local")
 
     def pause() -> None:

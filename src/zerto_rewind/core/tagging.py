@@ -69,6 +69,7 @@ class TagPlan:
     task_id: str | None = None
     poll_s: float = 1.0
     task_checked: bool = False
+    vpg_checked: bool = False
     next_poll_at: float = 0.0  # wall clock
     overdue_at: float = 0.0
     lag_used_s: float = 0.0
@@ -218,6 +219,26 @@ class Tagger:
         if reason:
             self._record_failure(plan, reason)
 
+    def check_vpg(self, plan: TagPlan, deadline: float) -> None:
+        """A tag past its expected landing: did the VPG stop taking checkpoints meanwhile?
+
+        A VPG paused or failing over mid-wait loses the tag; without this look the
+        call would poll to the end of its budget and then say *pending*. Asked once
+        per plan, and only for a late tag, so a tag that lands on time costs nothing.
+        """
+        from ..errors import ZertoRewindError
+        from ..zvm.models import tag_refusal
+
+        plan.vpg_checked = True
+        try:
+            vpg = self.client.get_vpg(plan.outcome.vpg_id, deadline=deadline)
+        except ZertoRewindError:
+            return  # the journal polls go on; the guard's last look may still tell
+        refusal = tag_refusal(vpg)
+        if refusal:
+            why = f"it stopped taking checkpoints while tag {plan.tag_name!r} was pending"
+            self._record_failure(plan, f"{refusal} ({why})")
+
     def _check_joined_task(self, plan: TagPlan, tag: TagRecord, deadline: float) -> None:
         """A joined tag this call will not wait for (it lands past the budget): ask its task
         now, under the VPG's lock, since no poll will; a failed task fails the tag for all."""
@@ -274,8 +295,13 @@ class Tagger:
             ours = TagRecord(plan.tag_name, requested_at, out.expected_at or now, plan.overdue_at)
             _fail(plan, f"{overdue_reason(ours)}; {_OVERDUE_ADVICE}")
             return
-        if now > (out.expected_at or now) and not plan.task_checked:
-            self.check_task(plan, deadline)
+        if now > (out.expected_at or now):
+            if not plan.task_checked:
+                self.check_task(plan, deadline)
+            if not plan.done and not plan.vpg_checked:
+                self.check_vpg(plan, deadline)
+            if plan.done:
+                return
         plan.next_poll_at = now + plan.poll_s
 
     def _land(self, plan: TagPlan, record: VpgRecord, checkpoint: Checkpoint) -> None:

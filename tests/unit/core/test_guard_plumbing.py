@@ -60,6 +60,15 @@ def test_every_zvm_request_carries_the_guards_deadline(
     asked = {name for name, _d in seen}
     assert {"find_vms", "get_vpg", "entity_types", "tag_checkpoint", "get_task"} <= asked
     assert {d for _n, d in seen} == {deadline}
+    seen.clear()
+    rig.clock.advance(5.0)
+    later = rig.clock.mono() + 15.0
+    reuse = rig.guard().decide(
+        rig.call("jp-ubuntu", started_at=rig.clock.wall() - 6.0), deadline=later
+    )
+    assert (reuse.row, rig.zvm.tag_requests("jp-local")) == (Row.CONFIRMED, 1)
+    assert ("list_checkpoints", later) in seen  # the journal confirms the recorded landing
+    assert {d for _n, d in seen} == {later}
 
 
 def test_a_catalog_named_vpg_is_looked_up_within_the_deadline(
@@ -79,13 +88,26 @@ def test_the_late_recheck_asks_the_vpg_just_past_the_deadline(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After the wait, the re-read of a late VPG may use half a second past the deadline
-    (its answer decides between pending and failed)."""
-    rig.clock.at(rig.clock.wall() + 0.5, lambda: rig.zvm.pause("jp-local"))
+    (its answer decides between pending and failed). Paused only after the in-wait look
+    (which found it still replicating), the pause is caught by that last re-read."""
+    rig.zvm.tag_behaviour("jp-local", "never")
+    rig.clock.at(rig.clock.wall() + 8.0, lambda: rig.zvm.pause("jp-local"))
     seen = record_deadlines(rig, monkeypatch)
     deadline = rig.clock.mono() + 15.0
     decision = rig.guard().decide(rig.call("jp-ubuntu"), deadline=deadline)
     assert decision.row == Row.FAILED
-    assert [d for n, d in seen if n == "get_vpg"] == [deadline, deadline + 0.5]
+    # inspection, the one look once the tag is late, the last re-read past the deadline
+    assert [d for n, d in seen if n == "get_vpg"] == [deadline, deadline, deadline + 0.5]
+
+
+def test_a_vpg_paused_mid_wait_fails_as_soon_as_its_tag_is_late(rig: Rig) -> None:
+    """The pause is seen at the first poll past the expected landing, not at the deadline."""
+    rig.clock.at(rig.clock.wall() + 0.5, lambda: rig.zvm.pause("jp-local"))
+    started = rig.clock.mono()
+    decision = rig.guard().decide(rig.call("jp-ubuntu"), deadline=started + 60.0)
+    assert decision.row == Row.FAILED
+    assert "stopped taking checkpoints" in decision.reason
+    assert rig.clock.mono() - started < 10.0
 
 
 def test_budget_deadline() -> None:
@@ -167,8 +189,9 @@ def test_the_guard_uses_the_zvms_entity_types_and_the_config_overrides(
 
 
 def test_the_late_recheck_looks_at_every_pending_vpg_not_the_confirmed_ones(rig: Rig) -> None:
-    """jp-local lands, multi-a and multi-b never do; multi-b is paused mid-wait and multi-a
-    cannot be read: failed (multi-b's reason), and the confirmed VPG is not re-read."""
+    """jp-local lands, multi-a and multi-b never do; multi-b is paused mid-wait (caught by
+    the look once its tag is late) and multi-a cannot be read (neither then nor at the last
+    re-read): failed (multi-b's reason), and the confirmed VPG is not re-read."""
     rig.zvm.tag_behaviour("multi-a", "never")
     rig.zvm.tag_behaviour("multi-b", "never")
     rig.clock.at(rig.clock.wall() + 0.5, lambda: rig.zvm.pause("multi-b"))
@@ -189,7 +212,7 @@ def test_the_late_recheck_looks_at_every_pending_vpg_not_the_confirmed_ones(rig:
     rows = {o.vpg_name: o.row for o in decision.vpgs}
     assert rows == {"jp-local": Row.CONFIRMED, "multi-a": Row.PENDING, "multi-b": Row.FAILED}
     assert "stopped taking checkpoints" in decision.reason
-    assert reads == {"jp-local": 1, "multi-a": 2, "multi-b": 2}
+    assert reads == {"jp-local": 1, "multi-a": 3, "multi-b": 2}
 
 
 def test_a_call_that_ends_pending_is_planned_once(
@@ -384,3 +407,22 @@ def test_the_context_has_a_line_per_vpg_with_its_checkpoint_and_the_way_back(
             "`zerto-rewind checkpoints vm-a --tagged` lists the tagged checkpoints; then recover "
             "VPG 'apps' to checkpoint 'cp-2' (Zerto failover test or failover)."
         )
+
+
+def test_decide_counts_the_call_as_a_change_by_default(rig: Rig) -> None:
+    """The hook's call (no consume argument) uses up the landed tag; read-only names its tool."""
+    decision = rig.guard().decide(rig.call("jp-ubuntu"))
+    assert decision.row == Row.CONFIRMED
+    assert rig.state.peek_vpg(rig.zvm.vpg_id("jp-local")).allowed_since_landing == 1
+    read_only = rig.guard().decide(ToolCall("mcp__vsphere__list_vms", {}))
+    assert (read_only.row, read_only.tool_name) == (Row.READ_ONLY, "mcp__vsphere__list_vms")
+
+
+def test_the_task_asked_during_the_wait_gets_the_deadline_too(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig.zvm.tag_behaviour("jp-local", "fail", reason="VRA down")
+    seen = record_deadlines(rig, monkeypatch)
+    deadline = rig.clock.mono() + 15.0
+    assert rig.guard().decide(rig.call("jp-ubuntu"), deadline=deadline).row == Row.FAILED
+    assert [d for n, d in seen if n == "get_task"] == [deadline, deadline]
