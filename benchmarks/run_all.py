@@ -22,6 +22,7 @@ SCRIPTS = {
     "bench_concurrency.py": [],
     "bench_tokens.py": [],
     "bench_gateway.py": ["--rounds", "50", "--blocks", "2", "--runs", "2"],
+    "bench_service.py": ["--rounds", "20", "--runs", "2"],
 }
 
 

@@ -30,7 +30,10 @@ from . import host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal as _signal
     from typing import Any
+else:  # the C module, loaded at interpreter start; `signal` would import enum (~5 ms)
+    import _signal
 
 __all__ = ["LAUNCH_CODE", "ServiceError", "main", "request", "request_json", "run"]
 
@@ -288,7 +291,6 @@ def _deny(tool: str, service: str, why: str) -> tuple[str, int]:
 
 def _arm_timer(budget_s: float, tool: str, service: str) -> None:
     """SIGALRM answers deny just before the budget, whatever the socket is doing."""
-    import signal
 
     def fire(signum: int, frame: object) -> None:
         text, code = _deny(tool, service, f"no decision within the hook's {budget_s:g} s budget")
@@ -296,14 +298,12 @@ def _arm_timer(budget_s: float, tool: str, service: str) -> None:
         sys.stdout.flush()
         os._exit(code)
 
-    signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, max(0.05, budget_s - _MARGIN_S))
+    _signal.signal(_signal.SIGALRM, fire)
+    _signal.setitimer(_signal.ITIMER_REAL, max(0.05, budget_s - _MARGIN_S))
 
 
 def _disarm_timer() -> None:
-    import signal
-
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    _signal.setitimer(_signal.ITIMER_REAL, 0)
 
 
 def run() -> None:

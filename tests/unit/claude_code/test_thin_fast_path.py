@@ -1,0 +1,61 @@
+"""The thin hook's unix-socket path stays light: no json, re, typing, enum, ssl, http.client."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
+
+HEAVY = ("json", "re", "typing", "dataclasses", "enum", "signal", "ssl", "http.client", "httpx")
+READ_ONLY_CALL = {
+    "session_id": "thin-fast-path",
+    "hook_event_name": "PreToolUse",
+    "tool_name": "mcp__vsphere__get_vm",
+    "tool_input": {"name": "jp-ubuntu"},
+    "tool_use_id": "toolu_01",
+}
+
+
+def test_a_read_only_answer_over_the_socket_imports_nothing_heavy(tmp_path: Path) -> None:
+    """A service answering `none`: silent exit 0, and none of HEAVY was imported."""
+    path = tmp_path / "guard.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    server.settimeout(30)
+    body = b'{"outcome": "none", "row": "read_only", "reason": "", "context": ""}'
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            conn.sendall(head + body)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", LAUNCH_CODE, "hook",
+             "--service", f"unix:{path}", "--budget", "20"],
+            input=json.dumps(READ_ONLY_CALL),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )  # fmt: skip
+    finally:
+        thread.join(timeout=30)
+        server.close()
+    assert (proc.returncode, proc.stdout) == (0, "")
+    imported = {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
