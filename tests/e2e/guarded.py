@@ -122,9 +122,15 @@ class Guarded:
         return self.e2e.project_dir / ".claude" / "settings.json"
 
     def configure(self, **guard: Any) -> None:
-        """Rewrite the config's ``guard`` section (``GUARD`` plus ``guard``)."""
+        """Rewrite the config's ``guard`` section (``GUARD`` plus ``guard``).
+
+        The installed hook pins the config it was installed with, so a changed config
+        is installed again, as an operator accepts a change (docs/install.md).
+        """
         self.box.guard = {**GUARD, **guard}
         self.box.write_config()
+        if self.settings_path.exists():
+            self.install()
 
     def zerto_rewind(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run ``zerto-rewind ARGS`` with this environment's interpreter."""
