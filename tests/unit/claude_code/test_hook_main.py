@@ -623,3 +623,176 @@ def test_the_hosts_settings_file_named_on_the_command_line_is_protected(
     assert str(settings_file) in reason
     code, streams = run(monkeypatch, tmp_path, ["--config", config], payload)
     assert (code, streams.out.getvalue()) == (0, "")  # not named: an ordinary file
+
+
+def hook_input(tool: str, tool_input: Any) -> Any:
+    from zerto_rewind.claude_code import host
+
+    return host.parse_input(
+        json.dumps({**PAYLOAD, "tool_name": tool, "tool_input": tool_input}).encode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input", "settings_file", "may"),
+    [
+        ("Write", {"file_path": "x"}, None, True),  # every file tool is looked at
+        ("Bash", {"command": "ls -la"}, None, False),  # no "/" and no name of ours: spared
+        ("Bash", {"command": "cat /etc/hosts"}, None, True),  # a path: looked at
+        ("Bash", {}, None, True),  # odd input: looked at
+        ("Bash", {"command": 3}, None, True),
+        ("Bash", {"command": "vi settings.json"}, None, True),  # a host settings name
+        ("Bash", {"command": "vi config.json"}, None, True),  # the config's own name
+        ("Bash", {"command": "rm log"}, None, True),  # the decision log's name
+        ("Bash", {"command": "vi hooks.json"}, "/p/.claude/hooks.json", True),
+        ("Bash", {"command": "vi hooks.json"}, None, False),
+        ("Bash", {"command": "vi notes.txt"}, "/p/.claude/hooks.json", False),
+    ],
+)
+def test_which_calls_may_name_the_guards_files(
+    tmp_path: Path, tool: str, tool_input: Any, settings_file: str | None, may: bool
+) -> None:
+    from zerto_rewind.config import load_settings
+
+    settings = load_settings(env_of(tmp_path), path=write_config(tmp_path))
+    payload = hook_input(tool, tool_input)
+    assert hook._may_name_own_files(payload, settings, settings_file) is may
+
+
+def test_a_relative_path_is_resolved_from_the_calls_folder_or_the_project(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path)
+    write = {"file_path": "config.json", "content": "{}"}
+    with_cwd = {**PAYLOAD, "tool_name": "Write", "tool_input": write, "cwd": str(tmp_path)}
+    _code, streams = run(monkeypatch, tmp_path, ["--config", config], with_cwd)
+    assert streams.answer()["permissionDecision"] == "deny"
+    (tmp_path / "x").mkdir()
+    without = {**PAYLOAD, "tool_name": "Write", "tool_input": write, "cwd": str(tmp_path / "x")}
+    _code, streams = run(monkeypatch, tmp_path, ["--config", config], without)
+    assert "guard's own files" not in streams.out.getvalue()  # another folder: another file
+    del without["cwd"]
+    _code, streams = run(
+        monkeypatch, tmp_path, ["--config", config], without, CLAUDE_PROJECT_DIR=str(tmp_path)
+    )
+    assert streams.answer()["permissionDecision"] == "deny"
+
+
+def test_a_shell_path_under_home_is_resolved_with_the_hooks_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path)
+    payload = {**PAYLOAD, "tool_name": "Bash", "tool_input": {"command": "echo {} > ~/config.json"}}
+    _code, streams = run(monkeypatch, tmp_path, ["--config", config], payload)
+    answer = streams.answer()
+    assert answer["permissionDecision"] == "deny"
+    assert answer["permissionDecisionReason"].endswith(
+        "The guard does not let the agent session it watches change the guard's own files, so "
+        "the call was not run. If the change is wanted, a person makes it outside the agent "
+        "session."
+    )
+
+
+def test_self_protection_can_be_switched_off(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, guard={"protect_self": False})
+    payload = {**PAYLOAD, "tool_name": "Write", "tool_input": {"file_path": config}}
+    code, streams = run(monkeypatch, tmp_path, ["--config", config], payload)
+    answer = streams.answer()  # an ordinary unlisted tool: the catalog's rule (prompt)
+    assert (code, answer["permissionDecision"]) == (0, "ask")
+    assert "guard's own files" not in answer["permissionDecisionReason"]
+
+
+# ---------------------------------------------------------------- words and odd corners
+
+
+def test_config_denial_reasons_word_for_word() -> None:
+    """What the human who approves reads: a changed (pinned) config, or a broken one."""
+    from zerto_rewind.config.loader import ConfigChanged
+    from zerto_rewind.errors import ConfigError
+
+    changed = ConfigChanged("its SHA-256 no longer matches", path="/etc/zr.json")
+    assert hook.config_denial_reason("T", changed) == (
+        "zerto-rewind denied T: the guard's config /etc/zr.json changed since the guard was "
+        "installed (its SHA-256 no longer matches), so the guard does not trust it and blocks "
+        "every call it watches; the call was not run. If the change was intended, whoever "
+        "administers the guard accepts it by running `zerto-rewind install claude-code …` "
+        "again and starting a new session; if nobody meant to change it, treat it as tampering."
+    )
+    broken = ConfigError("not a number; fix it", path="/etc/zr.json", key="guard.timeout_s")
+    assert hook.config_denial_reason("T", broken) == (
+        "zerto-rewind denied T: the guard's config cannot be used (/etc/zr.json: "
+        "guard.timeout_s: not a number), so the guard blocks every call it watches; the call "
+        "was not run. An operator can see the problem with `zerto-rewind doctor`."
+    )
+
+
+def test_run_exits_with_mains_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hook, "main", lambda: 2)
+    with pytest.raises(SystemExit) as info:
+        hook.run()
+    assert info.value.code == 2
+
+
+def test_without_env_the_process_environment_is_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, guarded: list[dict[str, Any]]
+) -> None:
+    for key, value in env_of(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    config = write_config(tmp_path)
+    Io(monkeypatch, json.dumps(PAYLOAD).encode())
+    assert hook.main(["--config", config], None, watchdog=False) == 0
+    assert guarded[0]["settings"].path == config
+
+
+def test_every_option_at_once_is_accepted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, guarded: list[dict[str, Any]]
+) -> None:
+    import hashlib
+
+    config = write_config(tmp_path)
+    pin = hashlib.sha256(Path(config).read_bytes()).hexdigest()
+    argv = ["--config", config, "--config-sha256", pin, "--mcp-server", "z"]
+    argv += ["--settings", str(tmp_path / "s.json")]
+    code, _streams = run(monkeypatch, tmp_path, argv)
+    assert (code, guarded[0]["rewind_tool"]) == (0, "mcp__z__zerto_recovery_plan")
+
+
+def test_the_guarded_paths_config_denial_is_the_configs_words(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    tools = {TOOL: {"vm_arg": {"path": "c", "pattern": "ssh (\\S+"}}}
+    config = write_config(tmp_path, tools=tools)
+    _code, streams = run(monkeypatch, tmp_path, ["--config", config])
+    answer = streams.answer()
+    assert answer["permissionDecision"] == "deny"
+    assert answer["permissionDecisionReason"].startswith(
+        f"zerto-rewind denied {TOOL}: the guard's config cannot be used ({config}: "
+    )
+
+
+def test_a_protected_write_logs_its_reason_and_time(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path)
+    payload = {**PAYLOAD, "tool_name": "Write", "tool_input": {"file_path": config}}
+    clock = iter([1000.0, 1002.5])
+    monkeypatch.setattr(hook.time, "time", lambda: next(clock, 1002.5))
+    _code, streams = run(monkeypatch, tmp_path, ["--config", config], payload)
+    (line,) = log_lines(tmp_path)
+    assert line["reason"] == streams.answer()["permissionDecisionReason"]
+    assert line["elapsed_ms"] == 2500
+
+
+def test_a_shell_write_to_the_settings_file_by_its_bare_name_is_denied(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`echo … > hooks.json` has no "/": only the --settings file's own name tells the hook
+    to look closer, and the look finds the write."""
+    config = write_config(tmp_path)
+    settings_file = tmp_path / "p" / ".claude" / "hooks.json"
+    payload = {**PAYLOAD, "tool_name": "Bash", "tool_input": {"command": "echo x > hooks.json"}}
+    argv = ["--config", config, "--settings", str(settings_file)]
+    _code, streams = run(monkeypatch, tmp_path, argv, payload)
+    assert streams.answer()["permissionDecision"] == "deny"

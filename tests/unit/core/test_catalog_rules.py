@@ -225,3 +225,16 @@ def test_values_that_are_not_names_are_skipped_not_the_end_of_the_list(tmp_path:
     cat = catalog(tmp_path, tools={"t": {"vm_arg": "names[]"}})
     verdict = classify("t", {"names": [True, {"x": 1}, "web01", 7]}, cat)
     assert verdict.vms == ("web01", "7")
+
+
+def test_equal_read_only_patterns_first_listed_wins_and_globs_use_the_global_vm_map(
+    tmp_path: Path,
+) -> None:
+    cat = catalog(
+        tmp_path,
+        read_only_tools=["mcp__r__a*", "mcp__r__*b"],
+        tools={"mcp__t__*": {"vm_arg": "name"}},
+        vm_map={"aliases": {"WEB": "web01"}},
+    )
+    assert classify("mcp__r__ab", {}, cat).entry == "mcp__r__a*"
+    assert classify("mcp__t__off", {"name": "WEB"}, cat).vms == ("web01",)

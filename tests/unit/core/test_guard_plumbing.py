@@ -426,3 +426,44 @@ def test_the_task_asked_during_the_wait_gets_the_deadline_too(
     deadline = rig.clock.mono() + 15.0
     assert rig.guard().decide(rig.call("jp-ubuntu"), deadline=deadline).row == Row.FAILED
     assert [d for n, d in seen if n == "get_task"] == [deadline, deadline]
+
+
+def test_a_retrys_look_at_a_due_tag_gets_the_deadline(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig.zvm.tag_behaviour("jp-local", "never")
+    first = rig.guard().decide(rig.call("jp-ubuntu"), deadline=rig.clock.mono() + 1.0)
+    assert first.row == Row.PENDING
+    rig.clock.advance(15.0)  # due, not yet overdue
+    seen = record_deadlines(rig, monkeypatch)
+    deadline = rig.clock.mono() + 1.0
+    rig.guard().decide(rig.call("jp-ubuntu"), deadline=deadline)
+    assert ("list_checkpoints", deadline) in seen
+    assert {d for _n, d in seen} <= {deadline, deadline + 0.5}  # + the late re-read
+
+
+def test_a_vpg_paused_after_the_taggers_look_is_caught_by_the_last_re_read(rig: Rig) -> None:
+    """multi-a and multi-b never land; multi-b is paused late (after the tagger's one look
+    at it) and multi-a cannot be read at the end: the last re-read goes on past multi-a's
+    error and fails multi-b with the reason."""
+    rig.zvm.tag_behaviour("multi-a", "never")
+    rig.zvm.tag_behaviour("multi-b", "never")
+    late = rig.clock.wall() + 12.0
+    rig.clock.at(late, lambda: rig.zvm.pause("multi-b"))
+    original = rig.zvm.get_vpg
+
+    def get_vpg(vpg_id: str, **kwargs: Any) -> Any:
+        if rig.zvm.name_of(vpg_id) == "multi-a" and rig.clock.wall() >= late:
+            from zerto_rewind.errors import ZvmTimeout
+
+            raise ZvmTimeout("GET /v1/vpgs timed out")
+        return original(vpg_id, **kwargs)
+
+    rig.zvm.get_vpg = get_vpg  # type: ignore[method-assign]
+    decision = rig.guard().decide(rig.call("multi-1"), deadline=rig.clock.mono() + 15)
+    rows = {o.vpg_name: o.row for o in decision.vpgs}
+    assert rows == {"multi-a": Row.PENDING, "multi-b": Row.FAILED}
+    multi_b = next(o for o in decision.vpgs if o.vpg_name == "multi-b")
+    assert multi_b.reason.endswith(
+        f"(it stopped taking checkpoints while tag {multi_b.tag!r} was pending)"
+    )

@@ -429,8 +429,10 @@ def test_consume_of_a_replaced_tag_counts_a_call_started_at_its_landing(rig: Rig
     tagger.wait([plan], deadline)
     landed = plan.outcome.landed_at
     assert landed is not None
+    assert tagger.consume(plan, rig.call("jp-ubuntu", started_at=landed))  # used once
     rig.clock.advance(10.0)
-    plan_on(rig, "jp-local", ("jp-ubuntu",))  # a new tag replaces the record's
+    _t, newer, _c, _d = plan_on(rig, "jp-local", ("jp-ubuntu",))  # a new tag replaces it
+    assert newer.tag_name != plan.tag_name
     assert tagger.consume(plan, rig.call("jp-ubuntu", started_at=landed)) is True
     assert tagger.consume(plan, rig.call("jp-ubuntu", started_at=landed + 0.001)) is False
 
@@ -462,8 +464,16 @@ def test_a_tag_overdue_while_the_record_moved_on_fails_this_plan_only(tmp_path: 
     deadline = rig.clock.mono() + 150.0
     tagger.wait([plan], deadline)
     assert plan.outcome.row == Row.FAILED
-    assert plan.outcome.reason.startswith(f"tag {plan.tag_name!r} requested at ")
-    assert "never reached the journal" in plan.outcome.reason
+    ours = TagRecord(
+        plan.tag_name,
+        plan.outcome.requested_at or 0.0,
+        plan.outcome.expected_at or 0.0,
+        plan.overdue_at,
+    )
+    assert plan.outcome.reason == (
+        f"{overdue_reason(ours)}; check that the VPG is replicating, then retry: the next call "
+        "requests a new tag"
+    )
     assert rig.clock.mono() < deadline - 100
     assert listings < 100
     kept = rig.state.peek_vpg(plan.outcome.vpg_id).tag
@@ -542,3 +552,252 @@ def test_a_failed_task_without_a_reason_is_named(rig: Rig, monkeypatch: pytest.M
     assert plan.outcome.reason == (
         f"the ZVM refused the tag: the ZVM task {plan.task_id} failed without a reason"
     )
+
+
+def test_a_wait_that_finds_its_tag_overdue_fails_it_in_the_record(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, timeout_s=200, overdue_min_s=10.0, overdue_factor=1.0)
+    rig.zvm.tag_behaviour("jp-local", "never")
+    tagger, plan, _call, _d = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    tagger.wait([plan], rig.clock.mono() + 150.0)
+    record = rig.state.peek_vpg(plan.outcome.vpg_id)
+    assert record.tag is not None
+    assert (record.tag.state, record.tag.reason) == ("failed", overdue_reason(record.tag))
+
+
+def test_a_landed_record_the_journal_does_not_bear_out_is_failed_not_reused(rig: Rig) -> None:
+    """A record that says "landed" for a tag the journal does not carry (stale, or written by
+    someone else into the state directory): failed with the reason, and a new tag."""
+    vpg_id = rig.zvm.vpg_id("jp-local")
+    now = rig.clock.wall()
+    with rig.state.vpg(vpg_id) as record:
+        record.tag = TagRecord("forged", now - 60, now - 55, now + 60, state="landed")
+        record.tag.mark_landed("cp-forged", now - 55)
+    _t, plan, _c, _d = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    assert (plan.outcome.new_tag, plan.tag_name != "forged") == (True, True)
+    (old,) = rig.state.peek_vpg(vpg_id).history[-1:]
+    assert (old["name"], old["state"]) == ("forged", "failed")
+    assert old["reason"] == (
+        "tag 'forged' is recorded as landed, but the ZVM journal does not confirm it as the "
+        "VPG's latest guard checkpoint; not reused"
+    )
+
+
+# ---------------------------------------------------------------- more rule functions
+
+
+def cadence_record(
+    source: str | None, cadence: float | None, learned_at: float | None
+) -> VpgRecord:
+    return VpgRecord("v", cadence_s=cadence, cadence_source=source, cadence_learned_at=learned_at)
+
+
+@pytest.mark.parametrize(
+    ("source", "cadence", "learned_ago", "overrides", "known"),
+    [
+        ("observed", 5.0, 10.0, {}, (5.0, "observed")),
+        ("observed", 5.0, 600.0, {}, (5.0, "observed")),  # exactly ten minutes: still good
+        ("observed", 5.0, 600.5, {}, None),  # stale
+        ("observed", 5.0, None, {}, None),  # never learned
+        ("observed", None, 10.0, {}, None),
+        (None, 5.0, 10.0, {}, None),
+        ("site:aws", 630.0, 10.0, {}, None),  # only a guess: measure again
+        ("config", 7.0, 10.0, {"jp": 9.0}, (9.0, "config")),  # the override as it is now
+        ("config", 7.0, 10.0, {}, None),  # the override went away
+        ("observed", 5.0, 10.0, {"jp": 9.0}, None),  # an override appeared
+    ],
+)
+def test_known_cadence(
+    source: str | None,
+    cadence: float | None,
+    learned_ago: float | None,
+    overrides: dict[str, float],
+    known: tuple[float, str] | None,
+) -> None:
+    from types import SimpleNamespace
+
+    from zerto_rewind.core.tagging import known_cadence
+
+    now = 10_000.0
+    learned_at = None if learned_ago is None else now - learned_ago
+    settings = SimpleNamespace(cadence_s=overrides)
+    record = cadence_record(source, cadence, learned_at)
+    assert known_cadence(record, "jp", settings, now) == known  # type: ignore[arg-type]
+
+
+def test_landing_lag_prefers_the_learned_one() -> None:
+    from types import SimpleNamespace
+
+    from zerto_rewind.core.tagging import landing_lag
+
+    settings = SimpleNamespace(landing_allowance_s=3.0)
+    assert landing_lag(VpgRecord("v", lag_s=0.5), settings) == 0.5  # type: ignore[arg-type]
+    assert landing_lag(VpgRecord("v", lag_s=0.0), settings) == 0.0  # type: ignore[arg-type]
+    assert landing_lag(VpgRecord("v"), settings) == 3.0  # type: ignore[arg-type]
+
+
+def test_look_for_landing_asks_only_for_a_requested_tag_that_is_due() -> None:
+    from zerto_rewind.core.tagging import look_for_landing
+
+    asked: list[tuple[str, object]] = []
+
+    class Journal:
+        def list_checkpoints(self, vpg_id: str, **kwargs: object) -> list[object]:
+            asked.append((vpg_id, kwargs.get("deadline")))
+            return []
+
+    client = Journal()
+    record = VpgRecord("v", tag=tag_at("requested"))
+    assert look_for_landing(client, record, 109.0, deadline=7.0) == (None, [])  # type: ignore[arg-type]
+    assert asked == []  # not due yet
+    assert look_for_landing(client, record, 110.0, deadline=7.0) == (None, [])  # type: ignore[arg-type]
+    assert asked == [("v", 7.0)]
+    landed = VpgRecord("v", tag=tag_at("landed", 110.0))
+    look_for_landing(client, landed, 500.0, deadline=7.0)  # type: ignore[arg-type]
+    look_for_landing(client, VpgRecord("v"), 500.0, deadline=7.0)  # type: ignore[arg-type]
+    assert len(asked) == 1
+
+
+@pytest.mark.parametrize(
+    ("room", "shortened"),
+    [(10, "abcdefghij"), (4, "a..."), (3, "abc"), (2, "ab"), (0, "")],
+)
+def test_shorten(room: int, shortened: str) -> None:
+    from zerto_rewind.core.tagging import _shorten
+
+    assert _shorten("abcdefghij", room) == shortened
+
+
+def test_times_for_the_zvm_are_utc() -> None:
+    from datetime import UTC
+
+    from zerto_rewind.core.tagging import _utc
+
+    assert _utc(0.0).tzinfo is UTC
+
+
+def test_a_very_long_prefix_keeps_the_end_of_the_tag() -> None:
+    from zerto_rewind.core.tagging import TAG_MAX, tag_name
+
+    call = ToolCall("mcp__v__off", {}, session_id="0f3c9a1e-77")
+    prefix = "p" * 95
+    name = tag_name(prefix, call, ("vm",), 1_715_953_509.0)
+    assert len(name) == TAG_MAX
+    assert name == (prefix + " vm s=0f3c9a1e 2024-05-17T13:45:09Z")[-TAG_MAX:]  # no room: no tool
+
+
+def test_vms_keep_eight_characters_before_the_tool_gives_way() -> None:
+    """The VM list keeps at least 8 characters; the tool name gets what is left."""
+    from zerto_rewind.core.tagging import TAG_MAX, tag_name
+
+    tool = "mcp__srv__" + "t" * 70
+    call = ToolCall(tool, {}, session_id="0f3c9a1e-77")
+    name = tag_name("zerto-rewind", call, ("web-server-0001", "web-server-0002"), 1_715_953_509.0)
+    assert len(name) <= TAG_MAX
+    parts = name.split(" ")
+    assert parts[2] == "web-s..."  # 8 characters of VMs
+    assert parts[1].startswith("srv.ttt")
+    assert parts[1].endswith("...")
+    assert len(name) == TAG_MAX  # the tool took exactly the room left
+
+
+def test_the_tag_names_the_vms_or_the_catalog_vpg_and_who_asked(rig: Rig) -> None:
+    _t, plan, _c, _d = plan_on(rig, "jp-local", ("jp-ubuntu", "jp-2"))
+    record = rig.state.peek_vpg(plan.outcome.vpg_id)
+    assert record.tag is not None
+    assert " jp-ubuntu,jp-2 s=s1 " in plan.tag_name
+    assert record.tag.requested_by == "mcp__vsphere__power_off_vm jp-ubuntu,jp-2"
+    assert record.vpg_name == "jp-local"
+    _t, named, _c, _d = plan_on(rig, "multi-a", ())
+    assert " multi-a s=s1 " in named.tag_name
+
+
+def test_poll_interval_follows_the_cadence_within_bounds(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, timeout_s=BUDGET_S, cadence_s={"EUS-AZ-1": 1.0})
+    assert plan_on(rig, "jp-local", ("jp-ubuntu",))[1].poll_s == pytest.approx(0.25, abs=1e-9)
+    assert plan_on(rig, "CMH-AWS-1", ("win2019-1",))[1].poll_s == pytest.approx(2.0, abs=1e-9)
+    assert plan_on(rig, "EUS-AZ-1", ("web-az-1",))[1].poll_s == pytest.approx(0.1, abs=1e-9)
+
+
+def test_the_cadence_is_measured_over_twelve_site_cadences(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    since: list[float] = []
+    original = rig.zvm.list_checkpoints
+
+    def listing(vpg_id: str, **kwargs: Any) -> Any:
+        since.append(kwargs["since"].timestamp())
+        return original(vpg_id, **kwargs)
+
+    monkeypatch.setattr(rig.zvm, "list_checkpoints", listing)
+    now = rig.clock.wall()
+    plan_on(rig, "jp-local", ("jp-ubuntu",))
+    assert since == [pytest.approx(now - 12 * 5.0, abs=1e-3)]  # vCenter's 5 s
+
+
+def test_a_vpg_without_a_readable_journal_plans_with_its_site_default(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rig.zvm, "list_checkpoints", lambda *_a, **_k: [])
+    _t, plan, _c, _d = plan_on(rig, "CMH-AWS-1", ("win2019-1",))
+    assert (plan.outcome.cadence_s, plan.outcome.cadence_source) == (630.0, "site:aws")
+
+
+def test_a_config_override_is_planned_with_and_not_measured_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig = Rig(tmp_path, timeout_s=BUDGET_S, cadence_s={"jp-local": 7.0})
+    _t, first, _c, _d = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    assert (first.outcome.cadence_s, first.outcome.cadence_source) == (7.0, "config")
+    rig.clock.advance(1.0)
+    listings = rig.zvm.calls.count("list_checkpoints jp-local")
+    _t, joined, _c, _d = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    assert joined.outcome.cadence_source == "config"
+    assert rig.zvm.calls.count("list_checkpoints jp-local") == listings
+
+
+def test_a_retry_finds_its_landed_tag_with_one_listing(rig: Rig) -> None:
+    """The retry's refresh finds the tag in the journal, marks it landed with the journal's
+    checkpoint, and reuses it at once, without a second (confirming) listing."""
+    _t, first, _c, _d = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    rig.clock.advance(10.0)  # landed meanwhile; nobody waited
+    listings = rig.zvm.calls.count("list_checkpoints jp-local")
+    _t, retry, _c, _d = plan_on(
+        rig, "jp-local", ("jp-ubuntu",), started_at=first.outcome.requested_at
+    )
+    cp_id, landed = landed_tag_checkpoint(rig, "jp-local", first.tag_name)
+    assert (retry.done, retry.outcome.row, retry.outcome.checkpoint_id) == (
+        True,
+        Row.CONFIRMED,
+        cp_id,
+    )
+    assert retry.outcome.landed_at == pytest.approx(landed, abs=1e-3)
+    assert rig.zvm.calls.count("list_checkpoints jp-local") == listings + 1
+
+
+def test_a_site_kind_without_a_default_measures_over_twelve_aws_like_cadences(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    since: list[float] = []
+    original = rig.zvm.list_checkpoints
+
+    def listing(vpg_id: str, **kwargs: Any) -> Any:
+        since.append(kwargs["since"].timestamp())
+        return original(vpg_id, **kwargs)
+
+    monkeypatch.setattr(rig.zvm, "list_checkpoints", listing)
+    vpg = rig.zvm.get_vpg(rig.zvm.vpg_id("jp-local"))
+    outcome = VpgOutcome(vpg.vpg_id, vpg.name, ("jp-ubuntu",), site_kind="weird")
+    now = rig.clock.wall()
+    rig.tagger().plan(vpg, outcome, rig.call("jp-ubuntu"), rig.clock.mono() + BUDGET_S)
+    assert since == [pytest.approx(now - 12 * 630.0, abs=1e-3)]
+
+
+def test_a_late_tag_has_its_vpg_read_once_during_the_wait(rig: Rig) -> None:
+    """Past the expected landing the wait reads the VPG once (did it stop taking
+    checkpoints?), not at every poll."""
+    rig.zvm.tag_behaviour("jp-local", "never")
+    tagger, plan, _call, _d = plan_on(rig, "jp-local", ("jp-ubuntu",))
+    before = rig.zvm.calls.count("get_vpg jp-local")
+    tagger.wait([plan], rig.clock.mono() + 15.0)
+    assert plan.outcome.row == Row.PENDING
+    assert rig.zvm.calls.count("get_vpg jp-local") == before + 1
