@@ -164,6 +164,7 @@ def _guarded(
     rewind_tool: str | None = None,
 ) -> int:
     """The slow path: everything but a read-only call. Any failure here denies."""
+    _full_site()
     from ..core.decision import Decision, Outcome, Row, ToolCall
 
     call = ToolCall(
@@ -379,6 +380,15 @@ def _log(path: str, decision: Decision, call: ToolCall) -> None:
         write_record(path, record)
     except (StateError, OSError) as exc:
         sys.stderr.write(f"zerto-rewind hook: decision not logged: {exc}\n")
+
+
+def _full_site() -> None:
+    """An installed hook starts with ``python -S`` (no site-packages: the read-only path
+    needs none). The guard needs them (httpx, redis): process the venv's site now."""
+    if sys.flags.no_site and "site" not in sys.modules:
+        import site
+
+        site.main()
 
 
 def run() -> None:

@@ -18,6 +18,7 @@ from zerto_rewind.claude_code.settings_file import (
     build_entry,
     find_our_hooks,
     hook_command,
+    launch_code,
     merge,
     plan_timeout,
     required_margin,
@@ -107,8 +108,9 @@ def test_build_entry_has_the_fields_claude_code_needs() -> None:
     assert handler["timeout"] == 180
     assert handler["statusMessage"] == "zerto-rewind: checkpoint before change"
     assert shlex.split(handler["command"]) == [
-        "/opt/my venv/bin/python", "-c", LAUNCH_CODE, "hook", "--config", "/etc/z r.json",
+        "/opt/my venv/bin/python", "-S", "-c", launch_code(), "hook", "--config", "/etc/z r.json",
     ]  # fmt: skip
+    assert launch_code().endswith(LAUNCH_CODE)
 
 
 def test_build_entry_refuses_relative_paths() -> None:
@@ -343,7 +345,10 @@ def test_settings_example_matches_what_install_builds(tmp_path: Path) -> None:
     assert ours["matcher"] == compile_matcher(catalog, self_tools=SELF_TOOLS) == PROTECTED_MATCHER
     python, config = "/ABS/PATH/TO/venv/bin/python", "/ABS/PATH/TO/zerto-rewind.json"
     pin, settings = "SHA256_OF_THE_CONFIG", "/ABS/PATH/TO/project/.claude/settings.json"
-    assert handler["command"] == hook_command(python, config, config_sha256=pin, settings=settings)
+    package_dir = "/ABS/PATH/TO/site-packages"
+    assert handler["command"] == hook_command(
+        python, config, config_sha256=pin, settings=settings, package_dir=package_dir
+    )
     assert ours == build_entry(
         python=python,
         config=config,
@@ -351,6 +356,7 @@ def test_settings_example_matches_what_install_builds(tmp_path: Path) -> None:
         timeout_s=180,
         config_sha256=pin,
         settings=settings,
+        package_dir=package_dir,
     )
 
 
