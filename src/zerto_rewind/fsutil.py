@@ -23,6 +23,7 @@ __all__ = [
     "append_line",
     "atomic_write_json",
     "atomic_write_text",
+    "backup_name",
     "ensure_private_dir",
     "file_lock",
     "read_json",
@@ -66,6 +67,15 @@ def atomic_write_text(path: str, text: str, *, mode: int = 0o600) -> None:
             os.unlink(tmp)
         msg = f"cannot write {path}: {exc.strerror}; check the permissions of its directory"
         raise StateError(msg) from exc
+
+
+def backup_name(path: str) -> str:
+    """An unused ``<path>.bak-<UTC time>`` (``-2``, ``-3``… appended if that name is taken)."""
+    stamped = f"{path}.bak-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    candidate, n = stamped, 1
+    while os.path.exists(candidate):
+        candidate, n = f"{stamped}-{n}", n + 1
+    return candidate
 
 
 def read_json(path: str) -> Any | None:

@@ -15,13 +15,12 @@ import grp
 import os
 import pwd
 import shutil
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from ..config.settings import Settings
 from ..errors import ConfigError, StateError
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, backup_name
 
 __all__ = [
     "CONFIG_DIR",
@@ -109,7 +108,7 @@ def place_config(
         secure_root_file(directory, 0o755)
         backup = None
         if old is not None and old != data:
-            backup = _free_name(f"{dest}.bak-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+            backup = backup_name(dest)
             with open(dest, "rb") as fh, open(_create(backup, 0o600), "wb") as out:
                 shutil.copyfileobj(fh, out)
         atomic_write_text(dest, data.decode("utf-8"), mode=mode)
@@ -188,13 +187,6 @@ def _group_name(gid: int) -> str:
         return grp.getgrgid(gid).gr_name
     except KeyError:
         return str(gid)
-
-
-def _free_name(path: str) -> str:
-    candidate, n = path, 1
-    while os.path.exists(candidate):
-        candidate, n = f"{path}-{n}", n + 1
-    return candidate
 
 
 def with_policy(settings: dict[str, Any], *, managed_hooks_only: bool) -> dict[str, Any]:

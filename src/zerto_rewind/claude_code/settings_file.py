@@ -13,12 +13,11 @@ import json
 import math
 import os
 import shlex
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError, StateError
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, backup_name
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -353,7 +352,7 @@ def write_settings(path: str, text: str, *, original: str | None) -> str | None:
         mode = 0o644
         if original is not None:
             mode = os.stat(path).st_mode & 0o777
-            backup = _free_name(f"{path}.bak-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+            backup = backup_name(path)
             atomic_write_text(backup, original, mode=mode)
         atomic_write_text(path, text, mode=mode)
     except OSError as exc:
@@ -362,10 +361,3 @@ def write_settings(path: str, text: str, *, original: str | None) -> str | None:
     except StateError as exc:
         raise ConfigError(str(exc)) from None
     return backup
-
-
-def _free_name(path: str) -> str:
-    candidate, n = path, 1
-    while os.path.exists(candidate):
-        candidate, n = f"{path}-{n}", n + 1
-    return candidate

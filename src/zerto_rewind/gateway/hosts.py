@@ -26,7 +26,6 @@ import re
 import secrets
 import stat
 import sys
-import time
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -36,7 +35,7 @@ from urllib.parse import urlsplit
 from ..config.parser import Parser
 from ..config.settings import DEFAULT_GUARD_TIMEOUT_S, home_dir
 from ..errors import ConfigError, StateError, UsageError
-from ..fsutil import atomic_write_text, ensure_private_dir
+from ..fsutil import atomic_write_text, backup_name, ensure_private_dir
 
 __all__ = [
     "HOSTS",
@@ -994,20 +993,9 @@ def read_gateway_config(path: str) -> GatewayFile:
     return GatewayFile(path, data, text)
 
 
-def _stamp() -> str:
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-
-
-def _free_name(path: str) -> str:
-    candidate, n = path, 1
-    while os.path.exists(candidate):
-        candidate, n = f"{path}-{n}", n + 1
-    return candidate
-
-
 def write_gateway_config(gateway: GatewayFile, data: Mapping[str, Any]) -> str:
     """Back up the gateway config (0600, beside it) and replace it atomically (0600)."""
-    backup = _free_name(f"{gateway.path}.bak-{_stamp()}")
+    backup = backup_name(gateway.path)
     try:
         atomic_write_text(backup, gateway.text, mode=0o600)
         atomic_write_text(gateway.path, json.dumps(data, indent=2) + "\n", mode=0o600)
@@ -1035,8 +1023,8 @@ def write_host_config(
         if config.text is not None:
             mode = stat.S_IMODE(os.stat(path).st_mode)
             ensure_private_dir(backup_dir)
-            name = f"{config.file.host.name}-{os.path.basename(path).lstrip('.')}.bak-{_stamp()}"
-            backup = _free_name(os.path.join(backup_dir, name))
+            name = f"{config.file.host.name}-{os.path.basename(path).lstrip('.')}"
+            backup = backup_name(os.path.join(backup_dir, name))
             atomic_write_text(backup, config.text, mode=0o600)
         if private:
             mode &= 0o700
