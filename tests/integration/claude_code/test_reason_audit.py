@@ -88,6 +88,10 @@ def test_no_reason_the_guard_gives_tells_the_agent_to_change_the_guard(
     box = aws_box
     reasons: dict[str, str] = {}
     for step in (*STEPS, RETRY):
+        if step is not RETRY and step.tool_input.get("name") == "win2019-1":
+            # as the demo does: the next AWS checkpoint a whole cadence away, so the tag
+            # lands past the 4 s budget however fast the earlier steps ran
+            box.wait_past_boundary("CMH-AWS-1")
         collect(box, reasons, step.situation, step.tool, step.tool_input)
     env = box.env(ZERTO_HOOK_UNKNOWN="deny")
     collect(box, reasons, "unlisted, denied", "mcp__x__y", {}, env=env)
