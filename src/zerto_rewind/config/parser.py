@@ -12,9 +12,11 @@ from ..errors import ConfigError
 from .settings import (
     ON_PENDING_CHOICES,
     PROMPT_AS_CHOICES,
+    PROMPT_VIA_CHOICES,
     SITE_KINDS,
     TOOL_DECISIONS,
     UNKNOWN_CHOICES,
+    ApprovalsSettings,
     CatalogSettings,
     GatewaySettings,
     GuardSettings,
@@ -107,6 +109,7 @@ class Parser:
                 "upstreams",
                 "gateway",
                 "state",
+                "approvals",
             ),
         )
         if "zvm" not in top:
@@ -127,6 +130,7 @@ class Parser:
             upstreams=self.upstreams(top.get("upstreams", {}), loose_permissions),
             gateway=self.gateway(top.get("gateway", {})),
             state_url=self.state_url(top.get("state", {})),
+            approvals=self.approvals(top.get("approvals", {})),
         )
 
     # ---- the gateway's sections (absent from a hook's config: nothing to pay there)
@@ -197,6 +201,85 @@ class Parser:
                 spec["elicit_timeout_s"], "gateway.elicit_timeout_s"
             )
         return GatewaySettings(**values)
+
+    def approvals(self, raw: Any) -> ApprovalsSettings:
+        keys = (
+            "approvers", "agent_users", "web_approvers", "wait_s", "expires_s",
+            "trust_client_answers", "page_url", "notify",
+        )  # fmt: skip
+        spec = self.obj(raw, "approvals", keys)
+        values: dict[str, Any] = {}
+        approvers = self.obj(spec.get("approvers", {}), "approvals.approvers", ("users", "groups"))
+        values["approver_users"] = tuple(
+            self.user_list(approvers.get("users", []), "approvals.approvers.users")
+        )
+        values["approver_groups"] = tuple(
+            self.user_list(approvers.get("groups", []), "approvals.approvers.groups")
+        )
+        agents = tuple(self.user_list(spec.get("agent_users", []), "approvals.agent_users"))
+        values["agent_users"] = agents
+        both = sorted(set(agents) & set(values["approver_users"]))
+        if both:
+            self.fail(
+                "approvals.approvers.users",
+                f"{', '.join(both)} also run agents (approvals.agent_users); an agent's "
+                "user cannot approve calls",
+            )
+        web = self.string_map(spec.get("web_approvers", {}), "approvals.web_approvers")
+        for who, hashed in web.items():
+            if not hashed.startswith("scrypt$") or hashed.count("$") != 5:
+                self.fail(
+                    f"approvals.web_approvers.{who}",
+                    "must be a password hash from `zerto-rewind approvals hash-password`",
+                )
+        values["web_approvers"] = web
+        for name in ("wait_s", "expires_s"):
+            if name in spec:
+                values[name] = self.number(spec[name], f"approvals.{name}", inclusive=True)
+        if "trust_client_answers" in spec:
+            values["trust_client_answers"] = self.boolean(
+                spec["trust_client_answers"], "approvals.trust_client_answers"
+            )
+        if "page_url" in spec:
+            page = self.string(spec["page_url"], "approvals.page_url")
+            if not page.startswith(("https://", "http://")):
+                self.fail("approvals.page_url", "must be an http(s):// URL of the approvals page")
+            values["page_url"] = page.rstrip("/")
+        if "notify" in spec:
+            notify = self.obj(
+                spec["notify"], "approvals.notify", ("url", "secret_env", "secret_file", "timeout_s")
+            )
+            if "url" not in notify:
+                self.fail("approvals.notify.url", "missing: the webhook's URL")
+            url = self.string(notify["url"], "approvals.notify.url")
+            if not url.startswith(("https://", "http://")):
+                self.fail("approvals.notify.url", "must be an http(s):// URL")
+            values["notify_url"] = url
+            if ("secret_env" in notify) == ("secret_file" in notify):
+                self.fail(
+                    "approvals.notify",
+                    "give one of secret_env or secret_file: notifications are HMAC-signed",
+                )
+            if "secret_env" in notify:
+                values["notify_secret_source"] = (
+                    "env",
+                    self.string(notify["secret_env"], "approvals.notify.secret_env"),
+                )
+            else:
+                values["notify_secret_source"] = (
+                    "file",
+                    self.file_path(notify["secret_file"], "approvals.notify.secret_file"),
+                )
+            if "timeout_s" in notify:
+                values["notify_timeout_s"] = self.number(
+                    notify["timeout_s"], "approvals.notify.timeout_s"
+                )
+        return ApprovalsSettings(**values)
+
+    def user_list(self, value: Any, key: str) -> list[str]:
+        if not isinstance(value, list):
+            self.fail(key, f"must be a list of unix user or group names, not {_kind(value)}")
+        return [self.string(item, f"{key}[{i}]") for i, item in enumerate(value)]
 
     def state_url(self, raw: Any) -> str | None:
         spec = self.obj(raw, "state", ("url",))
@@ -432,7 +515,7 @@ class Parser:
         keys = (
             "timeout_s", "on_pending", "prompt_as", "cadence_s", "site_cadence_s", "site_types",
             "landing_allowance_s", "overdue_factor", "overdue_min_s", "vm_cache_ttl_s",
-            "tag_prefix", "protect_self",
+            "tag_prefix", "protect_self", "prompt_via",
         )  # fmt: skip
         guard = self.obj(raw, "guard", keys)
         values: dict[str, Any] = {}
@@ -447,7 +530,11 @@ class Parser:
             values["overdue_factor"] = self.number(
                 factor, "guard.overdue_factor", minimum=1.0, inclusive=True
             )
-        for name, choices in (("on_pending", ON_PENDING_CHOICES), ("prompt_as", PROMPT_AS_CHOICES)):
+        for name, choices in (
+            ("on_pending", ON_PENDING_CHOICES),
+            ("prompt_as", PROMPT_AS_CHOICES),
+            ("prompt_via", PROMPT_VIA_CHOICES),
+        ):
             if name in guard:
                 values[name] = self.string(guard[name], f"guard.{name}", choices=choices)
         if "tag_prefix" in guard:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "ApprovalsSettings",
     "CatalogSettings",
     "GatewaySettings",
     "GuardSettings",
@@ -47,6 +48,7 @@ __all__ = [
 UNKNOWN_CHOICES = ("prompt", "allow", "deny")
 ON_PENDING_CHOICES = ("deny", "prompt", "defer")
 PROMPT_AS_CHOICES = ("ask", "deny")
+PROMPT_VIA_CHOICES = ("host", "approvals")
 SITE_KINDS = ("vcenter", "hyperv", "vcd", "aws", "azure", "gcp", "public_cloud", "unknown")
 DEFAULT_SITE_CADENCE_S = {
     "vcenter": 5.0,
@@ -227,6 +229,7 @@ class GuardSettings:
         "overdue_factor",
         "overdue_min_s",
         "prompt_as",
+        "prompt_via",
         "protect_self",
         "site_cadence_s",
         "site_types",
@@ -239,6 +242,9 @@ class GuardSettings:
         self.timeout_s: float = values.get("timeout_s", DEFAULT_GUARD_TIMEOUT_S)
         self.on_pending: str = values.get("on_pending", "deny")
         self.prompt_as: str = values.get("prompt_as", "ask")
+        # host: a hook's prompt is the host's own (Claude Code's permission prompt);
+        # approvals: it becomes an approval request a person answers elsewhere (headless runs).
+        self.prompt_via: str = values.get("prompt_via", "host")
         self.cadence_s: dict[str, float] = values.get("cadence_s", {})
         self.site_cadence_s: dict[str, float] = {
             **DEFAULT_SITE_CADENCE_S,
@@ -305,11 +311,66 @@ class GatewaySettings:
         self.elicit_timeout_s: float = values.get("elicit_timeout_s", 120.0)
 
 
+class ApprovalsSettings:
+    """Who may approve a prompt-row call, on which channels, and for how long it waits."""
+
+    __slots__ = (
+        "agent_users",
+        "approver_groups",
+        "approver_users",
+        "expires_s",
+        "notify_secret_source",
+        "notify_timeout_s",
+        "notify_url",
+        "page_url",
+        "trust_client_answers",
+        "wait_s",
+        "web_approvers",
+    )
+
+    def __init__(self, **values: Any) -> None:
+        # unix users and groups who may approve on the approvals socket (SO_PEERCRED)
+        self.approver_users: tuple[str, ...] = values.get("approver_users", ())
+        self.approver_groups: tuple[str, ...] = values.get("approver_groups", ())
+        # unix users that run agents: refused as approvers even if a group lists them
+        self.agent_users: tuple[str, ...] = values.get("agent_users", ())
+        # approver logins of the approvals page: name -> scrypt hash (`approvals hash-password`)
+        self.web_approvers: dict[str, str] = values.get("web_approvers", {})
+        self.wait_s: float = values.get("wait_s", 120.0)
+        self.expires_s: float = values.get("expires_s", 600.0)
+        # Form elicitation answered by the agent's own client counts as approval: only
+        # where the agent's user is the approver (stdio, single user); never with tokens.
+        self.trust_client_answers: bool = values.get("trust_client_answers", False)
+        # The approvals page as a person reaches it, for links in notifications and URL
+        # elicitation; None: the page's own listen address.
+        self.page_url: str | None = values.get("page_url")
+        self.notify_url: str | None = values.get("notify_url")
+        self.notify_secret_source: tuple[str, str] | None = values.get("notify_secret_source")
+        self.notify_timeout_s: float = values.get("notify_timeout_s", 5.0)
+
+    def notify_secret(self, env: Mapping[str, str] | None = None) -> str | None:
+        """The webhook's HMAC key, or None when no notification is configured."""
+        if self.notify_secret_source is None:
+            return None
+        kind, value = self.notify_secret_source
+        if kind == "env":
+            found = (os.environ if env is None else env).get(value, "")
+            if not found:
+                msg = f"approvals.notify.secret_env names {value}, which is empty or unset"
+                raise ConfigError(msg)
+            return found
+        return _read_secret_file(value)
+
+    def __repr__(self) -> str:
+        return f"ApprovalsSettings(users={self.approver_users!r}, groups={self.approver_groups!r})"
+
+
 class Settings:
     """Everything zerto-rewind is configured with, validated."""
 
     __slots__ = (
         "allow_live_recovery",
+        "approvals",
         "catalog",
         "gateway",
         "guard",
@@ -334,8 +395,10 @@ class Settings:
         upstreams: dict[str, UpstreamSettings] | None = None,
         gateway: GatewaySettings | None = None,
         state_url: str | None = None,
+        approvals: ApprovalsSettings | None = None,
     ) -> None:
         self.path = path
+        self.approvals = approvals or ApprovalsSettings()
         self.zvm = zvm
         self.catalog = catalog
         self.guard = guard

@@ -1,0 +1,467 @@
+"""Approval requests: a human's yes for one prompt-row call, held by the guard's owner.
+
+A prompt row (VM unknown to Zerto, no VM in the arguments, an unlisted tool, or
+a checkpoint that cannot be made) means that nothing can be rewound, so a person
+decides. The question is not put to the agent's own session: the agent holds that
+session's token and could answer it. Instead the guard service keeps an
+:class:`ApprovalRequest` in its own state, and a person answers it on a channel
+the agent cannot reach (the approvals socket, checked by ``SO_PEERCRED``; the
+approvals page, with approver logins). See docs/approvals.md.
+
+The rules, kept here so every door applies the same ones:
+
+- a request names one exact call: the tool and the SHA-256 of its canonical
+  arguments, for one principal (token name, unix user, host);
+- an approval is used once (:meth:`ApprovalStore.consume`) and never outlives its
+  request's expiry;
+- :func:`refusal_to_approve` says who may not approve: anyone not listed as an
+  approver, an agent's user, and the principal that asked.
+
+Stores: :class:`FileApprovalStore` under the state directory (one JSON file per
+request, one ``flock``), or ``approvals_redis.RedisApprovalStore`` for gateway
+replicas; :func:`open_approvals` picks, as ``state_store.open_state`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from ..errors import StateError, ZertoRewindError
+from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
+
+__all__ = [
+    "PENDING",
+    "ApprovalError",
+    "ApprovalRequest",
+    "ApprovalStore",
+    "Approver",
+    "FileApprovalStore",
+    "arguments_digest",
+    "new_request",
+    "open_approvals",
+    "redact_arguments",
+    "refusal_to_approve",
+]
+
+PENDING, APPROVED, DENIED, EXPIRED, USED = "pending", "approved", "denied", "expired", "used"
+DEFAULT_EXPIRES_S = 600.0
+# Decided requests stay visible (page, `approvals list --all`) this long, then go.
+RETENTION_S = 24 * 3600.0
+_LOCK_TIMEOUT_S = 10.0
+# Crockford's base32 without look-alikes: an id a person can read out and type.
+_ID_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+class ApprovalError(ZertoRewindError):
+    """An approval could not be given or recorded (unknown id, already decided, not allowed)."""
+
+
+@dataclass
+class ApprovalRequest:
+    """One call waiting for (or given) a human's decision."""
+
+    id: str
+    tool: str
+    args_digest: str
+    vms: list[str]
+    row: str
+    why: str
+    principal: str
+    created: float
+    expires: float
+    session: str | None = None
+    host: str | None = None
+    vpg_status: list[str] = field(default_factory=list)
+    arguments: dict[str, str] = field(default_factory=dict)  # redacted: see redact_arguments
+    state: str = PENDING
+    decided_by: str | None = None
+    decided_at: float | None = None
+    note: str | None = None
+    used_at: float | None = None
+
+    def live(self, now: float) -> bool:
+        """Pending, or approved and not yet used, and not expired."""
+        return self.state in (PENDING, APPROVED) and now < self.expires
+
+    def settle(self, now: float) -> bool:
+        """Mark an expired pending or unused request ``expired``; True if it changed."""
+        if self.state in (PENDING, APPROVED) and now >= self.expires:
+            self.state = EXPIRED
+            return True
+        return False
+
+    def matches(self, principal: str, tool: str, digest: str) -> bool:
+        return self.principal == principal and self.tool == tool and self.args_digest == digest
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ApprovalRequest:
+        known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
+        return cls(**known)
+
+    def summary(self) -> dict[str, Any]:
+        """What ``approvals list --json`` prints for one request."""
+        return {
+            "id": self.id,
+            "tool": self.tool,
+            "vms": list(self.vms),
+            "principal": self.principal,
+            "expires": _iso(self.expires),
+            "state": self.state,
+            "row": self.row,
+        }
+
+
+@dataclass(frozen=True)
+class Approver:
+    """Who is answering, as the channel authenticated them (never as the agent claims)."""
+
+    kind: str  # "unix" (SO_PEERCRED on the approvals socket) | "web" (an approver login)
+    name: str
+    groups: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+class ApprovalStore(Protocol):
+    """Where the service keeps approval requests; every method is atomic."""
+
+    def open_request(self, template: ApprovalRequest) -> tuple[ApprovalRequest, bool]:
+        """The live request for the same principal and call, else ``template`` stored.
+
+        Returns ``(request, created)``: a retried call joins its own open request.
+        """
+
+    def get(self, request_id: str) -> ApprovalRequest | None: ...
+
+    def pending(self) -> list[ApprovalRequest]: ...
+
+    def recent(self, limit: int = 50) -> list[ApprovalRequest]:
+        """Decided, used and expired requests, newest first."""
+
+    def decide(
+        self, request_id: str, approve: bool, approver: str, note: str | None = None
+    ) -> ApprovalRequest:
+        """Approve or deny a pending request; ApprovalError if it is not pending."""
+
+    def consume(
+        self, principal: str, tool: str, digest: str, request_id: str | None = None
+    ) -> ApprovalRequest | None:
+        """Use an approved, unexpired request for this exact call, once; else None."""
+
+    def sweep(self) -> list[ApprovalRequest]:
+        """Record requests whose expiry passed as ``expired``; those changed by this call.
+
+        Reads show an expired request as expired without writing it; only the sweep
+        writes, so each expiry is reported (and logged) once, by one replica.
+        """
+
+    def check(self) -> None:
+        """Raise StateError if the store cannot be used."""
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+def arguments_digest(tool_input: Any) -> str:
+    """SHA-256 of the canonical JSON of a call's arguments (sorted keys, no spaces)."""
+    body = json.dumps(
+        tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def redact_arguments(tool_input: Any, vms: Iterable[str] = ()) -> dict[str, str]:
+    """Each top-level argument as a person may see it, redacted as the log redacts.
+
+    VM names are shown; every other value is shown by its shape only
+    (``<text, 12 chars>``, ``<number>``, ``<object: a, b>``), never its content.
+    """
+    if not isinstance(tool_input, dict):
+        return {"(arguments)": _shape(tool_input)}
+    shown = set(vms)
+    out: dict[str, str] = {}
+    for key, value in tool_input.items():
+        out[str(key)] = value if isinstance(value, str) and value in shown else _shape(value)
+    return out
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, bool):
+        return "<true/false>"
+    if isinstance(value, int | float):
+        return "<number>"
+    if isinstance(value, str):
+        return f"<text, {len(value)} chars>"
+    if isinstance(value, dict):
+        keys = ", ".join(sorted(str(k) for k in value)[:8])
+        return f"<object: {keys}>"
+    if isinstance(value, list):
+        return f"<list of {len(value)}>"
+    return "<null>" if value is None else "<value>"
+
+
+def new_request(
+    *,
+    tool: str,
+    tool_input: Any,
+    vms: Iterable[str],
+    row: str,
+    why: str,
+    principal: str,
+    expires_s: float = DEFAULT_EXPIRES_S,
+    session: str | None = None,
+    host: str | None = None,
+    vpg_status: Iterable[str] = (),
+    now: float | None = None,
+) -> ApprovalRequest:
+    """A fresh pending request for one call (not yet stored)."""
+    now = time.time() if now is None else now
+    vm_list = list(vms)
+    return ApprovalRequest(
+        id=_new_id(),
+        tool=tool,
+        args_digest=arguments_digest(tool_input),
+        vms=vm_list,
+        row=row,
+        why=why,
+        principal=principal,
+        created=now,
+        expires=now + expires_s,
+        session=session,
+        host=host,
+        vpg_status=list(vpg_status),
+        arguments=redact_arguments(tool_input, vm_list),
+    )
+
+
+def refusal_to_approve(
+    approver: Approver,
+    request: ApprovalRequest | None,
+    *,
+    users: Iterable[str],
+    groups: Iterable[str],
+    agent_users: Iterable[str] = (),
+    agent_principals: Iterable[str] = (),
+) -> str | None:
+    """Why ``approver`` may not answer (``request``, or any request when None); None if they may.
+
+    A web approver was authenticated by an approver login, so ``users`` are the
+    page's approver names; a unix approver must be listed by name or by group.
+    Nobody who is an agent (an agent's unix user, a name that is also an agent
+    token's) approves, and nobody approves a request they made themselves.
+    """
+    name = approver.name
+    if name in set(agent_users) or approver.label in set(agent_principals):
+        return f"{approver.label} is an agent's identity; agents cannot approve calls"
+    if approver.kind == "web" and name in set(agent_principals):
+        return f"{name} is also an agent token's name; agents cannot approve calls"
+    listed = name in set(users) or bool(set(approver.groups) & set(groups))
+    if not listed:
+        return f"{approver.label} is not an approver (approvals.approvers)"
+    if request is not None and _same_principal(approver, request.principal):
+        return f"{approver.label} made this request; a request is approved by someone else"
+    return None
+
+
+def _same_principal(approver: Approver, principal: str) -> bool:
+    kind, _, who = principal.partition(":")
+    if approver.kind == "unix":
+        return kind in ("unix", "stdio", "hook") and who == approver.name
+    return principal == approver.name or principal == approver.label
+
+
+# --------------------------------------------------------------------------- the file store
+
+
+class FileApprovalStore:
+    """Approval requests as JSON files under ``<state_dir>/approvals``, under one ``flock``.
+
+    The state directory is the guard owner's: in a service, another user's; for
+    a standalone hook, the agent's own, which is why a standalone queue is only
+    as strong as a single-user install (docs/approvals.md).
+    """
+
+    def __init__(self, state_dir: str, *, clock: Any = time.time) -> None:
+        self.root = os.path.join(state_dir, "approvals")
+        self._clock = clock
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        ensure_private_dir(self.root)
+        with file_lock(os.path.join(self.root, ".lock"), timeout_s=_LOCK_TIMEOUT_S):
+            yield
+
+    def _path(self, request_id: str) -> str:
+        if not request_id or any(ch not in _ID_ALPHABET + "-" for ch in request_id):
+            msg = f"{request_id!r} is not an approval request id"
+            raise ApprovalError(msg)
+        return os.path.join(self.root, f"{request_id}.json")
+
+    def _load(self, path: str) -> ApprovalRequest | None:
+        raw = read_json(path)
+        if not isinstance(raw, dict):
+            return None
+        try:
+            return ApprovalRequest.from_json(raw)
+        except TypeError:
+            return None
+
+    def _save(self, request: ApprovalRequest) -> None:
+        atomic_write_json(self._path(request.id), request.to_json())
+
+    def _all(self) -> list[ApprovalRequest]:
+        """Every request, expired ones shown settled, old ones removed (call under the lock)."""
+        now = self._clock()
+        found: list[ApprovalRequest] = []
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return []
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            path = os.path.join(self.root, name)
+            request = self._load(path)
+            if request is None:
+                continue
+            done_at = request.used_at or request.decided_at or request.expires
+            if request.state not in (PENDING, APPROVED) and now - done_at > RETENTION_S:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                continue
+            found.append(request)
+        return found
+
+    def sweep(self) -> list[ApprovalRequest]:
+        now = self._clock()
+        changed: list[ApprovalRequest] = []
+        with self._locked():
+            for request in self._all():
+                if request.settle(now):
+                    self._save(request)
+                    changed.append(request)
+        return changed
+
+    def _view(self, request: ApprovalRequest) -> ApprovalRequest:
+        request.settle(self._clock())  # shown as expired; the sweep records it
+        return request
+
+    def open_request(self, template: ApprovalRequest) -> tuple[ApprovalRequest, bool]:
+        now = self._clock()
+        with self._locked():
+            for request in self._all():
+                if request.live(now) and request.matches(
+                    template.principal, template.tool, template.args_digest
+                ):
+                    return request, False
+            self._save(template)
+            return template, True
+
+    def get(self, request_id: str) -> ApprovalRequest | None:
+        path = self._path(request_id)
+        with self._locked():
+            request = self._load(path)
+        return None if request is None else self._view(request)
+
+    def pending(self) -> list[ApprovalRequest]:
+        with self._locked():
+            found = [r for r in map(self._view, self._all()) if r.state == PENDING]
+        return sorted(found, key=lambda r: r.created)
+
+    def recent(self, limit: int = 50) -> list[ApprovalRequest]:
+        with self._locked():
+            found = [r for r in map(self._view, self._all()) if r.state != PENDING]
+        found.sort(key=lambda r: r.used_at or r.decided_at or r.expires, reverse=True)
+        return found[:limit]
+
+    def decide(
+        self, request_id: str, approve: bool, approver: str, note: str | None = None
+    ) -> ApprovalRequest:
+        path = self._path(request_id)
+        with self._locked():
+            request = self._load(path)
+            return _decide(request, request_id, approve, approver, note, self._clock(), self._save)
+
+    def consume(
+        self, principal: str, tool: str, digest: str, request_id: str | None = None
+    ) -> ApprovalRequest | None:
+        now = self._clock()
+        with self._locked():
+            for request in self._all():
+                if request_id is not None and request.id != request_id:
+                    continue
+                live = request.live(now)
+                if live and request.state == APPROVED and request.matches(principal, tool, digest):
+                    request.state, request.used_at = USED, now
+                    self._save(request)
+                    return request
+        return None
+
+    def check(self) -> None:
+        with self._locked():
+            pass
+
+
+def _decide(
+    request: ApprovalRequest | None,
+    request_id: str,
+    approve: bool,
+    approver: str,
+    note: str | None,
+    now: float,
+    save: Any,
+) -> ApprovalRequest:
+    """The one decide rule both stores apply (under their own lock or transaction)."""
+    if request is None:
+        msg = f"no approval request {request_id}"
+        raise ApprovalError(msg)
+    request.settle(now)  # an expired request is not decided; the sweep records the expiry
+    if request.state != PENDING:
+        msg = f"request {request_id} is {request.state}, not pending; nothing was changed"
+        raise ApprovalError(msg)
+    request.state = APPROVED if approve else DENIED
+    request.decided_by, request.decided_at = approver, now
+    request.note = (note or "").strip()[:500] or None
+    save(request)
+    return request
+
+
+def _new_id() -> str:
+    raw = secrets.token_bytes(8)
+    chars = "".join(_ID_ALPHABET[b % 32] for b in raw)
+    return f"{chars[:4]}-{chars[4:]}"
+
+
+def _iso(epoch: float) -> str:
+    from .decision import fmt_time
+
+    return fmt_time(epoch)
+
+
+def open_approvals(state_url: str | None, state_dir: str, *, prefix: str | None = None) -> Any:
+    """The Redis store when ``state_url`` is set, else the files under ``state_dir``."""
+    if not state_url:
+        return FileApprovalStore(state_dir)
+    from .approvals_redis import RedisApprovalStore
+
+    return RedisApprovalStore(state_url, prefix=prefix)
+
+
+def store_error(exc: BaseException) -> str:
+    """A store failure, for a refusal's reason (never a secret: Redis URLs are not shown)."""
+    if isinstance(exc, StateError | ApprovalError):
+        return str(exc)
+    return f"{type(exc).__name__}"
