@@ -254,6 +254,8 @@ class _Answer:
                 return None
             self.given = True
             self.answered.set()
+            if decision.outcome == "prompt" and self.settings.guard.prompt_via == "approvals":
+                _by_approval(self.settings, decision, self.call)
             text, code = claude_code.render(
                 decision.outcome,
                 decision.reason,
@@ -266,6 +268,53 @@ class _Answer:
             _ANSWERED.append(True)
             _log(self.settings.log_path, decision, self.call)
             return code
+
+
+def _by_approval(settings: Settings, decision: Decision, call: ToolCall) -> None:
+    """``guard.prompt_via: approvals`` for headless runs: an approval of this very call lets
+    it run (once); else deny, naming the request a person approves. The queue is the
+    guard's state directory, which a standalone install shares with the agent's user
+    (docs/approvals.md says what that means)."""
+    import getpass
+
+    from ..core.approvals import (
+        NO_APPROVER,
+        approved_context,
+        open_approvals,
+        prompt_by_approval,
+        waiting_reason,
+    )
+    from ..core.decision import Outcome
+
+    config = settings.approvals
+    if not (config.approver_users or config.approver_groups):
+        decision.outcome, decision.reason = Outcome.DENY, f"{decision.reason} {NO_APPROVER}"
+        return
+    try:
+        used, waiting = prompt_by_approval(
+            open_approvals(settings.state_url, settings.state_dir),
+            settings.log_path,
+            tool=call.tool_name,
+            tool_input=call.tool_input,
+            vms=decision.vms,
+            row=decision.row,
+            why=decision.reason,
+            principal=f"hook:{getpass.getuser()}",
+            expires_s=config.expires_s,
+            session=call.session_id,
+        )
+    except Exception as exc:  # the queue cannot be used: refuse, never run it unasked
+        decision.outcome = Outcome.DENY
+        decision.reason = (
+            f"{decision.reason} It needs a person's approval, and the approval queue failed "
+            f"({type(exc).__name__}: {exc}). The call was not run."
+        )
+        return
+    if used is not None:
+        decision.outcome, decision.context = Outcome.CONTEXT, approved_context(used)
+        return
+    assert waiting is not None
+    decision.outcome, decision.reason = Outcome.DENY, f"{decision.reason} {waiting_reason(waiting)}"
 
 
 def _config_denial(

@@ -62,6 +62,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "catalog scan: propose a catalog from a server's tools/list",
     ),
+    "approvals": (
+        "zerto_rewind.cli.approvals_cmd",
+        "main",
+        "calls waiting for a person: list, show, approve, deny",
+    ),
     "check": (
         "zerto_rewind.cli.check_cmd",
         "main",

@@ -46,6 +46,16 @@ def _parser() -> argparse.ArgumentParser:
         "--also-socket", metavar="PATH", help="with --listen: serve a unix socket as well"
     )
     parser.add_argument(
+        "--approvals-socket",
+        metavar="PATH",
+        help="serve the approvals socket (approvers known by SO_PEERCRED; docs/approvals.md)",
+    )
+    parser.add_argument(
+        "--approvals-listen",
+        metavar="HOST:PORT",
+        help="serve the approvals page for approver logins (TLS beyond loopback)",
+    )
+    parser.add_argument(
         "--socket-mode",
         default="0660",
         metavar="OCTAL",
@@ -73,13 +83,19 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         settings = load_config(env)
         import anyio
 
-        from ..gateway.run import serve_http, serve_stdio
+        from ..gateway.run import ApprovalChannels, serve_http, serve_stdio
 
+        channels = ApprovalChannels(
+            args.approvals_socket,
+            _host_port(args.approvals_listen, "--approvals-listen")
+            if args.approvals_listen
+            else None,
+        )
         if args.stdio:
             if not args.upstream:
                 sys.stderr.write("zerto-rewind gateway: --stdio needs --upstream NAME\n")
                 return 2
-            anyio.run(serve_stdio, settings, args.upstream)
+            anyio.run(lambda: serve_stdio(settings, args.upstream, approvals=channels))
         else:
             host, port = _host_port(args.listen) if args.listen else (None, 0)
             unix = args.socket or args.also_socket
@@ -92,6 +108,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
                     ready_file=args.ready_file,
                     unix_socket=unix,
                     socket_mode=mode,
+                    approvals=channels,
                 )
             )
     except ZertoRewindError as exc:
@@ -102,10 +119,10 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     return 0
 
 
-def _host_port(text: str) -> tuple[str, int]:
+def _host_port(text: str, option: str = "--listen") -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not host:
-        msg = f"zerto-rewind gateway: --listen wants HOST:PORT, not {text!r}"
+        msg = f"zerto-rewind gateway: {option} wants HOST:PORT, not {text!r}"
         raise SystemExit(msg)
     return host, int(port)
 

@@ -247,7 +247,9 @@ class Parser:
             values["page_url"] = page.rstrip("/")
         if "notify" in spec:
             notify = self.obj(
-                spec["notify"], "approvals.notify", ("url", "secret_env", "secret_file", "timeout_s")
+                spec["notify"],
+                "approvals.notify",
+                ("url", "secret_env", "secret_file", "timeout_s"),
             )
             if "url" not in notify:
                 self.fail("approvals.notify.url", "missing: the webhook's URL")

@@ -38,17 +38,22 @@ from ..errors import StateError, ZertoRewindError
 from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
 
 __all__ = [
+    "NO_APPROVER",
     "PENDING",
     "ApprovalError",
     "ApprovalRequest",
     "ApprovalStore",
     "Approver",
     "FileApprovalStore",
+    "approved_context",
     "arguments_digest",
     "new_request",
     "open_approvals",
+    "prompt_by_approval",
+    "record_event",
     "redact_arguments",
     "refusal_to_approve",
+    "waiting_reason",
 ]
 
 PENDING, APPROVED, DENIED, EXPIRED, USED = "pending", "approved", "denied", "expired", "used"
@@ -56,6 +61,10 @@ DEFAULT_EXPIRES_S = 600.0
 # Decided requests stay visible (page, `approvals list --all`) this long, then go.
 RETENTION_S = 24 * 3600.0
 _LOCK_TIMEOUT_S = 10.0
+NO_APPROVER = (
+    "It needs a person's approval, and this guard has no approver configured "
+    "(approvals.approvers). The call was not run."
+)
 # Crockford's base32 without look-alikes: an id a person can read out and type.
 _ID_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -465,3 +474,106 @@ def store_error(exc: BaseException) -> str:
     if isinstance(exc, StateError | ApprovalError):
         return str(exc)
     return f"{type(exc).__name__}"
+
+
+def record_event(
+    log_path: str,
+    request: ApprovalRequest,
+    answer: str,
+    *,
+    approver: str | None = None,
+    note: str | None = None,
+) -> None:
+    """One decision-log line per event of a request; ids and names, never argument values.
+
+    ``answer``: requested | approved | denied | refused (an approver who may not) |
+    used | expired. A log that cannot be written is raised as StateError.
+    """
+    from .decision import fmt_time
+    from .decisions_log import write_record
+
+    record: dict[str, Any] = {
+        "time": fmt_time(time.time()),
+        "origin": "approvals",
+        "session_id": request.session,
+        "tool": request.tool,
+        "row": request.row,
+        "decision": "approval",
+        "answer": answer,
+        "approval_id": request.id,
+        "client": request.principal,
+        "vms": list(request.vms),
+        "approver": approver or request.decided_by,
+        "expires": fmt_time(request.expires),
+        "reason": note if note is not None else (request.note or ""),
+    }
+    try:
+        write_record(log_path, record)
+    except OSError as exc:
+        msg = f"cannot write the decision log {log_path}: {exc.strerror}"
+        raise StateError(msg) from exc
+
+
+def prompt_by_approval(
+    store: ApprovalStore,
+    log_path: str,
+    *,
+    tool: str,
+    tool_input: Any,
+    vms: Iterable[str],
+    row: str,
+    why: str,
+    principal: str,
+    expires_s: float,
+    session: str | None = None,
+    host: str | None = None,
+) -> tuple[ApprovalRequest | None, ApprovalRequest | None]:
+    """A hook's prompt row, by approval: ``(used, None)`` if an approval covers this call
+    (it is used now), else ``(None, request)``: the open request the hook names.
+
+    Hooks do not wait: the host's own timeout is short, so they deny with the
+    request's id and the retry after approval passes. Store errors propagate.
+    """
+    used = store.consume(principal, tool, arguments_digest(tool_input))
+    if used is not None:
+        _quiet_record(log_path, used, "used")
+        return used, None
+    template = new_request(
+        tool=tool,
+        tool_input=tool_input,
+        vms=vms,
+        row=row,
+        why=why,
+        principal=principal,
+        expires_s=expires_s,
+        session=session,
+        host=host,
+    )
+    request, created = store.open_request(template)
+    if created:
+        _quiet_record(log_path, request, "requested")
+    return None, request
+
+
+def _quiet_record(log_path: str, request: ApprovalRequest, answer: str) -> None:
+    # The answer matters more than its log line (as for decisions).
+    with contextlib.suppress(StateError):
+        record_event(log_path, request, answer)
+
+
+def waiting_reason(request: ApprovalRequest, link: str | None = None) -> str:
+    """The refusal's ending while a request waits: its id and how a person approves it."""
+    where = f" or on the approvals page ({link})" if link else ""
+    return (
+        f"It needs a person's approval: request {request.id} is waiting for an approver, "
+        f"who can approve it with `zerto-rewind approvals approve {request.id}`{where}. "
+        "The call was not run; the same call, retried after it is approved, runs once."
+    )
+
+
+def approved_context(request: ApprovalRequest) -> str:
+    """What the model is told when an approval let its call run with no checkpoint."""
+    return (
+        f"zerto-rewind: {request.decided_by} approved this call (request {request.id}) with "
+        "no Zerto checkpoint in front of it; there is nothing to rewind it to."
+    )

@@ -29,10 +29,10 @@ from ..core.approvals import (
     arguments_digest,
     new_request,
     open_approvals,
+    record_event,
     refusal_to_approve,
 )
-from ..core.decision import Decision, ToolCall, fmt_time
-from ..core.decisions_log import write_record
+from ..core.decision import Decision, ToolCall
 from ..errors import StateError
 
 if TYPE_CHECKING:
@@ -239,25 +239,9 @@ class ApprovalsService:
         approver: str | None = None,
         note: str | None = None,
     ) -> None:
-        """One decision-log line per event of a request; ids and names, never argument values."""
-        record: dict[str, Any] = {
-            "time": fmt_time(time.time()),
-            "origin": "approvals",
-            "session_id": request.session,
-            "tool": request.tool,
-            "row": request.row,
-            "decision": "approval",
-            "answer": answer,
-            "approval_id": request.id,
-            "client": request.principal,
-            "vms": list(request.vms),
-            "approver": approver or request.decided_by,
-            "expires": fmt_time(request.expires),
-            "reason": note if note is not None else (request.note or ""),
-        }
         try:
-            write_record(self.settings.log_path, record)
-        except (StateError, OSError) as exc:
+            record_event(self.settings.log_path, request, answer, approver=approver, note=note)
+        except StateError as exc:
             log.warning("approval not logged: %s", exc)
 
 

@@ -4,16 +4,24 @@
 * context (checkpoint confirmed): forward; the result names the checkpoint
   (an added text block, and ``_meta``).
 * deny (failed, pending, errors): not forwarded; ``isError`` with the guard's reason.
-* prompt (VM unknown, no VM, unlisted): ask the human by MCP elicitation when
-  the client declared it; otherwise the call is refused.
+* prompt (VM unknown, no VM, unlisted): a person decides, on a channel the agent
+  cannot answer. The call opens an approval request in the service's state
+  (``gateway.approvals``), tells the client the approval page's address where it
+  can show one (URL-mode elicitation), and waits up to ``approvals.wait_s``
+  with progress notifications. Approved in time, it runs; else it is refused
+  with the request's id, and the same call retried after approval runs once.
+  Only with ``approvals.trust_client_answers`` (stdio, single user) does the
+  client's own form answer count, as before.
 * defer: not forwarded (a gateway cannot pause its caller).
 
 A mutating call is forwarded only after the guard answered for it; every
-error on the way (guard crash, timeout, Redis, ZVM) is a refusal with a reason.
+error on the way (guard crash, timeout, Redis, ZVM, the approvals store) is a
+refusal with a reason.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -27,6 +35,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
+from ..core.approvals import (
+    APPROVED,
+    DENIED,
+    EXPIRED,
+    NO_APPROVER,
+    ApprovalRequest,
+    arguments_digest,
+    waiting_reason,
+)
 from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.decisions_log import write_record
 from ..errors import StateError
@@ -50,6 +67,10 @@ log = logging.getLogger("zerto_rewind.gateway")
 # The answer the human gives to an elicitation: True approve, False decline,
 # None when nobody answered (cancel, timeout, or the client cannot be asked).
 Asker = Callable[[str], Awaitable[bool | None]]
+# Shows a person the approval page (URL-mode elicitation): message, url, elicitation id.
+UrlShower = Callable[[str, str, str], Awaitable[None]]
+# Reports progress on the call: seconds waited, the wait's bound, a message.
+Progress = Callable[[float, float, str], Awaitable[None]]
 
 
 def host_tool_name(upstream: str, tool: str) -> str:
@@ -71,6 +92,11 @@ class CallContext:
     ask_inline: bool = False
     input_responses: dict[str, Any] | None = None
     request_state: str | None = None
+    # URL-mode elicitation: over the back channel (show_url), or inline (url_inline).
+    show_url: UrlShower | None = None
+    url_inline: bool = False
+    progress: Progress | None = None
+    host: str | None = None  # the MCP client's name and version, from initialize
 
 
 # The key of our question in an InputRequiredResult, and the form it shows.
@@ -87,8 +113,6 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     },
     "required": [APPROVAL_FIELD],
 }
-# Binds an answer to the exact call it was asked about, for the life of this process.
-_STATE_KEY = secrets.token_bytes(32)
 
 
 async def handle_call(
@@ -98,7 +122,7 @@ async def handle_call(
     arguments: dict[str, Any] | None,
     ctx: CallContext,
 ) -> types.CallToolResult | types.InputRequiredResult:
-    """Guard one call and forward it only if the guard (or the human) allows it."""
+    """Guard one call and forward it only if the guard (or an approver) allows it."""
     started_wall, started_mono = time.time(), time.monotonic()
     name = host_tool_name(upstream.name, tool)
     call = ToolCall(
@@ -112,22 +136,29 @@ async def handle_call(
     decision = await gateway.decide(call)
     answer: str | None = None
     forward = decision.outcome in (Outcome.NONE, Outcome.CONTEXT)
+    extra: dict[str, Any] = {}
     if decision.outcome == Outcome.PROMPT:
-        if ctx.ask is None and ctx.ask_inline:
-            inline = _inline_answer(call, ctx)
-            if inline is None:
-                # Logged now: a question nobody ever answers still leaves its line.
-                _log(gateway, decision, call, ctx, "asked")
-                return _question(decision, call)
-            forward, answer = inline
+        if gateway.settings.approvals.trust_client_answers:
+            if ctx.ask is None and ctx.ask_inline:
+                inline = gateway.states.answer(call, ctx)
+                if inline is None:
+                    # Logged now: a question nobody ever answers still leaves its line.
+                    _log(gateway, decision, call, ctx, "asked")
+                    return _question(gateway, decision, call, ctx)
+                forward, answer = inline
+            else:
+                forward, answer = await _prompt(gateway, decision, ctx)
         else:
-            forward, answer = await _prompt(gateway, decision, ctx)
+            outcome = await _by_approval(gateway, decision, call, ctx)
+            if isinstance(outcome, types.InputRequiredResult):
+                return outcome
+            forward, answer, extra = outcome
     decision.elapsed_ms = int((time.monotonic() - started_mono) * 1000)
     gateway.metrics.decided(decision, time.monotonic() - started_mono, answer)
     if decision.row != Row.READ_ONLY:  # as the hook: read-only calls leave no log line
-        _log(gateway, decision, call, ctx, answer)
+        _log(gateway, decision, call, ctx, answer, extra)
     if not forward:
-        return _refusal(decision, answer)
+        return _refusal(decision, answer, extra.get("ending"))
     try:
         result = await upstream.call_tool(tool, arguments, gateway.call_timeout_s(upstream))
     except UpstreamError as exc:
@@ -139,8 +170,137 @@ async def handle_call(
     return result
 
 
+# --------------------------------------------------------------------------- approvals
+
+
+async def _by_approval(
+    gateway: Gateway, decision: Decision, call: ToolCall, ctx: CallContext
+) -> tuple[bool, str, dict[str, Any]] | types.InputRequiredResult:
+    """A person approves on the approvals socket or page; the agent's session cannot.
+
+    Returns (forward, answer, log extras), or an InputRequiredResult that shows an
+    inline client the approval page first.
+    """
+    service = gateway.approvals
+    try:
+        used = await service.consume(call, ctx.client)
+        if used is not None:
+            return True, "approved", _approved_by(used)
+        if not service.has_approvers:
+            return False, "no_approver", {"ending": NO_APPROVER}
+        request, _ = await service.open(call, decision, ctx.client, host=ctx.host)
+    except Exception as exc:  # the channel is down: a prompt that cannot be asked is refused
+        log.warning("approval request failed: %s", type(exc).__name__)
+        return False, "approvals_down", {"ending": _channel_down(exc)}
+    link = service.link(request.id)
+    message = _approval_text(decision, request)
+    inline_url = link is not None and ctx.url_inline and ctx.ask is None
+    if inline_url and not gateway.states.valid(call, ctx, request.id):
+        assert link is not None
+        return _show_page(gateway, call, ctx, request, message, link)
+    waited = await _wait_for(gateway, request, message, link, ctx)
+    if waited is None:
+        return False, "approvals_down", {"ending": _channel_down(None)}
+    extra: dict[str, Any] = {"approval_id": request.id}
+    if waited.state == APPROVED:
+        used = await service.use(waited)
+        if used is not None:
+            return True, "approved", _approved_by(used)
+        waited.state = EXPIRED  # used by a concurrent retry of the same call: not twice
+    if waited.state == DENIED:
+        extra["approver"] = waited.decided_by
+        extra["ending"] = _denied_text(waited)
+        return False, "denied", extra
+    if waited.state == EXPIRED or waited.state != "pending":
+        extra["ending"] = f"Approval request {request.id} expired; the call was not run."
+        return False, "expired", extra
+    extra["ending"] = waiting_reason(request, link)
+    return False, "waiting", extra
+
+
+async def _wait_for(
+    gateway: Gateway,
+    request: ApprovalRequest,
+    message: str,
+    link: str | None,
+    ctx: CallContext,
+) -> ApprovalRequest | None:
+    """Wait for a person, with progress; show them the page over the back channel meanwhile."""
+    service = gateway.approvals
+    wait_s = min(service.config.wait_s, max(0.0, request.expires - time.time()))
+    progress = ctx.progress
+
+    async def tick(elapsed: float) -> None:
+        if progress is not None:
+            text = f"waiting for a person to approve request {request.id}"
+            try:
+                await progress(elapsed, wait_s, text)
+            except Exception as exc:  # a host that cannot take progress still waits
+                log.warning("progress notification failed: %s", type(exc).__name__)
+
+    async with anyio.create_task_group() as tg:
+        if link is not None and ctx.show_url is not None:
+            tg.start_soon(_show_url, ctx.show_url, message, link, request.id)
+        try:
+            waited = await service.wait(request.id, wait_s, on_tick=tick)
+        except Exception as exc:
+            log.warning("approval wait failed: %s", type(exc).__name__)
+            waited = None
+        tg.cancel_scope.cancel()
+    return waited
+
+
+async def _show_url(show: UrlShower, message: str, link: str, request_id: str) -> None:
+    """The client shows a person the page; what it answers approves nothing."""
+    try:
+        await show(message, link, request_id)
+    except Exception as exc:
+        log.warning("URL elicitation failed: %s", type(exc).__name__)
+
+
+def _show_page(
+    gateway: Gateway,
+    call: ToolCall,
+    ctx: CallContext,
+    request: ApprovalRequest,
+    message: str,
+    link: str,
+) -> types.InputRequiredResult:
+    """Ask a 2026-07-28 client to show the approval page, then retry (and wait)."""
+    elicit = types.ElicitRequest(params=types.ElicitRequestURLParams(message=message, url=link))
+    state = gateway.states.issue(call, ctx, request.id)
+    return types.InputRequiredResult(input_requests={APPROVAL_KEY: elicit}, request_state=state)
+
+
+def _approved_by(request: ApprovalRequest) -> dict[str, Any]:
+    return {"approval_id": request.id, "approver": request.decided_by}
+
+
+def _approval_text(decision: Decision, request: ApprovalRequest) -> str:
+    return (
+        f"zerto-rewind needs a person to approve {decision.tool_name} (request {request.id}): "
+        f"{decision.reason}"
+    )
+
+
+def _denied_text(request: ApprovalRequest) -> str:
+    why = f": {request.note}" if request.note else ""
+    return f"{request.decided_by} denied approval request {request.id}{why}. The call was not run."
+
+
+def _channel_down(exc: BaseException | None) -> str:
+    what = f" ({type(exc).__name__})" if exc is not None else ""
+    return (
+        f"It needs a person's approval, and the approval channel failed{what}. The call "
+        "was not run. An operator can check the guard service's state store."
+    )
+
+
+# ----------------------------------------------------------------- the client's own answer
+
+
 async def _prompt(gateway: Gateway, decision: Decision, ctx: CallContext) -> tuple[bool, str]:
-    """A human decides; without one, ``guard.prompt_as`` does (deny unless set to ask)."""
+    """The client's person decides (``approvals.trust_client_answers`` only)."""
     if ctx.ask is None:
         return False, "no_elicitation"
     message = _question_text(decision)
@@ -161,12 +321,9 @@ def _question_text(decision: Decision) -> str:
     return f"Run {decision.tool_name} with no Zerto checkpoint in front of it?\n\n{decision.reason}"
 
 
-def _call_state(call: ToolCall) -> str:
-    body = json.dumps([call.tool_name, call.tool_input], sort_keys=True, default=str)
-    return hmac.new(_STATE_KEY, body.encode(), hashlib.sha256).hexdigest()
-
-
-def _question(decision: Decision, call: ToolCall) -> types.InputRequiredResult:
+def _question(
+    gateway: Gateway, decision: Decision, call: ToolCall, ctx: CallContext
+) -> types.InputRequiredResult:
     """Ask a 2026-07-28 client: it shows the form and retries the call with the answer."""
     request = types.ElicitRequest(
         params=types.ElicitRequestFormParams(
@@ -174,29 +331,91 @@ def _question(decision: Decision, call: ToolCall) -> types.InputRequiredResult:
         )
     )
     return types.InputRequiredResult(
-        input_requests={APPROVAL_KEY: request}, request_state=_call_state(call)
+        input_requests={APPROVAL_KEY: request}, request_state=gateway.states.issue(call, ctx)
     )
 
 
-def _inline_answer(call: ToolCall, ctx: CallContext) -> tuple[bool, str] | None:
-    """The answer a retried call carries, if it answers this very call; else None (ask)."""
-    responses = ctx.input_responses or {}
-    answer = responses.get(APPROVAL_KEY)
-    state = ctx.request_state or ""
-    if answer is None or not hmac.compare_digest(state, _call_state(call)):
-        return None
-    action = getattr(answer, "action", None)
-    content = getattr(answer, "content", None) or {}
-    if action == "accept":
-        approved = content.get(APPROVAL_FIELD) is True
-        return approved, "approved" if approved else "declined"
-    return False, "declined" if action == "decline" else "cancelled"
+class RequestStates:
+    """The ``requestState`` handed to 2026-07-28 clients: bound, expiring, single use.
+
+    A state binds the principal, the session, the tool and its canonical
+    arguments' digest, the approval request (if any), a nonce and an expiry,
+    under an HMAC only this process can make. :meth:`valid` accepts a state once:
+    a replay across tokens, across sessions, after expiry or a second time fails.
+    """
+
+    def __init__(self, ttl_s: float, *, clock: Callable[[], float] = time.time) -> None:
+        self.ttl_s = ttl_s
+        self._key = secrets.token_bytes(32)
+        self._clock = clock
+        self._used: dict[str, float] = {}  # nonce -> expiry, swept as they lapse
+
+    def issue(self, call: ToolCall, ctx: CallContext, request_id: str | None = None) -> str:
+        body = {
+            "p": ctx.client,
+            "s": ctx.session_id,
+            "t": call.tool_name,
+            "d": arguments_digest(call.tool_input),
+            "r": request_id,
+            "n": secrets.token_urlsafe(12),
+            "e": round(self._clock() + self.ttl_s, 3),
+        }
+        raw = base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":")).encode())
+        return f"{raw.decode()}.{self._sign(raw)}"
+
+    def valid(self, call: ToolCall, ctx: CallContext, request_id: str | None = None) -> bool:
+        """True once for a state this process issued for this very call, principal and session."""
+        state = ctx.request_state or ""
+        raw, _, mac = state.partition(".")
+        if not raw or not hmac.compare_digest(mac, self._sign(raw.encode())):
+            return False
+        try:
+            body = json.loads(base64.urlsafe_b64decode(raw.encode()))
+        except ValueError:
+            return False
+        now = self._clock()
+        expected = {
+            "p": ctx.client,
+            "s": ctx.session_id,
+            "t": call.tool_name,
+            "d": arguments_digest(call.tool_input),
+            "r": request_id,
+        }
+        if not isinstance(body, dict) or any(body.get(k) != v for k, v in expected.items()):
+            return False
+        expires, nonce = body.get("e"), body.get("n")
+        if not isinstance(expires, int | float) or expires <= now or not isinstance(nonce, str):
+            return False
+        self._used = {n: e for n, e in self._used.items() if e > now}
+        if nonce in self._used:
+            return False
+        self._used[nonce] = float(expires)
+        return True
+
+    def answer(self, call: ToolCall, ctx: CallContext) -> tuple[bool, str] | None:
+        """The form answer a retried call carries, if its state is valid; else None (ask)."""
+        responses = ctx.input_responses or {}
+        answer = responses.get(APPROVAL_KEY)
+        if answer is None or not self.valid(call, ctx):
+            return None
+        action = getattr(answer, "action", None)
+        content = getattr(answer, "content", None) or {}
+        if action == "accept":
+            approved = content.get(APPROVAL_FIELD) is True
+            return approved, "approved" if approved else "declined"
+        return False, "declined" if action == "decline" else "cancelled"
+
+    def _sign(self, raw: bytes) -> str:
+        return hmac.new(self._key, raw, hashlib.sha256).hexdigest()
 
 
-def _refusal(decision: Decision, answer: str | None) -> types.CallToolResult:
+def _refusal(
+    decision: Decision, answer: str | None, ending: str | None = None
+) -> types.CallToolResult:
     reason = decision.reason or f"zerto-rewind did not allow {decision.tool_name}"
     if decision.outcome == Outcome.PROMPT:
-        reason = f"{reason} {_PROMPT_ENDINGS.get(answer or '', '')}".rstrip()
+        tail = ending if ending is not None else _PROMPT_ENDINGS.get(answer or "", "")
+        reason = f"{reason} {tail}".rstrip()
     meta: dict[str, Any] = {"zerto-rewind/row": decision.row, "zerto-rewind/outcome": "refused"}
     if decision.retry_after is not None:
         meta["zerto-rewind/retry_after"] = decision.retry_after
@@ -243,12 +462,22 @@ def _protection_note(decision: Decision) -> str:
 
 
 def _log(
-    gateway: Gateway, decision: Decision, call: ToolCall, ctx: CallContext, answer: str | None
+    gateway: Gateway,
+    decision: Decision,
+    call: ToolCall,
+    ctx: CallContext,
+    answer: str | None,
+    extra: dict[str, Any] | None = None,
 ) -> None:
     record = decision.log_record(call)
     record["client"] = ctx.client
+    if ctx.host:
+        record["host"] = ctx.host
     if answer is not None:
         record["answer"] = answer
+    for key in ("approval_id", "approver"):
+        if extra and extra.get(key):
+            record[key] = extra[key]
     try:
         write_record(gateway.settings.log_path, record)
     except (StateError, OSError) as exc:

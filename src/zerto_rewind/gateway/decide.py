@@ -14,12 +14,14 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
 from starlette.responses import JSONResponse
 
-from ..core.decision import Row, ToolCall
+from ..core.approvals import NO_APPROVER, approved_context, prompt_by_approval, waiting_reason
+from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.decisions_log import write_record
 from ..errors import StateError
-from .proxy import CLIENT_SCOPE_KEY
+from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -50,10 +52,16 @@ async def decide_endpoint(gateway: Gateway, request: Request) -> Response:
         origin="service",
     )
     decision = await gateway.decide(call)
-    gateway.metrics.decided(decision, time.monotonic() - started, None)
+    principal = _principal(request)
+    answer: str | None = None
+    if decision.outcome == Outcome.PROMPT and gateway.settings.guard.prompt_via == "approvals":
+        answer = await _by_approval(gateway, call, decision, principal)
+    gateway.metrics.decided(decision, time.monotonic() - started, answer)
     if decision.row != Row.READ_ONLY:  # as the standalone hook: no line for read-only calls
         record = decision.log_record(call)
-        record["client"] = str(request.scope.get(CLIENT_SCOPE_KEY, "unknown"))
+        record["client"] = principal
+        if answer is not None:
+            record["answer"] = answer
         # The answer matters more than its log line; /metrics still counts it.
         with contextlib.suppress(StateError, OSError):
             write_record(gateway.settings.log_path, record)
@@ -67,6 +75,59 @@ async def decide_endpoint(gateway: Gateway, request: Request) -> Response:
             "prompt_as": gateway.settings.guard.prompt_as,
         }
     )
+
+
+def _principal(request: Request) -> str:
+    """Who asked: the unix peer's user on the socket (the kernel says), else the token's name."""
+    user = request.scope.get(PEER_USER_KEY)
+    if isinstance(user, str):
+        return f"unix:{user}"
+    return str(request.scope.get(CLIENT_SCOPE_KEY, "unknown"))
+
+
+async def _by_approval(gateway: Gateway, call: ToolCall, decision: Decision, principal: str) -> str:
+    """``guard.prompt_via: approvals``: an approval lets the call run; else deny with its id.
+
+    The hook does not wait (its host's timeout is short): the person approves, the
+    agent retries, and the retry of the same call runs once.
+    """
+    service = gateway.approvals
+    try:
+        if not service.has_approvers:
+            decision.outcome = Outcome.DENY
+            decision.reason = f"{decision.reason} {NO_APPROVER}".strip()
+            return "no_approver"
+        used, waiting = await anyio.to_thread.run_sync(
+            lambda: prompt_by_approval(
+                service.store,
+                gateway.settings.log_path,
+                tool=call.tool_name,
+                tool_input=call.tool_input,
+                vms=decision.vms,
+                row=decision.row,
+                why=decision.reason,
+                principal=principal,
+                expires_s=service.config.expires_s,
+                session=call.session_id,
+            )
+        )
+    except Exception as exc:  # the channel is down: refuse, never run it unasked
+        decision.outcome = Outcome.DENY
+        decision.reason = (
+            f"{decision.reason} It needs a person's approval, and the approval channel "
+            f"failed ({type(exc).__name__}). The call was not run."
+        ).strip()
+        return "approvals_down"
+    if used is not None:
+        decision.outcome = Outcome.CONTEXT
+        decision.context = approved_context(used)
+        return "approved"
+    assert waiting is not None
+    if service.notifier is not None:
+        await service.notifier("requested", waiting)
+    decision.outcome = Outcome.DENY
+    decision.reason = f"{decision.reason} {waiting_reason(waiting, service.link(waiting.id))}"
+    return "waiting"
 
 
 def _problem(payload: Any) -> str | None:

@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from .calls import APPROVAL_FIELD, APPROVAL_SCHEMA, Asker, CallContext, handle_call
+from .calls import (
+    APPROVAL_FIELD,
+    APPROVAL_SCHEMA,
+    Asker,
+    CallContext,
+    Progress,
+    UrlShower,
+    handle_call,
+)
 from .upstream import UpstreamError
 
 if TYPE_CHECKING:
@@ -25,12 +33,14 @@ if TYPE_CHECKING:
     from .service import Gateway
     from .upstream import Upstream
 
-__all__ = ["CLIENT_SCOPE_KEY", "build_proxy"]
+__all__ = ["CLIENT_SCOPE_KEY", "PEER_USER_KEY", "build_proxy"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
 # Where the HTTP auth layer leaves the authenticated client's name in the ASGI scope.
 CLIENT_SCOPE_KEY = "zerto_rewind.client"
+# Where the unix-socket protocol leaves the peer's user name (SO_PEERCRED) in the scope.
+PEER_USER_KEY = "zerto_rewind.peer_user"
 _ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 
 
@@ -76,6 +86,7 @@ def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
     ) -> types.CallToolResult | types.InputRequiredResult:
         capable = ctx.session.check_client_capability(_ELICITATION)
         back_channel = capable and ctx.session.can_send_request
+        url_mode = capable and _url_elicitation(ctx)
         context = CallContext(
             client=_client_name(ctx),
             session_id=_session_id(ctx),
@@ -84,6 +95,10 @@ def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
             ask_inline=capable and not back_channel,
             input_responses=dict(params.input_responses or {}),
             request_state=params.request_state,
+            show_url=_url_shower(ctx) if url_mode and back_channel else None,
+            url_inline=url_mode and not back_channel,
+            progress=_progress(ctx),
+            host=_host(ctx),
         )
         return await handle_call(gateway, upstream, params.name, params.arguments, context)
 
@@ -129,6 +144,50 @@ def _session_id(ctx: ServerRequestContext[Any]) -> str | None:
         if value:
             return str(value)
     return None
+
+
+def _url_elicitation(ctx: ServerRequestContext[Any]) -> bool:
+    """The client declared URL-mode elicitation (2025-11-25 and later)."""
+    caps = ctx.session.client_capabilities
+    return caps is not None and caps.elicitation is not None and caps.elicitation.url is not None
+
+
+def _url_shower(ctx: ServerRequestContext[Any]) -> UrlShower:
+    """Show a person the approval page over the back channel; the answer approves nothing."""
+    session = ctx.session
+
+    async def show(message: str, url: str, elicitation_id: str) -> None:
+        await session.elicit_url(message, url, elicitation_id, related_request_id=ctx.request_id)
+
+    return show
+
+
+def _progress(ctx: ServerRequestContext[Any]) -> Progress | None:
+    """Progress notifications on this call, when the client asked for them with a token."""
+    meta: Mapping[str, Any] = ctx.meta or {}
+    token = meta.get("progress_token", meta.get("progressToken"))
+    if not isinstance(token, str | int):
+        return None
+    session = ctx.session
+    related = str(ctx.request_id) if ctx.request_id is not None else None
+
+    async def progress(done: float, total: float, message: str) -> None:
+        await session.send_progress_notification(
+            token, done, total, message, related_request_id=related
+        )
+
+    return progress
+
+
+def _host(ctx: ServerRequestContext[Any]) -> str | None:
+    """The MCP client's own name and version (``clientInfo``), for the log and the approver."""
+    params = ctx.session.client_params
+    info = getattr(params, "client_info", None) if params is not None else None
+    name = getattr(info, "name", None)
+    if not isinstance(name, str) or not name:
+        return None
+    version = getattr(info, "version", None)
+    return f"{name} {version}"[:80] if isinstance(version, str) and version else name[:80]
 
 
 def _asker(ctx: ServerRequestContext[Any]) -> Asker:

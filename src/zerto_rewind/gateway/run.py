@@ -1,4 +1,8 @@
-"""Run the gateway: one upstream over stdio, or every upstream over streamable HTTP."""
+"""Run the gateway: one upstream over stdio, or every upstream over streamable HTTP.
+
+Beside the MCP and decide endpoints, a gateway may serve the approval channels
+(``--approvals-socket``, ``--approvals-listen``): :func:`start_approvals`.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +11,21 @@ import json
 import logging
 import os
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ..errors import ConfigError
 from ..fsutil import atomic_write_text
 from .http import build_app, check_bind
-from .proxy import build_proxy
+from .proxy import PEER_USER_KEY, build_proxy
 from .service import Gateway
 from .stdio_pipes import event_loop_stdio
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
 
-__all__ = ["serve_http", "serve_stdio"]
+__all__ = ["ApprovalChannels", "serve_http", "serve_stdio"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
@@ -33,7 +37,105 @@ def _upstream(settings: Settings, name: str) -> None:
         raise ConfigError(msg, path=settings.path, key="upstreams")
 
 
-async def serve_stdio(settings: Settings, name: str) -> None:
+class ApprovalChannels:
+    """Where approvers answer: the approvals socket and the approvals page, if asked for."""
+
+    def __init__(
+        self,
+        socket_path: str | None = None,
+        listen: tuple[str, int] | None = None,
+        *,
+        socket_mode: int = 0o666,
+        ready: dict[str, object] | None = None,
+    ) -> None:
+        self.socket_path = socket_path
+        self.listen = listen
+        self.socket_mode = socket_mode
+        self.ready = ready if ready is not None else {}
+
+
+def check_trust(settings: Settings, *, http_with_tokens: bool) -> None:
+    """Form answers from the agent's own client never count where agents hold tokens."""
+    if settings.approvals.trust_client_answers and http_with_tokens:
+        msg = (
+            "approvals.trust_client_answers is on, and this gateway listens over HTTP with "
+            "client tokens: an agent holding its token could answer its own questions. "
+            "Use it only with --stdio for a single user, or turn it off and name approvers "
+            "(approvals.approvers)"
+        )
+        raise ConfigError(msg, path=settings.path, key="approvals.trust_client_answers")
+
+
+async def start_approvals(
+    gateway: Gateway, tg: anyio.abc.TaskGroup, channels: ApprovalChannels | None
+) -> None:
+    """The notifier, the approvals socket and the approvals page, as configured."""
+    service = gateway.approvals
+    settings = gateway.settings
+    if settings.approvals.notify_url:
+        from .notify import make_webhook_notifier
+
+        service.notifier = make_webhook_notifier(settings.approvals, service.link)
+    if channels is None:
+        return
+    if channels.socket_path:
+        from .approvals_socket import serve_approvals_socket
+
+        tg.start_soon(serve_approvals_socket, service, channels.socket_path)
+        channels.ready["approvals_socket"] = f"unix:{channels.socket_path}"
+    if channels.listen is not None:
+        url = await _serve_page(gateway, tg, *channels.listen)
+        if service.page_url is None:
+            service.page_url = url
+        channels.ready["approvals_url"] = url
+
+
+async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port: int) -> str:
+    import uvicorn
+
+    from .approvals_web import build_approvals_app
+
+    g = gateway.settings.gateway
+    tls = g.tls_cert is not None
+    check_bind(host, tls=tls, allow_insecure=g.allow_insecure_bind)
+    if not gateway.settings.approvals.web_approvers:
+        msg = (
+            "--approvals-listen serves the approvals page, and approvals.web_approvers "
+            "lists nobody who could log in: add an approver "
+            "(`zerto-rewind approvals hash-password`)"
+        )
+        raise ConfigError(msg, path=gateway.settings.path, key="approvals.web_approvers")
+    app = build_approvals_app(gateway.approvals, secure_cookies=tls)
+    tcp = _tcp_listener(host, port)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        ssl_certfile=g.tls_cert,
+        ssl_keyfile=g.tls_key,
+        lifespan="off",
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    tg.start_soon(lambda: server.serve(sockets=[tcp]))
+    while not server.started:
+        await anyio.sleep(0.02)
+    shown = f"[{host}]" if ":" in host else host
+    return f"{'https' if tls else 'http'}://{shown}:{tcp.getsockname()[1]}"
+
+
+def _tcp_listener(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only then (else ~40 ms ACK stalls).
+    tcp = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    tcp.bind((host.strip("[]"), port))
+    return tcp
+
+
+async def serve_stdio(
+    settings: Settings, name: str, *, approvals: ApprovalChannels | None = None
+) -> None:
     """Serve upstream ``name`` on this process's stdin/stdout until the client hangs up."""
     from mcp.server.stdio import stdio_server
 
@@ -42,6 +144,7 @@ async def serve_stdio(settings: Settings, name: str) -> None:
     try:
         async with anyio.create_task_group() as tg:
             await gateway.start(tg, [name])
+            await start_approvals(gateway, tg, approvals)
             server = build_proxy(gateway, gateway.upstreams[name])
             async with event_loop_stdio() as pipes:
                 stdin, stdout = pipes if pipes is not None else (None, None)
@@ -60,6 +163,7 @@ async def serve_http(
     ready_file: str | None = None,
     unix_socket: str | None = None,
     socket_mode: int = 0o660,
+    approvals: ApprovalChannels | None = None,
 ) -> None:
     """Serve every upstream at ``/mcp/<name>`` and ``/v1/decide`` until SIGINT or SIGTERM.
 
@@ -78,16 +182,13 @@ async def serve_http(
             msg = "no upstreams and no clients in the config: nothing to serve over TCP"
             raise ConfigError(msg, path=settings.path)
         check_bind(host, tls=tls, allow_insecure=g.allow_insecure_bind)
+    check_trust(settings, http_with_tokens=host is not None and bool(g.clients))
     gateway = Gateway(settings)
     app = build_app(gateway, host=host or "127.0.0.1", unix_only=host is None)
     sockets = []
     info: dict[str, object] = {"pid": os.getpid()}
     if host is not None:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only then (else ~40 ms ACK stalls).
-        tcp = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        tcp.bind((host.strip("[]"), port))
+        tcp = _tcp_listener(host, port)
         scheme = "https" if tls else "http"
         shown = f"[{host}]" if ":" in host else host
         url = f"{scheme}://{shown}:{tcp.getsockname()[1]}"
@@ -106,11 +207,15 @@ async def serve_http(
         ssl_keyfile=g.tls_key,
         lifespan="on",
         timeout_graceful_shutdown=5,
+        http=_peer_protocol(),
     )
     server = uvicorn.Server(config)
     try:
         async with anyio.create_task_group() as tg:
             await gateway.start(tg)
+            if approvals is not None:
+                approvals.ready = info
+            await start_approvals(gateway, tg, approvals)
 
             async def announce() -> None:
                 while not server.started:
@@ -127,6 +232,41 @@ async def serve_http(
         if unix_socket is not None:
             with contextlib.suppress(OSError):
                 os.unlink(unix_socket)
+
+
+def _peer_protocol() -> type:
+    """Uvicorn's HTTP protocol, plus the unix peer's user in each request's scope.
+
+    The decide socket's callers are hooks of agents' users; knowing which user
+    asked keeps one user's approval from covering another's call. The kernel
+    says who the peer is (``SO_PEERCRED``), so nothing the client sends can.
+    """
+    import pwd
+    import struct
+
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class PeerProtocol(H11Protocol):
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            sock = transport.get_extra_info("socket")
+            if sock is None or sock.family != socket.AF_UNIX:
+                return
+            try:
+                raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+                uid = struct.unpack("3i", raw)[1]
+                user = pwd.getpwuid(uid).pw_name
+            except (OSError, KeyError, struct.error):
+                user = "unknown"
+            app = self.app
+
+            async def with_peer(scope: Any, receive: Any, send: Any) -> None:
+                scope[PEER_USER_KEY] = user
+                await app(scope, receive, send)
+
+            self.app = with_peer
+
+    return PeerProtocol
 
 
 def _unix_listener(path: str, mode: int) -> socket.socket:

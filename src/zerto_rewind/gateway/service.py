@@ -20,6 +20,8 @@ from ..core.catalog import READ_ONLY, classify
 from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.guard import Guard
 from ..errors import ConfigError
+from .approvals import ApprovalsService
+from .calls import RequestStates
 from .metrics import GatewayMetrics
 from .upstream import Upstream
 
@@ -48,11 +50,17 @@ class Gateway:
         self._base_catalog = settings.catalog
         self._proposals: dict[str, dict[str, Any]] = {}
         self._health: tuple[float, dict[str, Any]] | None = None
+        self.approvals = ApprovalsService(settings)
+        # requestState for 2026-07-28 clients lives as long as a question may stay open
+        self.states = RequestStates(
+            max(settings.gateway.elicit_timeout_s, settings.approvals.expires_s)
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, tg: anyio.abc.TaskGroup, names: list[str] | None = None) -> None:
         """Start the supervisors of the named upstreams (all by default)."""
+        tg.start_soon(self.approvals.sweeper)
         for name in names or list(self.upstreams):
             upstream = self.upstreams[name]
             await tg.start(upstream.run)

@@ -1,0 +1,265 @@
+"""``zerto-rewind approvals``: list, show, approve and deny the calls waiting for a person.
+
+With ``--service unix:PATH`` (or ``ZERTO_REWIND_APPROVALS``) it asks the guard
+service's approvals socket, which knows who you are from the kernel
+(``SO_PEERCRED``) and refuses anyone who is not an approver. Without it, it works
+on the standalone hook's own queue in the config's state directory: that queue
+belongs to the agent's user, so it is only as strong as a single-user install
+(docs/approvals.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ZertoRewindError
+
+__all__ = ["main"]
+
+_TIMEOUT_S = 10.0
+
+
+class ApprovalsCliError(ZertoRewindError):
+    """The approvals socket could not be reached, or refused the request."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zerto-rewind approvals",
+        description="Calls that wait for a person's approval (docs/approvals.md).",
+    )
+    parser.add_argument(
+        "--service",
+        metavar="unix:PATH",
+        help="the guard service's approvals socket (default $ZERTO_REWIND_APPROVALS; "
+        "without one: the standalone hook's own queue)",
+    )
+    parser.add_argument("--config", metavar="PATH", help="config file, for the standalone queue")
+    sub = parser.add_subparsers(dest="action", required=True)
+    listing = sub.add_parser("list", help="the pending requests")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    recent = sub.add_parser("recent", help="decided, used and expired requests")
+    recent.add_argument("--json", action="store_true", help="print JSON")
+    show = sub.add_parser("show", help="one request, in full")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    approve = sub.add_parser("approve", help="approve one request: its call may run once")
+    approve.add_argument("id")
+    deny = sub.add_parser("deny", help="deny one request")
+    deny.add_argument("id")
+    deny.add_argument("--reason", metavar="TEXT", help="why, for the log and the requester")
+    sub.add_parser("whoami", help="who the service sees you as, and whether you may approve")
+    sub.add_parser("hash-password", help="read a page approver's password on stdin, print it")
+    return parser
+
+
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    env = dict(os.environ if env is None else env)
+    if args.action == "hash-password":
+        return _hash_password()
+    service = args.service or env.get("ZERTO_REWIND_APPROVALS", "").strip() or None
+    try:
+        answer = _ask(service, args, env)
+    except ZertoRewindError as exc:
+        sys.stderr.write(f"zerto-rewind approvals: {exc}\n")
+        return 1
+    _print(args, answer)
+    return 0
+
+
+def _hash_password() -> int:
+    from ..gateway.approvals_web import hash_password
+
+    password = sys.stdin.readline().rstrip("\n")
+    if len(password) < 12:
+        sys.stderr.write("zerto-rewind approvals: use a password of 12 characters or more\n")
+        return 2
+    sys.stdout.write(hash_password(password) + "\n")
+    return 0
+
+
+def _request(args: argparse.Namespace) -> dict[str, Any]:
+    message: dict[str, Any] = {"op": args.action}
+    if getattr(args, "id", None):
+        message["id"] = args.id
+    if getattr(args, "reason", None):
+        message["reason"] = args.reason
+    return message
+
+
+def _ask(service: str | None, args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    message = _request(args)
+    answer = _over_socket(service, message) if service else _local(args, env, message)
+    if not answer.get("ok"):
+        raise ApprovalsCliError(str(answer.get("error") or "the request was refused"))
+    return answer
+
+
+def _over_socket(service: str, message: dict[str, Any]) -> dict[str, Any]:
+    if not service.startswith("unix:"):
+        msg = f"--service wants unix:PATH (the approvals socket), not {service!r}"
+        raise ApprovalsCliError(msg)
+    path = service[5:]
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(_TIMEOUT_S)
+    try:
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            msg = f"cannot connect to the approvals socket {path} ({exc.strerror or exc})"
+            raise ApprovalsCliError(msg) from None
+        sock.sendall(json.dumps(message).encode() + b"\n")
+        with sock.makefile("rb") as reader:
+            line = reader.readline(1024 * 1024)
+    except TimeoutError:
+        msg = f"the approvals socket {path} did not answer within {_TIMEOUT_S:g} s"
+        raise ApprovalsCliError(msg) from None
+    finally:
+        sock.close()
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        msg = f"the approvals socket {path} answered something that is not JSON"
+        raise ApprovalsCliError(msg) from None
+    if not isinstance(answer, dict):
+        msg = f"the approvals socket {path} answered something that is not a JSON object"
+        raise ApprovalsCliError(msg)
+    return answer
+
+
+def _local(
+    args: argparse.Namespace, env: dict[str, str], message: dict[str, Any]
+) -> dict[str, Any]:
+    """The standalone hook's queue, in the state directory, as the current unix user."""
+    from ..config.loader import load_config
+    from ..core.approvals import (
+        ApprovalError,
+        Approver,
+        FileApprovalStore,
+        record_event,
+        refusal_to_approve,
+    )
+
+    if args.config:
+        env["ZERTO_REWIND_CONFIG"] = args.config
+    settings = load_config(env)
+    store = FileApprovalStore(settings.state_dir)
+    config = settings.approvals
+    approver = Approver("unix", getpass.getuser(), _my_groups())
+    refused = refusal_to_approve(
+        approver,
+        None,
+        users=config.approver_users,
+        groups=config.approver_groups,
+        agent_users=config.agent_users,
+    )
+    if refused is not None:
+        return {"ok": False, "error": refused}
+    op = message["op"]
+    if op == "whoami":
+        return {"ok": True, "approver": approver.label, "may_approve": True, "why_not": None}
+    if op == "list":
+        return {"ok": True, "pending": [r.to_json() for r in store.pending()]}
+    if op == "recent":
+        return {"ok": True, "recent": [r.to_json() for r in store.recent()]}
+    request = store.get(message["id"])
+    if request is None:
+        return {"ok": False, "error": f"no approval request {message['id']}"}
+    if op == "show":
+        return {"ok": True, "request": request.to_json(), "link": None}
+    try:
+        decided = store.decide(request.id, op == "approve", approver.label, message.get("reason"))
+    except ApprovalError as exc:
+        return {"ok": False, "error": str(exc)}
+    record_event(settings.log_path, decided, "approved" if op == "approve" else "denied")
+    return {"ok": True, "request": decided.to_json()}
+
+
+def _my_groups() -> tuple[str, ...]:
+    import grp
+
+    names = set()
+    for gid in os.getgroups():
+        try:
+            names.add(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            continue
+    return tuple(sorted(names))
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _print(args: argparse.Namespace, answer: dict[str, Any]) -> None:
+    from ..core.approvals import ApprovalRequest
+
+    action = args.action
+    as_json = getattr(args, "json", False)
+    if action in ("list", "recent"):
+        requests = [
+            ApprovalRequest.from_json(r) for r in answer.get(action.replace("list", "pending"), [])
+        ]
+        if as_json:
+            print(json.dumps([r.summary() for r in requests], indent=2))
+            return
+        if not requests:
+            print("no pending requests" if action == "list" else "no decided requests")
+            return
+        for r in requests:
+            print(_line(r))
+        return
+    if action == "show":
+        request = ApprovalRequest.from_json(answer["request"])
+        if as_json:
+            print(json.dumps({**request.to_json(), "link": answer.get("link")}, indent=2))
+            return
+        print(_details(request, answer.get("link")))
+        return
+    if action == "whoami":
+        verdict = (
+            "may approve" if answer.get("may_approve") else f"may not: {answer.get('why_not')}"
+        )
+        print(f"{answer.get('approver')}: {verdict}")
+        return
+    request = ApprovalRequest.from_json(answer["request"])
+    verb = "approved" if action == "approve" else "denied"
+    print(f"{request.id} {verb}: {request.tool} on {', '.join(request.vms) or 'no VM'}")
+
+
+def _line(request: Any) -> str:
+    vms = ",".join(request.vms) or "-"
+    left = max(0, int(request.expires - time.time()))
+    return (
+        f"{request.id}  {request.state:<8} {request.tool}  vm={vms}  by={request.principal}  "
+        f"expires in {left // 60}m{left % 60:02d}s"
+    )
+
+
+def _details(request: Any, link: str | None) -> str:
+    lines = [
+        f"request   {request.id} ({request.state})",
+        f"tool      {request.tool}",
+        f"VMs       {', '.join(request.vms) or 'none named'}",
+        f"why       {request.why}",
+        f"requester {request.principal}" + (f" via {request.host}" if request.host else ""),
+    ]
+    for status in request.vpg_status:
+        lines.append(f"VPG       {status}")
+    for key, value in request.arguments.items():
+        lines.append(f"argument  {key} = {value}")
+    if request.decided_by:
+        lines.append(
+            f"decided   by {request.decided_by}" + (f": {request.note}" if request.note else "")
+        )
+    if link:
+        lines.append(f"page      {link}")
+    return "\n".join(lines)
