@@ -1,4 +1,5 @@
-"""``zerto-rewind log``: recent decisions as a table, and what became of pending tags."""
+"""``zerto-rewind log``: recent decisions as a table, what became of pending tags, and
+``--verify``, which checks the log's hash chain."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from rich.table import Table
 
 from ..config.loader import load_settings
 from ..config.settings import Settings, default_log_path
-from ..core.decisions_log import tail
+from ..core.decisions_log import tail, verify
 from ..core.reconcile import TagFate, reconcile
-from ..errors import ConfigError, ZertoRewindError
+from ..errors import ConfigError, StateError, ZertoRewindError
 
 __all__ = ["main"]
 
@@ -25,8 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     """Show recent decisions; reconcile pending tags against the state and the ZVM."""
     args = _parser().parse_args(argv)
     env = dict(os.environ, ZERTO_REWIND_CONFIG=args.config) if args.config else os.environ
-    settings = _settings(env)
+    settings = _settings(env, verifying=args.verify)
     path = args.log or (settings.log_path if settings else default_log_path(env))
+    if args.verify:
+        return _verify(path)
     records = tail(path, args.limit)
     fates = {} if args.no_reconcile else _reconcile(records, settings, ask_zvm=not args.offline)
     if args.json:
@@ -52,16 +55,55 @@ def _parser() -> argparse.ArgumentParser:
         "--offline", action="store_true", help="reconcile from the state directory only"
     )
     parser.add_argument("--no-reconcile", action="store_true", help="show the log as written")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the log's hash chain instead of showing it (exit 1 if it is broken)",
+    )
     return parser
 
 
-def _settings(env: Any) -> Settings | None:
+def _verify(path: str) -> int:
+    """``--verify``: one line saying whether the chain holds; 0 if it does, 1 if not."""
+    try:
+        report = verify(path)
+    except StateError as exc:
+        print(f"log NOT CHECKED: {exc}")
+        return 1
+    if not report.exists:
+        print(
+            f"log MISSING: there is no file {path} — nothing was logged there yet, or it "
+            "was deleted; check the path (--log, $ZERTO_HOOK_LOG or the config's log)"
+        )
+        return 1
+    problem = report.problem
+    if problem is not None:
+        print(f"log BROKEN at line {problem.line}: {problem.what} — {problem.todo}")
+        return 1
+    if report.legacy and report.legacy == report.lines:
+        print(
+            f"log OK: {report.lines} lines, none chained yet (all written before chaining "
+            "existed; the next decision starts the chain)"
+        )
+        return 0
+    older = ""
+    if report.legacy:
+        lines = "line" if report.legacy == 1 else "lines"
+        older = f" ({report.legacy} older {lines} before it, written before chaining existed)"
+    print(f"log OK: {report.lines} lines, chain intact{older}")
+    return 0
+
+
+def _settings(env: Any, *, verifying: bool) -> Settings | None:
     try:
         return load_settings(env)
     except ConfigError as exc:
-        sys.stderr.write(
-            f"zerto-rewind log: config not usable ({exc}); showing the log without reconciling\n"
+        doing = (
+            "verifying $ZERTO_HOOK_LOG or the default log"
+            if verifying
+            else "showing the log without reconciling"
         )
+        sys.stderr.write(f"zerto-rewind log: config not usable ({exc}); {doing}\n")
         return None
 
 
@@ -163,11 +205,6 @@ def _cells(record: dict[str, Any], fates: dict[str, TagFate]) -> dict[str, str]:
         "s": f"{(record.get('elapsed_ms') or 0) / 1000:.1f}",
         "what became of it": later if record.get("row") == "pending" else "",
     }
-
-
-def _width(columns: list[str], rows: list[dict[str, str]]) -> int:
-    """The width the table needs unshortened: widest cell or header, plus padding."""
-    return sum(max(len(c), *(len(r[c]) for r in rows)) + 2 for c in columns)
 
 
 def _style(record: dict[str, Any]) -> str:

@@ -1,33 +1,286 @@
-"""The decision log: one JSON line per decision, appended atomically.
+"""The decision log: one JSON line per decision, appended atomically, hash-chained.
 
 Lines carry ids, names and times, never a secret and never an argument value
 other than VM names (see :meth:`Decision.log_record`). Reading tolerates
 damaged lines: a line that is not JSON is reported, not fatal.
+
+Each line written by :func:`write_record` also carries ``seq`` (1, 2, 3… within
+the file) and ``prev``, the SHA-256 (hex) of the previous line's exact bytes
+without its newline (64 zeros on a file's first line). :func:`verify` walks the
+chain and names the first line where it breaks; see its docstring for what a
+chain alone cannot show.
 """
 
 from __future__ import annotations
 
 import collections
+import fcntl
 import json
 import os
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, Literal, NamedTuple, TypeGuard
 
-from ..fsutil import append_line
+from ..errors import StateError
 
-__all__ = ["iter_records", "tail", "write_record"]
+__all__ = [
+    "GENESIS",
+    "ChainProblem",
+    "VerifyReport",
+    "iter_records",
+    "tail",
+    "verify",
+    "write_record",
+]
+
+GENESIS = "0" * 64
+"""``prev`` of a file's first line: there is no previous line to hash."""
+
+# Bytes read at a time when looking for the last line from the end of the file:
+# one read holds a typical line (under 1 KiB) whole.
+_CHUNK = 4096
+
+ProblemKind = Literal["not_json", "unchained", "malformed", "gap", "reordered", "prev_mismatch"]
+
+
+class ChainProblem(NamedTuple):
+    """The first place the chain breaks: ``line`` is 1-based, counted in the file."""
+
+    line: int
+    kind: ProblemKind
+    what: str
+    todo: str
+
+
+class VerifyReport(NamedTuple):
+    """What :func:`verify` found; ``problem`` is ``None`` when the chain is intact."""
+
+    path: str
+    exists: bool
+    lines: int
+    """Lines checked: every line when intact, up to the broken one otherwise."""
+    legacy: int
+    """Unchained lines (written before chaining existed) before the first chained one."""
+    problem: ChainProblem | None
+
+    @property
+    def ok(self) -> bool:
+        return self.exists and self.problem is None
 
 
 def write_record(path: str, record: dict[str, Any]) -> None:
-    """Append one decision; StateError if the log cannot be written."""
+    """Append one decision, chained to the line before it; StateError if it cannot be.
+
+    ``seq`` is one more than the last line's ``seq``; a last line without one (written
+    before chaining existed, or damaged) counts as 0, so the chain restarts at 1 after
+    it, and ``prev`` still hashes that line's bytes, whatever they are. A file that does
+    not end with a newline (a torn write) gets one first, so the new line stays whole.
+    """
+    from ..config.loader import sha256_hex  # already loaded by every writer (hook, gateway)
+
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, exist_ok=True)
-    append_line(path, json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+    try:
+        # Read and write: the last line must be read under the same lock as the append.
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        msg = f"cannot open log {path}: {exc.strerror}; set ZERTO_HOOK_LOG to a writable file"
+        raise StateError(msg) from exc
+    try:
+        # The lock is an flock on the log file itself, not fsutil.file_lock on a
+        # `<log>.lock` sidecar: fsutil.append_line (the log's writer before chaining,
+        # which a hook installed by an older version still runs) flocks the log file,
+        # so this lock excludes it too; no second file needs creating, with the right
+        # owner and mode, next to a log that may live in a directory the writer cannot
+        # create files in; and the kernel drops it when a killed hook's descriptor closes.
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        last, ends_with_newline = _last_line(fd)
+        if last is None:
+            seq, prev = 1, GENESIS
+        else:
+            seq, prev = _seq_of(last) + 1, sha256_hex(last)
+        line = json.dumps(
+            {**record, "seq": seq, "prev": prev}, ensure_ascii=False, separators=(",", ":")
+        )
+        data = memoryview((("" if ends_with_newline else "\n") + line + "\n").encode())
+        while data:  # one write in practice; a short write (disk nearly full) goes on
+            data = data[os.write(fd, data) :]
+    except OSError as exc:
+        msg = f"cannot write log {path}: {exc.strerror}; check the disk and the file's owner"
+        raise StateError(msg) from exc
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _last_line(fd: int) -> tuple[bytes | None, bool]:
+    """The file's last line without its newline (``None`` if the file is empty), and
+    whether the file ends with a newline. Reads backwards from the end, a chunk at a time."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return None, True
+    ends_with_newline = os.pread(fd, 1, size - 1) == b"\n"
+    position = size - 1 if ends_with_newline else size  # the last line ends here
+    chunks: list[bytes] = []
+    while position > 0:
+        start = max(0, position - _CHUNK)
+        chunk = os.pread(fd, position - start, start)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            chunks.append(chunk[newline + 1 :])
+            break
+        chunks.append(chunk)
+        position = start
+    return b"".join(reversed(chunks)), ends_with_newline
+
+
+def _seq_of(line: bytes) -> int:
+    """The line's ``seq``, or 0 if it has none (an unchained or damaged line)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return 0
+    seq = record.get("seq") if isinstance(record, dict) else None
+    return seq if _is_seq(seq) else 0
+
+
+def _is_seq(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _is_hash(value: Any) -> bool:
+    return (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    )
+
+
+def verify(path: str) -> VerifyReport:
+    """Walk the log line by line and report the first place its chain breaks.
+
+    Found: a line that is not JSON; a chained line followed by one without ``seq`` and
+    ``prev`` (inserted by hand, or by an older zerto-rewind); a ``seq`` that skips
+    (lines deleted), that comes too early or goes back (lines reordered, copied or
+    forged); a ``prev`` that is not the hash of the line before (that line or this one
+    was edited, or a line between them was deleted). Unchained lines before the first
+    chained one are legal (written before chaining existed) and counted in ``legacy``;
+    only the last of them is protected, by the first chained line's ``prev``.
+
+    What a hash chain cannot show on its own: the last lines cut off (what is left
+    is still a valid chain), the last line edited (no later line hashes it), and the
+    whole file rewritten with consistent hashes, or deleted, by anyone who can write
+    it. The chain makes tampering evident only to someone who cannot write the log
+    themselves, which is why the guard service's log belongs to the service's user
+    and not to the agent's; copying the last ``seq`` and ``prev`` elsewhere from time
+    to time (a syslog line, a ticket) also catches a cut-off tail.
+
+    StateError if the file exists but cannot be read.
+    """
+    from ..config.loader import sha256_hex
+
+    try:
+        fh = open(path, "rb")  # noqa: SIM115  # closed below
+    except FileNotFoundError:
+        return VerifyReport(path, exists=False, lines=0, legacy=0, problem=None)
+    except OSError as exc:
+        msg = f"cannot read log {path}: {exc.strerror}; run as the user that owns it"
+        raise StateError(msg) from exc
+    number = legacy = 0
+    with fh:
+        previous_hash: str | None = None  # of the previous line without its newline
+        previous_seq = 0  # 0: no chained line yet (the previous line is unchained)
+        try:
+            for raw in fh:
+                number += 1
+                line = raw.removesuffix(b"\n")
+                problem, seq = _check(line, number, previous_hash, previous_seq)
+                if problem is not None and problem.kind == "gap":
+                    problem = _gap_or_reordered(fh, problem, previous_seq + 1, seq)
+                if problem is not None:
+                    return VerifyReport(path, True, number, legacy, problem)
+                if seq == 0:
+                    legacy += 1
+                previous_hash, previous_seq = sha256_hex(line), seq
+        except OSError as exc:
+            msg = f"cannot read log {path}: {exc.strerror}"
+            raise StateError(msg) from exc
+    return VerifyReport(path, True, number, legacy, None)
+
+
+def _check(
+    line: bytes, number: int, previous_hash: str | None, previous_seq: int
+) -> tuple[ChainProblem | None, int]:
+    """One line against the one before: (the problem or None, the line's seq or 0).
+
+    Every line after a chained one is chained (the writer chains on whatever it finds),
+    so ``previous_seq == 0`` means no chained line came before this one.
+    """
+    try:
+        record = json.loads(line)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        what = "the line is empty" if not line.strip() else "the line is not a JSON object"
+        todo = "it was damaged or edited by hand; compare with a backup of the log"
+        return ChainProblem(number, "not_json", what, todo), 0
+    if "seq" not in record and "prev" not in record:
+        if previous_seq == 0:
+            return None, 0  # written before chaining existed
+        what = f"the line carries no seq/prev, after line {number - 1} did"
+        todo = "it was inserted by hand, or written by an older zerto-rewind; upgrade every hook"
+        return ChainProblem(number, "unchained", what, todo), 0
+    seq, prev = record.get("seq"), record.get("prev")
+    if not _is_seq(seq) or not _is_hash(prev):
+        what = f"seq {seq!r} / prev {prev!r} are not a sequence number and a SHA-256"
+        todo = "the line was edited or forged; compare with a backup of the log"
+        return ChainProblem(number, "malformed", what, todo), 0
+    expected = previous_seq + 1
+    if seq > expected:
+        return ChainProblem(number, "gap", "", ""), seq  # worded by _gap_or_reordered
+    if seq < expected:
+        what = f"seq {seq} comes after seq {previous_seq}, out of order"
+        todo = "a line was copied, moved or forged here; compare with a backup of the log"
+        return ChainProblem(number, "reordered", what, todo), seq
+    if prev != (previous_hash or GENESIS):
+        if previous_hash is None:
+            what = "the first line's prev is not 64 zeros"
+            todo = "lines before it were deleted, or it was edited; compare with a backup"
+        else:
+            what = f"prev does not match line {number - 1}"
+            todo = (
+                f"line {number - 1} or this line was edited, or a line between them was "
+                "deleted; compare with a backup of the log"
+            )
+        return ChainProblem(number, "prev_mismatch", what, todo), seq
+    return None, seq
+
+
+def _gap_or_reordered(
+    rest: Iterable[bytes], gap: ChainProblem, first_missing: int, seq: int
+) -> ChainProblem:
+    """A seq that skips ahead: lines missing, unless a later line (in ``rest``, the
+    lines after the one in ``gap``) carries a missing seq."""
+    last_missing = seq - 1
+    later = gap.line
+    for raw in rest:
+        later += 1
+        found = _seq_of(raw.removesuffix(b"\n"))
+        if first_missing <= found <= last_missing:
+            what = f"seq {seq} comes before seq {found} (line {later}): lines were reordered"
+            todo = "the log was edited; compare with a backup of the log"
+            return gap._replace(kind="reordered", what=what, todo=todo)
+    missing = (
+        f"the line with seq {first_missing} is missing"
+        if first_missing == last_missing
+        else f"lines with seq {first_missing}..{last_missing} are missing"
+    )
+    todo = "they were deleted from the log; compare with a backup of the log"
+    return gap._replace(what=missing, todo=todo)
 
 
 def iter_records(path: str) -> Iterator[dict[str, Any]]:
-    """Every readable record in the log, oldest first; damaged lines are skipped."""
+    """Every readable record in the log, oldest first; damaged lines are skipped.
+
+    Records carry the chain's ``seq`` and ``prev`` as written (the table ignores them).
+    """
     try:
         fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115  # closed below
     except FileNotFoundError:
