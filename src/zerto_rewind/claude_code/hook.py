@@ -280,11 +280,11 @@ def _by_approval(settings: Settings, decision: Decision, call: ToolCall) -> None
     from ..core.approvals import (
         NO_APPROVER,
         approved_context,
-        open_approvals,
         prompt_by_approval,
         waiting_reason,
     )
     from ..core.decision import Outcome
+    from ..core.state_store import open_approvals
 
     config = settings.approvals
     if not (config.approver_users or config.approver_groups):

@@ -19,7 +19,7 @@ The rules, kept here so every door applies the same ones:
 
 Stores: :class:`FileApprovalStore` under the state directory (one JSON file per
 request, one ``flock``), or ``approvals_redis.RedisApprovalStore`` for gateway
-replicas; :func:`open_approvals` picks, as ``state_store.open_state`` does.
+replicas; ``state_store.open_approvals`` picks, as it does for the guard state.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ __all__ = [
     "approved_context",
     "arguments_digest",
     "new_request",
-    "open_approvals",
     "prompt_by_approval",
     "record_event",
     "redact_arguments",
@@ -458,15 +457,6 @@ def _iso(epoch: float) -> str:
     from .decision import fmt_time
 
     return fmt_time(epoch)
-
-
-def open_approvals(state_url: str | None, state_dir: str, *, prefix: str | None = None) -> Any:
-    """The Redis store when ``state_url`` is set, else the files under ``state_dir``."""
-    if not state_url:
-        return FileApprovalStore(state_dir)
-    from .approvals_redis import RedisApprovalStore
-
-    return RedisApprovalStore(state_url, prefix=prefix)
 
 
 def store_error(exc: BaseException) -> str:

@@ -6,9 +6,10 @@ Its own module because each backend imports ``state`` (the records), and
 
 from __future__ import annotations
 
+from .approvals import ApprovalStore, FileApprovalStore
 from .state import GuardState, GuardStateLike
 
-__all__ = ["open_state"]
+__all__ = ["open_approvals", "open_state"]
 
 
 def open_state(
@@ -24,3 +25,14 @@ def open_state(
     from .state_redis import RedisGuardState
 
     return RedisGuardState(state_url, prefix=prefix)
+
+
+def open_approvals(
+    state_url: str | None, state_dir: str, *, prefix: str | None = None
+) -> ApprovalStore:
+    """The approval requests in Redis when ``state_url`` is set, else under ``state_dir``."""
+    if not state_url:
+        return FileApprovalStore(state_dir)
+    from .approvals_redis import RedisApprovalStore
+
+    return RedisApprovalStore(state_url, prefix=prefix)

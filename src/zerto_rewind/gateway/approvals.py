@@ -28,11 +28,11 @@ from ..core.approvals import (
     Approver,
     arguments_digest,
     new_request,
-    open_approvals,
     record_event,
     refusal_to_approve,
 )
 from ..core.decision import Decision, ToolCall
+from ..core.state_store import open_approvals
 from ..errors import StateError
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.guard import Guard
 from ..errors import ConfigError
 from .approvals import ApprovalsService
-from .calls import RequestStates
 from .metrics import GatewayMetrics
+from .request_state import RequestStates
 from .upstream import Upstream
 
 if TYPE_CHECKING:

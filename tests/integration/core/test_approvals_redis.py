@@ -22,9 +22,9 @@ from zerto_rewind.core.approvals import (
     ApprovalError,
     ApprovalRequest,
     new_request,
-    open_approvals,
 )
 from zerto_rewind.core.approvals_redis import RedisApprovalStore
+from zerto_rewind.core.state_store import open_approvals
 from zerto_rewind.errors import StateError
 
 EXPIRES_S = 600.0

@@ -72,6 +72,7 @@ class GatewayProcess:
     url: str
     mcp: dict[str, str]
     stderr: Path
+    info: dict[str, Any] | None = None
 
     def endpoint(self, name: str = "vsphere") -> str:
         return self.mcp[name]
@@ -79,7 +80,7 @@ class GatewayProcess:
 
 @contextmanager
 def gateway_process(
-    box: Sandbox, tmp: Path, *, listen: str = "127.0.0.1:0"
+    box: Sandbox, tmp: Path, *, listen: str = "127.0.0.1:0", extra_args: tuple[str, ...] = ()
 ) -> Iterator[GatewayProcess]:
     """`zerto-rewind gateway --listen` as a child process, until the block ends."""
     ready = tmp / "gateway-ready.json"
@@ -95,6 +96,7 @@ def gateway_process(
                 listen,
                 "--ready-file",
                 str(ready),
+                *extra_args,
             ],
             env=box.env(),
             stdin=subprocess.DEVNULL,
@@ -108,7 +110,7 @@ def gateway_process(
                 raise AssertionError(f"gateway did not start: {stderr.read_text()}")
             time.sleep(0.05)
         info = json.loads(ready.read_text())
-        yield GatewayProcess(proc, info["url"], info["mcp"], stderr)
+        yield GatewayProcess(proc, info["url"], info["mcp"], stderr, info)
     finally:
         proc.terminate()
         try:
@@ -135,3 +137,16 @@ def text_of(result: Any) -> str:
 
 def environ_without_ours() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("ZERTO_")}
+
+
+def approvals_cli(*args: str, env: dict[str, str] | None = None, user: str | None = None) -> Any:
+    """``zerto-rewind approvals ARGS`` as a person runs it (optionally as another unix user)."""
+    return subprocess.run(
+        [sys.executable, "-m", "zerto_rewind", "approvals", *args],
+        env=env if env is not None else environ_without_ours(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        user=user,
+    )

@@ -27,6 +27,7 @@ from zerto_rewind.gateway.calls import (
     handle_call,
     host_tool_name,
 )
+from zerto_rewind.gateway.request_state import RequestStates
 from zerto_rewind.gateway.upstream import UpstreamError
 
 TOOL = "power_off_vm"
@@ -54,14 +55,26 @@ class FakeMetrics:
 class FakeGateway:
     """The parts of gateway.service.Gateway a call uses; the guard answers ``decision``."""
 
-    def __init__(self, tmp_path: Path, decision: Decision, *, elicit_timeout_s: float = 5.0):
+    def __init__(
+        self,
+        tmp_path: Path,
+        decision: Decision,
+        *,
+        elicit_timeout_s: float = 5.0,
+        trust_client_answers: bool = True,
+    ):
         self.decision = decision
         self.calls: list[ToolCall] = []
         self.metrics = FakeMetrics()
         self.log_path = str(tmp_path / "decisions.log")
+        # These tests pin the client's own form answer (approvals.trust_client_answers);
+        # approval requests have their own tests (test_calls_approvals.py).
         self.settings = SimpleNamespace(
-            log_path=self.log_path, gateway=SimpleNamespace(elicit_timeout_s=elicit_timeout_s)
+            log_path=self.log_path,
+            gateway=SimpleNamespace(elicit_timeout_s=elicit_timeout_s),
+            approvals=SimpleNamespace(trust_client_answers=trust_client_answers),
         )
+        self.states = RequestStates(60.0)
 
     async def decide(self, call: ToolCall) -> Decision:
         self.calls.append(call)
@@ -334,8 +347,9 @@ def test_an_inline_client_is_asked_by_an_input_required_result(tmp_path: Path) -
     params = result.input_requests[key].params
     assert_question(params.message)
     assert params.requested_schema == APPROVAL_SCHEMA
-    assert result.request_state == calls._call_state(gateway.calls[0])
-    assert len(result.request_state or "") == 64
+    assert gateway.states.valid(
+        gateway.calls[0], ctx(ask_inline=True, request_state=result.request_state)
+    )
     assert (upstream.asked, gateway.metrics.seen) == ([], [])
 
 
@@ -381,7 +395,7 @@ def test_an_inline_answer_to_another_call_asks_again(tmp_path: Path, mismatch: s
     or no answer under our key means the question is asked again."""
     gateway = FakeGateway(tmp_path, prompt())
     first = run(gateway, FakeUpstream(), ctx(ask_inline=True))
-    state = "0" * 64 if mismatch == "state" else first.request_state
+    state = "e30." + "0" * 64 if mismatch == "state" else first.request_state
     key = "other/key" if mismatch == "other_key" else "zerto-rewind/approve"
     responses = {} if mismatch == "no_answer" else {key: elicit("accept", {APPROVAL_FIELD: True})}
     args = {"name": "web02"} if mismatch == "arguments" else None
