@@ -1,0 +1,75 @@
+"""Run a command as another (real) unix user, with this checkout's Python reachable.
+
+The venv's interpreter lives under ``sys.base_prefix`` (pyenv under ``/root``, 0700) and
+the checkout itself may sit in a 0700 directory (a ``mktemp -d``, root's home): another
+user could run neither. :func:`as_user` runs ``argv`` in a private mount namespace of its
+own (``unshare --mount``), where each such ancestor is replaced by a root-owned 0755
+stage holding only the needed paths, bound read-only as ever; then ``setpriv`` drops to
+the user. Nothing changes outside that namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shlex
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["as_user"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _traversable(path: Path) -> bool:
+    return all(os.stat(p).st_mode & stat.S_IXOTH for p in [path, *path.parents])
+
+
+def _hidden() -> dict[Path, list[Path]]:
+    """Each first non-traversable ancestor -> the paths under it another user must reach."""
+    found: dict[Path, list[Path]] = {}
+    for needed in (Path(sys.base_prefix).resolve(), ROOT):
+        if _traversable(needed):
+            continue
+        for ancestor in reversed([needed, *needed.parents]):
+            if not os.stat(ancestor).st_mode & stat.S_IXOTH:
+                found.setdefault(ancestor, []).append(needed)
+                break
+    return found
+
+
+def as_user(
+    user: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` as ``user``; stdout and stderr captured as text."""
+    info = pwd.getpwnam(user)
+    lines = ["set -e"]
+    with tempfile.TemporaryDirectory(prefix="zr-stage-") as stages:
+        os.chmod(stages, 0o755)
+        for i, (ancestor, paths) in enumerate(_hidden().items()):
+            stage = Path(stages) / str(i)
+            stage.mkdir(mode=0o755)
+            for path in paths:
+                inner = stage / path.relative_to(ancestor)
+                inner.mkdir(parents=True, exist_ok=True)
+                for p in [inner, *inner.parents]:
+                    if p == stage.parent:
+                        break
+                    os.chmod(p, 0o755)
+                lines.append(f"mount --bind {shlex.quote(str(path))} {shlex.quote(str(inner))}")
+            lines.append(f"mount --rbind {shlex.quote(str(stage))} {shlex.quote(str(ancestor))}")
+        lines.append(
+            f'exec setpriv --reuid={info.pw_uid} --regid={info.pw_gid} --clear-groups -- "$@"'
+        )
+        command = ["unshare", "--mount", "--propagation", "private", "--",
+                   "/bin/sh", "-c", "\n".join(lines), "as-user", *argv]  # fmt: skip
+        run_env: dict[str, Any] = {"PATH": "/usr/bin:/bin", "HOME": "/", "USER": user}
+        run_env.update(env or {})
+        return subprocess.run(
+            command, env=run_env, capture_output=True, text=True, timeout=timeout, check=False
+        )
