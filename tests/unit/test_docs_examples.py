@@ -34,7 +34,10 @@ from zerto_rewind.sim.estate import parse_estate
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(json|bash|sh|console)\n(.*?)^```", re.M | re.S)
-CONFIG_KEYS = {"zvm", "read_only_tools", "tools", "guard", "vm_map", "unknown_tools", "recovery"}
+CONFIG_KEYS = {
+    "zvm", "read_only_tools", "tools", "guard", "vm_map", "unknown_tools", "recovery",
+    "approvals",
+}  # fmt: skip
 STAND_IN_ZVM = {"url": "https://zvm.example.com", "client_id": "c", "client_secret_env": "S"}
 
 # (file, first line of the block) -> why it is not checked as it stands.
@@ -43,6 +46,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "docs/simulator.md",
         '{"url": "https://127.0.0.1:8443", "ca_bundle": "/tmp/zerto-sim-x/ca.pem",',
     ): "the simulator's ready file (its output, with the secret elided), not an input",
+    ("docs/approvals.md", "{"): "a webhook's body (what the guard sends), not an input",
 }
 
 

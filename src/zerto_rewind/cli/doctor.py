@@ -25,6 +25,7 @@ from .doctor_access import User, lookup_user
 from .doctor_config import (
     ZVM_DEADLINE_S,
     Check,
+    approvals_check,
     config_checks,
     pending_check,
     secret_and_zvm_checks,
@@ -99,6 +100,8 @@ def run_checks(
     if settings is not None:
         checks += secret_and_zvm_checks(settings, env, zvm_deadline_s)
         checks += [vm_arg_check(settings), tls_check(settings), pending_check(settings)]
+        if settings.upstreams or settings.guard.prompt_via == "approvals":
+            checks.append(approvals_check(settings))
         checks.append(tie_check(settings))
     checks += host_checks(hosts, settings, config_path(env), thin=thin_hook_checks)
     sources = read_sources(env, projects=project_dirs, extra_files=mcp_files)

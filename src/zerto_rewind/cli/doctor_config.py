@@ -28,6 +28,7 @@ __all__ = [
     "ZVM_DEADLINE_S",
     "Check",
     "Status",
+    "approvals_check",
     "config_checks",
     "pending_check",
     "secret_and_zvm_checks",
@@ -176,3 +177,26 @@ def pending_check(settings: Settings) -> Check:
     )
     fix = "use defer only for single-call headless runs; deny (the default) suits the rest"
     return Check("on_pending", "warn", detail, fix)
+
+
+def approvals_check(settings: Settings) -> Check:
+    """Who answers prompt rows; a warning where the agent's own client would."""
+    config = settings.approvals
+    if config.trust_client_answers:
+        detail = (
+            "approvals.trust_client_answers is on: the MCP client's own answer approves a "
+            "call with no checkpoint, and an agent that holds its session can give that "
+            "answer itself"
+        )
+        fix = (
+            "keep it only for a single-user stdio gateway; elsewhere turn it off and name "
+            "approvers (approvals.approvers, docs/approvals.md)"
+        )
+        return Check("approvals", "warn", detail, fix)
+    names = [*config.approver_users, *(f"group {g}" for g in config.approver_groups)]
+    names += [f"web:{n}" for n in config.web_approvers]
+    if not names:
+        detail = "no approver is configured: prompt rows through the service are refused"
+        fix = "name approvers under approvals.approvers (docs/approvals.md)"
+        return Check("approvals", "warn", detail, fix)
+    return Check("approvals", "pass", f"prompt rows wait for {', '.join(names)}")

@@ -1,0 +1,30 @@
+"""doctor's approvals check: warn where the agent's own client answers, or nobody can."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from zerto_rewind.cli.doctor_config import approvals_check
+from zerto_rewind.config.settings import ApprovalsSettings
+
+
+def check(**values: object) -> tuple[str, str]:
+    found = approvals_check(SimpleNamespace(approvals=ApprovalsSettings(**values)))  # type: ignore[arg-type]
+    return found.status, found.detail
+
+
+def test_trusting_client_answers_is_a_warning() -> None:
+    status, detail = check(trust_client_answers=True, approver_users=("olivia",))
+    assert status == "warn"
+    assert "agent that holds its session" in detail
+
+
+def test_no_approver_is_a_warning() -> None:
+    assert check()[0] == "warn"
+
+
+def test_named_approvers_pass() -> None:
+    status, detail = check(approver_users=("olivia",), approver_groups=("ops",))
+    assert status == "pass"
+    assert "olivia" in detail
+    assert "group ops" in detail
