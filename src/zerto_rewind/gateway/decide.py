@@ -21,7 +21,7 @@ from ..core.approvals import NO_APPROVER, approved_context, prompt_by_approval, 
 from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.decisions_log import write_record
 from ..errors import StateError
-from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY
+from .proxy import CLIENT_SCOPE_KEY
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -78,10 +78,7 @@ async def decide_endpoint(gateway: Gateway, request: Request) -> Response:
 
 
 def _principal(request: Request) -> str:
-    """Who asked: the unix peer's user on the socket (the kernel says), else the token's name."""
-    user = request.scope.get(PEER_USER_KEY)
-    if isinstance(user, str):
-        return f"unix:{user}"
+    """Who asked: ``unix:USER`` on the socket (the kernel says), else the token's name."""
     return str(request.scope.get(CLIENT_SCOPE_KEY, "unknown"))
 
 

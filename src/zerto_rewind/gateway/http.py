@@ -39,7 +39,7 @@ from starlette.routing import Route
 
 from ..errors import ConfigError
 from .decide import decide_endpoint
-from .proxy import CLIENT_SCOPE_KEY, build_proxy
+from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY, build_proxy
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -202,6 +202,12 @@ class SessionBindings:
                 return
 
 
+def _unix_client(scope: Scope) -> str:
+    """A unix-socket caller: its user as the kernel reported it (``run``'s protocol), if known."""
+    user = scope.get(PEER_USER_KEY)
+    return f"unix:{user}" if isinstance(user, str) else "unix-socket"
+
+
 def _user(name: str) -> AuthenticatedUser:
     """The principal as the SDK knows one: its session manager binds sessions to it too."""
     return AuthenticatedUser(AccessToken(token="", client_id=name, scopes=[]))
@@ -242,7 +248,7 @@ class _BearerAuth:
             elif key == _SESSION_HEADER:
                 session = session if sessions_seen else value  # the first, as Starlette reads it
                 sessions_seen += 1
-        client = "unix-socket" if _over_unix_socket(scope) else self._client(authorization)
+        client = _unix_client(scope) if _over_unix_socket(scope) else self._client(authorization)
         if client is None:
             await _plain(send, 401, "a valid bearer token is required", bearer=True)
             return
@@ -254,7 +260,7 @@ class _BearerAuth:
             await _plain(send, 400, "one Mcp-Session-Id header at most")
             return
         scope[CLIENT_SCOPE_KEY] = client
-        scope["user"] = self.users[client]
+        scope["user"] = self.users.get(client) or _user(client)
         if session is None:
             if scope.get("method") == "POST":
                 await self._opening(scope, receive, send, client)

@@ -31,6 +31,7 @@ class CallContext(Protocol):
     request_state: str | None
     input_responses: dict[str, Any] | None
 
+
 __all__ = ["APPROVAL_FIELD", "APPROVAL_KEY", "APPROVAL_SCHEMA", "RequestStates"]
 
 # The key of our question in an InputRequiredResult, and the form it shows.
