@@ -23,6 +23,7 @@ SCRIPTS = {
     "bench_tokens.py": [],
     "bench_gateway.py": ["--rounds", "50", "--blocks", "2", "--runs", "2"],
     "bench_service.py": ["--rounds", "20", "--runs", "2"],
+    "bench_approvals.py": ["--rounds", "40", "--waiting", "10", "--runs", "2"],
 }
 
 

@@ -44,7 +44,9 @@ log = logging.getLogger("zerto_rewind.gateway")
 
 # A notifier posts one event ("requested", "approved", …) for one request; it must not raise.
 Notifier = Callable[[str, ApprovalRequest], Awaitable[None]]
-_POLL_S = 0.25
+# Decisions made in this process wake their waiters at once (_changed); the poll finds
+# those of other replicas.
+_POLL_S = 1.0
 _SWEEP_S = 15.0
 
 
