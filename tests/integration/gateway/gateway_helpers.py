@@ -80,7 +80,12 @@ class GatewayProcess:
 
 @contextmanager
 def gateway_process(
-    box: Sandbox, tmp: Path, *, listen: str = "127.0.0.1:0", extra_args: tuple[str, ...] = ()
+    box: Sandbox,
+    tmp: Path,
+    *,
+    listen: str = "127.0.0.1:0",
+    extra_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Iterator[GatewayProcess]:
     """`zerto-rewind gateway --listen` as a child process, until the block ends."""
     ready = tmp / "gateway-ready.json"
@@ -98,7 +103,7 @@ def gateway_process(
                 str(ready),
                 *extra_args,
             ],
-            env=box.env(),
+            env=env if env is not None else box.env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
