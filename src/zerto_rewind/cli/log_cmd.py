@@ -203,14 +203,28 @@ def _cells(record: dict[str, Any], fates: dict[str, TagFate]) -> dict[str, str]:
         "decision": str(record.get("decision", "")),
         "checkpoint": ", ".join(record.get("checkpoint_ids") or []),
         "s": f"{(record.get('elapsed_ms') or 0) / 1000:.1f}",
-        "what became of it": later if record.get("row") == "pending" else "",
+        "what became of it": later if record.get("row") == "pending" else _answer(record),
     }
 
 
+def _answer(record: dict[str, Any]) -> str:
+    """A person's part: an approval request's event, or what a prompt's answer was."""
+    answer = str(record.get("answer") or "")
+    request, approver = record.get("approval_id"), record.get("approver")
+    if not answer:
+        return ""
+    text = f"{answer} {request}" if request else answer
+    return f"{text} by {approver}" if approver else text
+
+
 def _style(record: dict[str, Any]) -> str:
-    return {"deny": "red", "prompt": "yellow", "defer": "yellow", "context": "green"}.get(
-        str(record.get("decision")), ""
-    )
+    return {
+        "deny": "red",
+        "prompt": "yellow",
+        "defer": "yellow",
+        "context": "green",
+        "approval": "cyan",
+    }.get(str(record.get("decision")), "")
 
 
 def _follow(path: str, as_json: bool) -> int:

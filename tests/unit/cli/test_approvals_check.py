@@ -28,3 +28,12 @@ def test_named_approvers_pass() -> None:
     assert status == "pass"
     assert "olivia" in detail
     assert "group ops" in detail
+
+
+def test_the_log_table_shows_an_approvals_events() -> None:
+    from zerto_rewind.cli.log_cmd import _cells
+
+    record = {"decision": "approval", "answer": "approved", "approval_id": "ZB81-ENAX",
+              "approver": "unix:olivia", "row": "vm_unknown"}  # fmt: skip
+    assert _cells(record, {})["what became of it"] == "approved ZB81-ENAX by unix:olivia"
+    assert _cells({"answer": "waiting", "row": "unlisted"}, {})["what became of it"] == "waiting"
