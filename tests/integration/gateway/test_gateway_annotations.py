@@ -47,7 +47,7 @@ async def test_an_explicit_entry_wins_over_the_annotations(box: Sandbox, tmp_pat
             await c.list_tools()
             listed = await c.call_tool("list_vms", {})
     assert listed.is_error
-    assert "cannot ask a person to approve" in text_of(listed)
+    assert "no approver configured" in text_of(listed)
     assert actions(actions_log) == []
 
 

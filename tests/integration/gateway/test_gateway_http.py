@@ -68,7 +68,7 @@ async def test_failed_and_unlisted_are_not_forwarded(gw: GatewayProcess, actions
     assert failed.is_error
     assert "paused-vpg" in text_of(failed)
     assert unlisted.is_error
-    assert "cannot ask a person to approve" in text_of(unlisted)
+    assert "no approver configured" in text_of(unlisted)
     assert actions(actions_log) == []
 
 
