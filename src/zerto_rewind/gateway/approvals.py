@@ -144,20 +144,20 @@ class ApprovalsService:
         host from timing the call out). None if the request disappeared.
         """
         started = time.monotonic()
-        next_tick = started + tick_s
-        request: ApprovalRequest | None = None
+        deadline, next_tick = started + timeout_s, started + tick_s
         while True:
+            changed = self._changed  # before the read: a decision after it wakes this wait
             request = await anyio.to_thread.run_sync(self.store.get, request_id)
             if request is None or request.state != PENDING:
                 return request
             now = time.monotonic()
-            if now - started >= timeout_s:
+            if now >= deadline:
                 return request
             if on_tick is not None and now >= next_tick:
                 next_tick = now + tick_s
                 await on_tick(now - started)
-            changed = self._changed
-            with anyio.move_on_after(min(_POLL_S, max(0.0, timeout_s - (now - started)))):
+            until = min(now + _POLL_S, deadline, next_tick if on_tick is not None else deadline)
+            with anyio.move_on_after(max(0.0, until - time.monotonic())):
                 await changed.wait()
 
     async def use(self, request: ApprovalRequest) -> ApprovalRequest | None:
