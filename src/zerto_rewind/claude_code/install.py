@@ -3,19 +3,28 @@
 A thin command over :mod:`.settings_file`: it refuses a config that does not
 load and a settings file that is not JSON, backs up what it changes and writes
 atomically.
+
+With ``--service unix:PATH`` it also refuses a socket that someone other than the
+guard service could put in place (a directory at or above it that the agent's user
+can change, judged by :mod:`.fsaccess`), and one the agent's own user serves; it
+writes the service's uid into the hook command (``--service-user``), and the hook
+sends nothing to a listener of any other uid.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pwd
 import shlex
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 from ..config.loader import file_sha256, load_config
 from ..config.settings import config_path
 from ..errors import ConfigError, ZertoRewindError
+from .fsaccess import User, access_of, lookup_user, uid_of, user_label, users_except
 from .install_managed import (
     config_credentials,
     managed_config_path,
@@ -119,6 +128,20 @@ def _parser() -> argparse.ArgumentParser:
         help="unix:/path/to/socket (a local service) or https://host:port (a remote gateway): "
         "install the thin hook, which holds no ZVM credential and keeps no guard state",
     )
+    thin.add_argument(
+        "--service-user",
+        metavar="NAME|UID",
+        help="the user the guard service runs as (default: the owner of the socket): the thin "
+        "hook sends nothing to a socket served by any other uid. With --managed --config, the "
+        "service's config is also given to it to read",
+    )
+    thin.add_argument(
+        "--agent-user",
+        metavar="NAME",
+        help="with unix:PATH: the user who runs the agent; install refuses a socket whose "
+        "directory (or any above it) that user can change, or that it serves itself (default: "
+        "the user running install; as root, every user but root and the service's)",
+    )
     thin.add_argument("--token-file", metavar="F", help="with https: the bearer token's file")
     thin.add_argument("--ca-file", metavar="F", help="with https: the CA bundle to trust")
     managed = parser.add_argument_group("managed install (--managed, as root)")
@@ -126,11 +149,6 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-managed-hooks-only",
         action="store_true",
         help="also set allowManagedHooksOnly: hooks of user and project settings stop running",
-    )
-    managed.add_argument(
-        "--service-user",
-        metavar="NAME",
-        help="with --service and --config: the user the service runs as (it must read the config)",
     )
     managed.add_argument(
         "--managed-file",
@@ -155,13 +173,15 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     if not args.managed:
         managed_only = {
             "--allow-managed-hooks-only": args.allow_managed_hooks_only,
-            "--service-user": args.service_user,
             "--managed-file": args.managed_file,
             "--root": args.root,
         }
         given = [flag for flag, value in managed_only.items() if value]
         if given:
             parser.error(f"{', '.join(given)} go(es) with --managed only")
+    for flag, value in (("--service-user", args.service_user), ("--agent-user", args.agent_user)):
+        if value and not args.service:
+            parser.error(f"{flag} goes with --service")
     env = dict(os.environ if env is None else env)
     if args.config:
         env["ZERTO_REWIND_CONFIG"] = args.config
@@ -290,13 +310,30 @@ def _install_thin(args: argparse.Namespace, env: dict[str, str]) -> int:
     python = os.path.abspath(sys.executable)
     token_file = os.path.abspath(args.token_file) if args.token_file else None
     ca_file = os.path.abspath(args.ca_file) if args.ca_file else None
-    opts = service_options(service, token_file=token_file, ca_file=ca_file)
+    service_uid: int | None = None
+    identity = ""
+    if service.startswith("unix:"):
+        try:
+            service_uid, identity = _socket_identity(args, service[5:])
+        except _Refused as exc:
+            return _refuse(f"{exc}\nNot installed.")
+    elif args.service_user and not args.managed:
+        return _refuse(
+            "--service-user is checked on a unix socket only: an https service is told from "
+            "another by its certificate (--ca-file)"
+        )
+    opts = service_options(
+        service,
+        token_file=token_file,
+        ca_file=ca_file,
+        service_user=None if service_uid is None else str(service_uid),
+    )
     try:
         remote = fetch_catalog(opts)
     except ConfigError as exc:
         return _refuse(
             f"{exc}\nNot installed: start the service (zerto-rewind gateway --socket PATH, or "
-            "--listen), or check the URL, --token-file and --ca-file."
+            "--listen), or check the URL, --service-user, --token-file and --ca-file."
         )
     budget = thin_budget(remote.guard_timeout_s)
     timeout, note = plan_timeout(args.timeout, budget)
@@ -317,6 +354,8 @@ def _install_thin(args: argparse.Namespace, env: dict[str, str]) -> int:
         token_file=token_file,
         ca_file=ca_file,
     )
+    if service_uid is not None:
+        _add_service_user(entry, service_uid)
     home = env.get("HOME") or os.path.expanduser("~")
     path = args.managed_file or settings_file(project=args.project, user=args.user, home=home)
     current, original = read_settings(path)
@@ -334,6 +373,8 @@ def _install_thin(args: argparse.Namespace, env: dict[str, str]) -> int:
         f"timeout:  {timeout} s (hook budget {budget} s, service guard budget "
         f"{remote.guard_timeout_s:g} s), onFailure: block",
     ]
+    if identity:
+        summary.insert(2, f"identity: {identity}")
     if note:
         summary.append(f"note:     {note}")
     if args.dry_run:
@@ -377,7 +418,10 @@ def _install_managed(args: argparse.Namespace, env: dict[str, str]) -> int:
             except ConfigError as exc:
                 return _refuse(f"{exc}\nNot installed: fix the service's config first.")
             if args.service_user:
-                uid, gid, mode, how = service_owner(args.service_user, settings)
+                name = _user_name(args.service_user)
+                if name is None:
+                    return _refuse(f"--service-user {args.service_user}: no such user")
+                uid, gid, mode, how = service_owner(name, settings)
             else:
                 uid, gid, mode, how = 0, 0, 0o600, "root's, 0600 (the service runs as root)"
             placed = place_config(
@@ -429,6 +473,108 @@ def _install_managed(args: argparse.Namespace, env: dict[str, str]) -> int:
         )
         print("\n".join(notes), file=sys.stderr if args.dry_run else sys.stdout)
     return code
+
+
+class _Refused(Exception):
+    """Why install refuses the service's socket (for the operator)."""
+
+
+def _socket_identity(args: argparse.Namespace, path: str) -> tuple[int, str]:
+    """(the uid the service must run as, a summary) for the socket at ``path``.
+
+    _Refused when the socket is missing, when the agent's user serves it, or when a
+    directory at or above it lets the agent's user put its own socket there (a
+    world-writable sticky directory too: the agent can create the path before the
+    service does). ``--force`` does not override any of these.
+    """
+    try:
+        owner = os.stat(path).st_uid
+    except OSError as exc:
+        msg = (
+            f"cannot find the guard service's socket {path} ({exc.strerror or exc}): start the "
+            "service (zerto-rewind gateway --socket PATH) first"
+        )
+        raise _Refused(msg) from None
+    if args.service_user:
+        uid = uid_of(args.service_user)
+        if uid is None:
+            msg = f"--service-user {args.service_user}: no such user"
+            raise _Refused(msg)
+    else:
+        uid = owner
+    agents, who = _agent_users(args.agent_user, uid)
+    label = user_label(uid)
+    if any(agent.uid == uid for agent in agents):  # as root, by default, it is left out
+        msg = (
+            f"the socket {path} is served by {label}, the agent's own user: a guard the agent "
+            "runs can answer allow for itself. Run the guard service as another user (root, or "
+            "its own, e.g. zerto-rewind) and install again"
+        )
+        if not args.agent_user:
+            msg += "; if the agent runs as another user, name it with --agent-user NAME"
+        raise _Refused(msg)
+    if not args.agent_user and not args.service_user and os.geteuid() == 0 and owner != 0:
+        msg = (
+            f"the socket {path} belongs to {label}, not root: name the guard service's user "
+            f"with --service-user {_user_name(str(uid)) or uid} to confirm it is the service's "
+            "(or the agent's user with --agent-user NAME), so that install does not trust a "
+            "socket the agent made"
+        )
+        raise _Refused(msg)
+    directories = dict.fromkeys([os.path.dirname(path), os.path.dirname(os.path.realpath(path))])
+    for directory in directories:
+        for agent in agents:
+            access = access_of(directory, agent)
+            if access.write:
+                msg = (
+                    f"the socket {path} is in a directory that {agent.name} (the agent's user) "
+                    f"can change: {access.why}. Whoever can write there can put its own socket "
+                    "in the guard service's place and answer allow (a sticky directory such as "
+                    "/tmp does not help: the agent can create the path before the service "  # noqa: S108
+                    "starts), so --force does not override this. Serve the socket from a "
+                    "directory only root or the service's user can write, every directory "
+                    "above it too (e.g. /run/zerto-rewind, 0755), and install again"
+                )
+                raise _Refused(msg)
+    summary = (
+        f"{path} must be served by {label} (--service-user {uid}): the hook sends nothing to "
+        f"any other listener; no directory at or above it can be changed by {who}"
+    )
+    return uid, summary
+
+
+def _agent_users(name: str | None, service_uid: int) -> tuple[list[User], str]:
+    """Who may run the agent: ``--agent-user``, else the user running install; as root, all but
+    root and the service's user."""
+    if name:
+        try:
+            user = lookup_user(name)
+        except KeyError:
+            msg = f"--agent-user {name}: no such user"
+            raise _Refused(msg) from None
+        return [user], user.name
+    euid = os.geteuid()
+    if euid == 0:
+        return users_except({0, service_uid}), "any user but root and the service's"
+    try:
+        user = lookup_user(pwd.getpwuid(euid).pw_name)
+    except KeyError:
+        user = User(f"uid {euid}", euid, frozenset({os.getegid(), *os.getgroups()}))
+    return [user], user.name
+
+
+def _user_name(user: str) -> str | None:
+    """The name of ``user`` (a name or a uid), None when the passwd database has no such user."""
+    try:
+        return pwd.getpwuid(int(user)).pw_name if user.isdigit() else pwd.getpwnam(user).pw_name
+    except KeyError:
+        return None
+
+
+def _add_service_user(entry: dict[str, Any], uid: int) -> None:
+    """Append ``--service-user UID`` to the thin hook's command (a uid: no lookup in the hook)."""
+    handler = entry["hooks"][0]
+    handler["command"] = f"{handler['command']} --service-user {uid}"
 
 
 def _pin(config: str) -> str:

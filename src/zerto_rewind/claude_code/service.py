@@ -34,10 +34,20 @@ class ServiceCatalog:
 
 
 def service_options(
-    service: str, *, token_file: str | None = None, ca_file: str | None = None
+    service: str,
+    *,
+    token_file: str | None = None,
+    ca_file: str | None = None,
+    service_user: str | None = None,
 ) -> dict[str, str]:
-    """The thin hook's options for ``service`` (as its command line gives them)."""
+    """The thin hook's options for ``service`` (as its command line gives them).
+
+    ``service_user`` (a uid or a name): on a unix socket, the client sends nothing
+    to a listener of another uid, and nothing at all without it.
+    """
     opts = {"service": service}
+    if service_user:
+        opts["service_user"] = service_user
     if token_file:
         opts["token_file"] = token_file
     if ca_file:

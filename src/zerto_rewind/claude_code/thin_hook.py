@@ -15,6 +15,13 @@ Service URL: ``unix:/path/to/socket`` (a local service; the socket's owner and
 mode decide who may ask) or ``https://host:port`` (a remote gateway, with a
 bearer token read from ``--token-file``).
 
+Who answers on a unix socket is checked before anything is sent: the listener's
+uid (``SO_PEERCRED``) must be ``--service-user`` (a uid, or a name), the guard
+service's own user. Anyone who can put a socket at the path (a writable
+directory, or one created before the service starts) could otherwise answer
+``allow``. A hook with no ``--service-user``, a listener of another uid, or
+credentials that cannot be read: deny, with who listened and who was expected.
+
 Import-light like the standalone hook: a unix-socket request uses the built-in
 ``_socket`` and the C JSON scanner; only an https service loads ``ssl`` and
 ``http.client``.
@@ -35,7 +42,15 @@ if TYPE_CHECKING:
 else:  # the C module, loaded at interpreter start; `signal` would import enum (~5 ms)
     import _signal
 
-__all__ = ["LAUNCH_CODE", "ServiceError", "main", "request", "request_json", "run"]
+__all__ = [
+    "LAUNCH_CODE",
+    "ServiceError",
+    "ServiceIdentityError",
+    "main",
+    "request",
+    "request_json",
+    "run",
+]
 
 LAUNCH_CODE = "from zerto_rewind.claude_code.thin_hook import run; run()"
 DEFAULT_BUDGET_S = 150.0
@@ -43,7 +58,8 @@ DEFAULT_BUDGET_S = 150.0
 _MARGIN_S = 0.3
 _MAX_RESPONSE = 1024 * 1024
 
-_USAGE = """usage: zerto-rewind thin hook --service URL [--token-file F] [--ca-file F] [--budget S]
+_USAGE = """usage: zerto-rewind thin hook --service URL [--service-user NAME|UID] [--token-file F]
+                                [--ca-file F] [--budget S]
 
 Claude Code PreToolUse hook that asks the zerto-rewind guard service.
 """
@@ -51,6 +67,18 @@ Claude Code PreToolUse hook that asks the zerto-rewind guard service.
 
 class ServiceError(Exception):
     """The service could not give a decision; the reason is for the human."""
+
+
+class ServiceIdentityError(ServiceError):
+    """The listener on the unix socket is not (or cannot be shown to be) the guard service.
+
+    ``advice`` is what an operator can do, for the hook's deny; the message alone
+    is what install and doctor print.
+    """
+
+    def __init__(self, message: str, advice: str) -> None:
+        super().__init__(message)
+        self.advice = advice
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         answer = ask_service(opts, data, timeout_s=max(0.2, budget - _MARGIN_S - 0.2))
         text, code = _render(answer)
+    except ServiceIdentityError as exc:
+        text, code = _deny_identity(payload.tool_name, exc)
     except ServiceError as exc:
         text, code = _deny(payload.tool_name, opts["service"], str(exc))
     except Exception as exc:  # the last line of defence: deny, never crash
@@ -87,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 def _options(args: list[str]) -> dict[str, str]:
     opts: dict[str, str] = {}
     known = {"--service": "service", "--token-file": "token_file", "--ca-file": "ca_file",
-             "--budget": "budget"}  # fmt: skip
+             "--budget": "budget", "--service-user": "service_user"}  # fmt: skip
     i = 0
     while i < len(args):
         key = known.get(args[i])
@@ -124,7 +154,7 @@ def ask_service(opts: dict[str, str], body: bytes, *, timeout_s: float) -> dict[
 def request_json(
     opts: dict[str, str], method: str, target: str, body: bytes = b"", *, timeout_s: float
 ) -> dict[str, Any]:
-    """One request to the service (``opts``: service, token_file, ca_file); its JSON object.
+    """One request to the service (``opts``: service, service_user, token_file, ca_file); its JSON.
 
     The one HTTP client of the service, shared by the hook, ``install --service``
     and ``doctor``: ServiceError (for the human) when it cannot be reached, answers
@@ -149,10 +179,16 @@ def request_json(
 def request(
     opts: dict[str, str], method: str, target: str, body: bytes = b"", *, timeout_s: float
 ) -> tuple[int, bytes]:
-    """(status, body) of ``METHOD target`` on the service named by ``opts["service"]``."""
+    """(status, body) of ``METHOD target`` on the service named by ``opts["service"]``.
+
+    On a unix socket, nothing is sent unless the listener runs as ``opts["service_user"]``
+    (:class:`ServiceIdentityError` otherwise, and when that option is missing).
+    """
     service = opts["service"]
     if service.startswith("unix:"):
-        return _request_unix(service[5:], method, target, body, timeout_s)
+        return _request_unix(
+            service[5:], method, target, body, timeout_s, opts.get("service_user", "")
+        )
     if service.startswith("https://"):
         return _request_https(service, method, target, body, opts, timeout_s)
     msg = f"the service URL {service!r} is neither unix:/path nor https://host:port"
@@ -160,7 +196,7 @@ def request(
 
 
 def _request_unix(
-    path: str, method: str, target: str, body: bytes, timeout_s: float
+    path: str, method: str, target: str, body: bytes, timeout_s: float, service_user: str
 ) -> tuple[int, bytes]:
     import _socket
 
@@ -176,6 +212,7 @@ def _request_unix(
         except OSError as exc:
             msg = f"cannot connect to its socket {path} ({exc.strerror or exc})"
             raise ServiceError(msg) from None
+        _check_peer(sock, path, service_user)  # before a byte of the call leaves
         try:
             sock.sendall(head + body)
             chunks = []
@@ -198,6 +235,74 @@ def _request_unix(
     finally:
         sock.close()
     return _parse_http(b"".join(chunks))
+
+
+def _check_peer(sock: Any, path: str, service_user: str) -> None:
+    """The listener's uid (``SO_PEERCRED``: struct ucred, 3 native ints) is ``service_user``'s."""
+    import _socket
+
+    if not service_user:
+        msg = (
+            "no service identity (--service-user) names the guard service's user, so the "
+            f"service cannot be told from any other listener on {path}"
+        )
+        advice = (
+            "The thin hook was installed without one; an operator must reinstall it: "
+            f"zerto-rewind install claude-code --service unix:{path} … (it records the "
+            "service's user)."
+        )
+        raise ServiceIdentityError(msg, advice)
+    advice = "An operator can check the service's socket directory."
+    try:
+        expected = int(service_user) if service_user.isdigit() else _uid_of(service_user)
+    except KeyError:
+        msg = f"the hook's service user {service_user!r} is no user of this machine"
+        raise ServiceIdentityError(msg, "An operator can check the hook's installation.") from None
+    try:
+        cred = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    except (AttributeError, OSError) as exc:  # AttributeError: no SO_PEERCRED on this system
+        msg = f"cannot read who serves the socket at {path} ({exc})"
+        raise ServiceIdentityError(msg, advice) from None
+    if len(cred) < 12:
+        msg = f"cannot read who serves the socket at {path} (a short peer credential)"
+        raise ServiceIdentityError(msg, advice)
+    uid = int.from_bytes(cred[4:8], sys.byteorder)
+    if uid != expected:
+        pid = int.from_bytes(cred[0:4], sys.byteorder)
+        msg = (
+            f"the socket at {path} is served by uid {uid}{_named(uid, f', pid {pid}')}, not by "
+            f"the guard service's user {_user_label(service_user, expected)}"
+        )
+        raise ServiceIdentityError(msg, advice)
+
+
+def _uid_of(name: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(name).pw_uid
+
+
+def _named(uid: int, extra: str = "") -> str:
+    """`` (alice, pid 42)`` for a uid the passwd database knows; `` (pid 42)`` otherwise."""
+    import pwd
+
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f" ({extra[2:]})" if extra else ""
+    return f" ({name}{extra})"
+
+
+def _user_label(service_user: str, uid: int) -> str:
+    """``zerto (uid 998)`` for a name or a known uid, ``uid 998`` for an unknown one."""
+    if not service_user.isdigit():
+        return f"{service_user} (uid {uid})"
+    import pwd
+
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
 
 
 def _parse_http(raw: bytes) -> tuple[int, bytes]:
@@ -286,6 +391,11 @@ def _deny(tool: str, service: str, why: str) -> tuple[str, int]:
         "The call was not run. An operator can check the service (zerto-rewind doctor, "
         "its /healthz)."
     )
+    return host.render("deny", reason, "")
+
+
+def _deny_identity(tool: str, exc: ServiceIdentityError) -> tuple[str, int]:
+    reason = f"zerto-rewind denied {tool}: {exc}; the call was not run. {exc.advice}"
     return host.render("deny", reason, "")
 
 

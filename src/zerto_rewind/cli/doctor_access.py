@@ -2,7 +2,8 @@
 
 The guard is only as strong as the files it trusts. ``doctor --as-user NAME``
 answers, for the user that runs the agent, from the files' owners, groups and
-mode bits (POSIX permissions; ACLs and capabilities are not read, and say so):
+mode bits (POSIX permissions; ACLs and capabilities are not read, and say so;
+the logic itself is :mod:`..claude_code.fsaccess`, shared with ``install``):
 
 * a guard file (config, hook settings, state, log, venv, socket) is writable if
   the file is, or if any directory above it is (a writable directory lets the
@@ -14,92 +15,16 @@ mode bits (POSIX permissions; ACLs and capabilities are not read, and say so):
 
 from __future__ import annotations
 
-import grp
 import os
-import pwd
-import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
+from ..claude_code.fsaccess import Access, User, access_of, lookup_user
 from .doctor_config import Check
 
 __all__ = ["Access", "User", "access_checks", "access_of", "lookup_user"]
 
-
-@dataclass(frozen=True)
-class User:
-    name: str
-    uid: int
-    gids: frozenset[int]
-
-
-def lookup_user(name: str) -> User:
-    """The user's uid and every group it is in (primary and supplementary)."""
-    entry = pwd.getpwnam(name)
-    gids = {entry.pw_gid} | {g.gr_gid for g in grp.getgrall() if name in g.gr_mem}
-    return User(name, entry.pw_uid, frozenset(gids))
-
-
-@dataclass(frozen=True)
-class Access:
-    read: bool
-    write: bool
-    why: str  # which path and which bits grant the write, for the report
-
-
-def _bits(st: os.stat_result, user: User) -> tuple[bool, bool, bool]:
-    mode = st.st_mode
-    if user.uid == 0:
-        return True, True, True
-    if st.st_uid == user.uid:
-        return bool(mode & stat.S_IRUSR), bool(mode & stat.S_IWUSR), bool(mode & stat.S_IXUSR)
-    if st.st_gid in user.gids:
-        return bool(mode & stat.S_IRGRP), bool(mode & stat.S_IWGRP), bool(mode & stat.S_IXGRP)
-    return bool(mode & stat.S_IROTH), bool(mode & stat.S_IWOTH), bool(mode & stat.S_IXOTH)
-
-
-def _can_replace_in(directory: str, st: os.stat_result, user: User, child_uid: int) -> bool:
-    """Can ``user`` rename or unlink entries of ``directory`` (sticky bit respected)?"""
-    _, write, search = _bits(st, user)
-    if not (write and search):
-        return False
-    if st.st_mode & stat.S_ISVTX:  # /tmp: only the owner of the entry or of the directory
-        return user.uid in (0, st.st_uid, child_uid)
-    return True
-
-
-def access_of(path: str, user: User) -> Access:
-    """Whether ``user`` may read ``path``, and whether it may change what ``path`` is."""
-    path = os.path.abspath(path)
-    try:
-        st = os.stat(path)
-    except OSError:
-        return Access(False, False, "")
-    read, write, _ = _bits(st, user)
-    search_ok = True
-    why = f"{path} is writable by {user.name}" if write else ""
-    child, child_uid = path, st.st_uid
-    # Walk up: every directory must be searchable to read; any replaceable one is a write.
-    while True:
-        parent = os.path.dirname(child)
-        try:
-            pst = os.stat(parent)
-        except OSError:
-            break
-        _, _, search = _bits(pst, user)
-        search_ok = search_ok and search
-        if not write and _can_replace_in(parent, pst, user, child_uid):
-            write, why = True, f"{parent} lets {user.name} replace {os.path.basename(child)}"
-        if parent == child:
-            break
-        child, child_uid = parent, pst.st_uid
-    # A symlink anywhere is the target's business too: check where it leads.
-    real = os.path.realpath(path)
-    if real != path:
-        target = access_of(real, user)
-        if target.write and not write:
-            write, why = True, f"{path} leads to {real}: {target.why}"
-    return Access(read and search_ok, write, why)
+# doctor_files labels the directory of a thin hook's unix socket so.
+_SOCKET_DIRECTORY = "service socket directory"
 
 
 def access_checks(
@@ -121,7 +46,15 @@ def access_checks(
             checks.append(Check(f"guard file: {label}", "warn", f"{path} does not exist"))
             continue
         access = access_of(path, user)
-        if access.write:
+        if access.write and label.startswith(_SOCKET_DIRECTORY):
+            fix = (
+                "whoever can change that directory can put its own socket in the service's "
+                "place and answer allow: serve the socket from a directory that only root or "
+                "the service's user can write (every directory above it too, and not a sticky "
+                "/tmp), then re-run zerto-rewind install claude-code --service"
+            )
+            checks.append(Check(f"guard file: {label}", "fail", access.why, fix))
+        elif access.write:
             fix = f"give {path} to another user (root or the service's user); mode 0644 or 0600"
             checks.append(Check(f"guard file: {label}", "fail", access.why, fix))
         else:

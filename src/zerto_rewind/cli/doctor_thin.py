@@ -6,6 +6,12 @@ thin hook with the command's interpreter, the service is asked for its catalog
 (``GET /v1/catalog``, through the hook's own client), the hook's budget must
 exceed the service's guard budget, the host's timeout the hook's budget, and the
 matcher must start the hook for every tool the service's catalog calls mutating.
+
+On a unix socket the hook sends nothing to a listener that does not run as its
+``--service-user``: a hook without one denies every call, and so does one whose
+socket another user owns (the guard service moved to another user, or someone
+else's socket in its place). Both fail here; the listener's own uid is checked
+again by the catalog request, through the hook's own client.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
+from ..claude_code.fsaccess import uid_of, user_label
 from ..claude_code.matcher import compile_matcher, covered_servers
 from ..claude_code.service import THIN_MARGIN_S, ServiceCatalog, fetch_catalog
 from ..claude_code.thin_hook import DEFAULT_BUDGET_S
@@ -31,7 +38,7 @@ _REINSTALL = (
     "re-run zerto-rewind install claude-code --service URL (--project DIR, --user or --managed)"
 )
 _FLAGS = {"--service": "service", "--token-file": "token_file", "--ca-file": "ca_file",
-          "--budget": "budget"}  # fmt: skip
+          "--budget": "budget", "--service-user": "service_user"}  # fmt: skip
 
 
 def thin_options(handler: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
@@ -57,9 +64,13 @@ def thin_hook_checks(path: str, entry: dict[str, Any], handler: dict[str, Any]) 
     checks = [_command_check(path, handler, argv, opts)]
     remote: ServiceCatalog | None = None
     service = opts.get("service")
+    ask = opts
+    if service and service.startswith("unix:"):
+        identity, ask = _identity_check(path, service[5:], opts)
+        checks.append(identity)
     if service:
         try:
-            remote = fetch_catalog(opts)
+            remote = fetch_catalog(ask)
         except ConfigError as exc:
             fix = (
                 "start the service (zerto-rewind gateway --socket PATH / --listen), and check "
@@ -86,6 +97,51 @@ def thin_hook_checks(path: str, entry: dict[str, Any], handler: dict[str, Any]) 
     if remote is not None:
         checks.append(_matcher_check(path, entry.get("matcher"), remote.catalog))
     return checks
+
+
+def _identity_check(path: str, socket: str, opts: dict[str, str]) -> tuple[Check, dict[str, str]]:
+    """Does the socket belong to the hook's ``--service-user``? And the options to ask it with.
+
+    Without ``--service-user`` the catalog is still read, from the socket's owner, so
+    the remaining checks can run; the hook itself denies every call then.
+    """
+    name = "service identity"
+    try:
+        owner: int | None = os.stat(socket).st_uid
+    except OSError:
+        owner = None  # the guard service check says it cannot connect
+    expected = opts.get("service_user", "")
+    if not expected:
+        detail = (
+            f"{path}: the hook names no --service-user, so it cannot tell the guard service "
+            f"from another listener on {socket} and denies every call"
+        )
+        ask = opts if owner is None else {**opts, "service_user": str(owner)}
+        return Check(name, "fail", detail, f"{_REINSTALL}: it records the service's user"), ask
+    uid = uid_of(expected)
+    if uid is None:
+        detail = f"{path}: the hook's --service-user {expected!r} is no user of this machine"
+        return Check(name, "fail", detail, _REINSTALL), opts
+    if owner is None:
+        detail = f"{path}: cannot see who owns {socket}; the hook expects {user_label(uid)}"
+        return Check(name, "warn", detail), opts
+    if owner != uid:
+        detail = (
+            f"{path}: {socket} belongs to {user_label(owner)}, not to the hook's --service-user "
+            f"{user_label(uid)}: the hook denies every call, or someone else's socket stands in "
+            "the service's place"
+        )
+        fix = (
+            "find who serves the socket; if it is not the guard service, stop it and check who "
+            "can write the socket's directory (doctor --as-user NAME). If the service moved to "
+            f"another user, {_REINSTALL}"
+        )
+        return Check(name, "fail", detail, fix), opts
+    detail = (
+        f"{path}: {socket} belongs to the hook's --service-user {user_label(uid)}; the hook "
+        "sends nothing to a listener of another uid"
+    )
+    return Check(name, "pass", detail), opts
 
 
 def _budget(opts: Mapping[str, str]) -> float:

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shlex
+import shutil
+import socket
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from service_helpers import guard_service
+from service_helpers import guard_service, unix_user
 
 from zerto_rewind.claude_code.install import main
 from zerto_rewind.claude_code.install_managed import managed_config_path
@@ -27,6 +31,7 @@ from zerto_rewind.claude_code.settings_file import (
 )
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.errors import ConfigError
 
 GUARD_BUDGET_S = 12.0
 
@@ -69,7 +74,9 @@ def run_command(command: str, tool: str, tool_input: dict[str, Any]) -> dict[str
 
 
 def test_the_catalog_endpoint_gives_the_services_budget(service: str) -> None:
-    remote = fetch_catalog(service_options(service))
+    with pytest.raises(ConfigError, match="no service identity"):
+        fetch_catalog(service_options(service))  # install and doctor check the socket too
+    remote = fetch_catalog(service_options(service, service_user=str(os.geteuid())))
     assert remote.guard_timeout_s == GUARD_BUDGET_S
     assert remote.catalog.tools  # names only: no vm_arg crosses
 
@@ -91,6 +98,9 @@ def test_install_service_writes_a_thin_hook_matched_on_the_services_catalog(
     words = shlex.split(handler["command"])
     assert words[:3] == [os.path.abspath(sys.executable), "-c", LAUNCH_CODE]
     assert words[words.index("--service") + 1] == service
+    # The service's uid, as its socket's owner: the service runs as this test's user here.
+    assert words[words.index("--service-user") + 1] == str(os.stat(service[5:]).st_uid)
+    assert words[words.index("--service-user") + 1] == str(os.geteuid())
     budget = float(words[words.index("--budget") + 1])
     assert budget > GUARD_BUDGET_S  # the service answers before the hook gives up
     assert handler["timeout"] >= budget + 10  # and the host waits for the hook
@@ -134,7 +144,9 @@ def test_managed_service_install_writes_root_owned_policy_and_config(
     data = json.loads(managed.read_text())
     assert data["allowManagedHooksOnly"] is True
     assert data["env"] == {"KEEP": "1"}  # other keys kept
-    assert is_thin_hook(data["hooks"]["PreToolUse"][0]["hooks"][0])
+    handler = data["hooks"]["PreToolUse"][0]["hooks"][0]
+    assert is_thin_hook(handler)
+    assert "--service-user 0" in handler["command"]  # the service is root's here
     st = managed.stat()
     assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o644)
     assert stat.S_IMODE(managed.parent.stat().st_mode) == 0o755
@@ -192,3 +204,152 @@ def test_the_default_paths_are_the_ones_the_docs_name() -> None:
     docs = (Path(__file__).resolve().parents[3] / "docs" / "install.md").read_text()
     assert MANAGED_SETTINGS in docs
     assert re.search(r"/etc/zerto-rewind/config\.json", docs)
+
+
+# ------------------------------------------------------------------ whose socket
+
+
+@pytest.fixture(scope="module")
+def agent() -> Iterator[pwd.struct_passwd]:
+    """A real unprivileged user that plays the agent."""
+    with unix_user("zrinst") as user:
+        yield user
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A root-owned 0755 directory straight under /tmp, which the agent can search."""
+    path = Path(tempfile.mkdtemp(prefix="zr-install-socket-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def listening(path: Path, owner: int = 0) -> socket.socket:
+    """A socket at ``path`` (install refuses it before it would ask it anything)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    sock.listen(1)
+    os.chown(path, owner, -1)
+    return sock
+
+
+def refused(argv: list[str], env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Run install, which must refuse; its stderr."""
+    capsys.readouterr()
+    assert main(argv, env) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    return err
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["--agent-user", "as root, by default"])
+def test_a_socket_in_a_directory_the_agent_can_write_is_refused_even_with_force(
+    base: Path, agent: pwd.struct_passwd, capsys: pytest.CaptureFixture[str], named: bool
+) -> None:
+    """The attack's directory: the agent could put its own socket there and answer allow."""
+    run = base / "run"
+    run.mkdir(mode=0o755)
+    os.chown(run, agent.pw_uid, agent.pw_gid)
+    project = base / "project"
+    project.mkdir()
+    sock = listening(run / "guard.sock")
+    try:
+        argv = ["claude-code", "--project", str(project), "--service", f"unix:{run}/guard.sock",
+                "--force"] + (["--agent-user", agent.pw_name] if named else [])  # fmt: skip
+        err = refused(argv, {"HOME": str(base)}, capsys)
+    finally:
+        sock.close()
+    assert f"the socket {run}/guard.sock is in a directory that {agent.pw_name}" in err
+    assert f"{run} belongs to {agent.pw_name}" in err
+    assert "--force does not override this" in err
+    assert "Not installed." in err
+    assert not (project / ".claude").exists()
+
+
+def test_a_socket_in_a_sticky_world_writable_directory_is_refused(
+    base: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A root socket in a /tmp-like 1777 directory: the agent could have made the path first."""
+    shared = base / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    project = base / "project"
+    project.mkdir()
+    sock = listening(shared / "guard.sock")
+    try:
+        argv = ["claude-code", "--project", str(project), "--service",
+                f"unix:{shared}/guard.sock"]  # fmt: skip
+        err = refused(argv, {"HOME": str(base)}, capsys)
+    finally:
+        sock.close()
+    assert f"{shared} is writable by" in err
+    assert "a sticky directory such as /tmp does not help" in err
+    assert not (project / ".claude").exists()
+
+
+def test_a_socket_the_agent_serves_is_refused(
+    base: Path, agent: pwd.struct_passwd, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In a root directory, but the agent's own socket: a guard it runs is no guard."""
+    run = base / "run"
+    run.mkdir(mode=0o755)
+    project = base / "project"
+    project.mkdir()
+    sock = listening(run / "guard.sock", owner=agent.pw_uid)
+    try:
+        service = f"unix:{run}/guard.sock"
+        argv = ["claude-code", "--project", str(project), "--service", service, "--force"]
+        named = refused([*argv, "--agent-user", agent.pw_name], {"HOME": str(base)}, capsys)
+        unnamed = refused(argv, {"HOME": str(base)}, capsys)
+    finally:
+        sock.close()
+    who = f"{agent.pw_name} (uid {agent.pw_uid})"
+    assert f"is served by {who}, the agent's own user" in named
+    assert "Run the guard service as another user" in named
+    # As root with no user named: a socket that is not root's must be confirmed.
+    assert f"belongs to {who}, not root" in unnamed
+    assert f"--service-user {agent.pw_name}" in unnamed
+    assert not (project / ".claude").exists()
+
+
+def test_a_service_user_that_does_not_serve_the_socket_is_refused(
+    service: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--service-user names the service's user; the real service (root's here) is not it."""
+    project = tmp_path / "project"
+    project.mkdir()
+    nobody = pwd.getpwnam("nobody")
+    argv = ["claude-code", "--project", str(project), "--service", service,
+            "--service-user", "nobody", "--force"]  # fmt: skip
+    err = refused(argv, {"HOME": str(tmp_path)}, capsys)
+    assert f"is served by uid {os.geteuid()} (" in err
+    assert f"not by the guard service's user nobody (uid {nobody.pw_uid})" in err
+    assert not (project / ".claude").exists()
+
+
+def test_install_for_a_named_agent_user_records_the_services_uid(
+    service: str, tmp_path: Path, agent: pwd.struct_passwd, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A socket the agent cannot touch: installed, the summary says whose it must be."""
+    project = tmp_path / "project"
+    project.mkdir()
+    argv = ["claude-code", "--project", str(project), "--service", service, "--force",
+            "--agent-user", agent.pw_name]  # fmt: skip
+    capsys.readouterr()
+    assert main(argv, {"HOME": str(tmp_path)}) == 0
+    out = capsys.readouterr().out
+    uid = os.geteuid()
+    assert f"identity: {service[5:]} must be served by root (uid {uid})" in out
+    assert f"changed by {agent.pw_name}" in out
+    command = only_hook(project / ".claude" / "settings.json")["hooks"][0]["command"]
+    assert command.endswith(f" --service-user {uid}")
+
+
+def test_service_user_and_agent_user_go_with_service_only(tmp_path: Path) -> None:
+    for flag in ("--service-user", "--agent-user"):
+        with pytest.raises(SystemExit):
+            main(["claude-code", "--user", "--config", "/x.json", flag, "root"],
+                 {"HOME": str(tmp_path)})  # fmt: skip

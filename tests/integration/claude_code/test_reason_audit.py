@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,9 +165,28 @@ def test_the_doors_fixed_texts_tell_no_one_to_change_the_guard() -> None:
         ]["permissionDecisionReason"],
         refusal_for_error(ToolCall("mcp__v__t", {}), RuntimeError("boom")).reason,
         *calls._PROMPT_ENDINGS.values(),
+        *_identity_denials(thin_hook),
     ]
     from zerto_rewind.core.state import TagRecord
 
     texts.append(overdue_reason(TagRecord("t", 0.0, 1.0, 2.0)))
     bad = {text: instructions(text) for text in texts if instructions(text)}
     assert bad == {}
+
+
+def _identity_denials(thin_hook: Any) -> list[str]:
+    """The thin hook's denials for a socket it cannot trust: no identity, wrong uid, unknown."""
+
+    class Peer:
+        def getsockopt(self, level: int, option: int, size: int) -> bytes:
+            return (4242).to_bytes(4, sys.byteorder) + (1001).to_bytes(4, sys.byteorder) * 2
+
+    texts = []
+    for user in ("", "0", "zr-no-such-user"):
+        try:
+            thin_hook._check_peer(Peer(), "/run/zr.sock", user)
+        except thin_hook.ServiceIdentityError as exc:
+            rendered = json.loads(thin_hook._deny_identity("mcp__v__t", exc)[0])
+            texts.append(rendered["hookSpecificOutput"]["permissionDecisionReason"])
+    assert len(texts) == 3
+    return texts

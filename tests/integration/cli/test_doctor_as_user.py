@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +26,7 @@ import pytest
 from zerto_rewind.claude_code.install import main as install_main
 from zerto_rewind.claude_code.install_managed import managed_config_path
 from zerto_rewind.claude_code.settings_file import managed_settings_file
+from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli.doctor import Check, main, run_checks
 from zerto_rewind.cli.doctor_access import User, lookup_user
 from zerto_rewind.cli.sandbox import SECRET_ENV, Sandbox
@@ -135,6 +138,8 @@ def test_a_managed_install_with_a_service_passes_for_the_agent(
     assert named["guard service"].status == "pass", named["guard service"]
     assert named["hook command"].status == "pass", named["hook command"]
     assert named["hook matcher"].status == "pass", named["hook matcher"]
+    assert named["service identity"].status == "pass", named["service identity"]
+    assert "belongs to the hook's --service-user root (uid 0)" in named["service identity"].detail
     statuses = access(checks)
     failed = {n: s for n, s in statuses.items() if s == "fail"}
     assert failed == {}, [c for c in checks if c.status == "fail"]
@@ -197,3 +202,75 @@ def test_a_single_user_install_fails_for_what_the_agent_owns(
     report = json.loads(capsys.readouterr().out)
     names = {c["name"] for c in report["checks"] if c["status"] == "fail"}
     assert "credential: ZVM secret file" in names
+
+
+# ------------------------------------------------------------------ the socket's identity
+
+
+def thin_settings(path: Path, sock: Path, *extra: str) -> Path:
+    """A settings file holding a thin hook for ``sock``, written by hand (install would
+    refuse these sockets), root's and 0644."""
+    command = shlex.join([sys.executable, "-c", LAUNCH_CODE, "hook", "--service",
+                          f"unix:{sock}", "--budget", "20", *extra])  # fmt: skip
+    hook = {"type": "command", "command": command, "timeout": 180, "onFailure": "block"}
+    settings = {"hooks": {"PreToolUse": [{"matcher": "mcp__vsphere__.*", "hooks": [hook]}]}}
+    path.write_text(json.dumps(settings))
+    path.chmod(0o644)
+    return path
+
+
+def test_doctor_fails_a_socket_directory_the_agent_can_write_and_a_hook_without_identity(
+    base: Path, agent: User, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The attack's setup: the socket's directory is the agent's, the hook checks no uid."""
+    run = base / "agent-run"
+    run.mkdir(mode=0o755)
+    os.chown(run, agent.uid, -1)
+    sock = run / "guard.sock"
+    bound = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bound.bind(str(sock))  # not listening: the catalog request is refused at once
+    try:
+        settings = thin_settings(base / "thin-no-identity.json", sock)
+        home = agent_home(base, "home-thin", agent)
+        checks = run_checks(settings_files=[str(settings)], env={"HOME": str(home)},
+                            as_user=agent)  # fmt: skip
+        capsys.readouterr()
+        code = main(["--settings", str(settings), "--as-user", AGENT, "--json"],
+                    {"HOME": str(home)})  # fmt: skip
+    finally:
+        bound.close()
+    named = {c.name: c for c in checks}
+    directory = named[f"guard file: service socket directory (unix:{sock})"]
+    assert directory.status == "fail"
+    assert f"{run} belongs to {AGENT}" in directory.detail
+    assert "only root or the service's user can write" in directory.fix
+    identity = named["service identity"]
+    assert identity.status == "fail"
+    assert "names no --service-user" in identity.detail
+    assert "denies every call" in identity.detail
+    # The command prints both failures.
+    assert code == 1
+    failed = {c["name"] for c in json.loads(capsys.readouterr().out)["checks"]
+              if c["status"] == "fail"}  # fmt: skip
+    assert {"service identity", f"guard file: service socket directory (unix:{sock})"} <= failed
+
+
+def test_doctor_fails_a_socket_owned_by_another_user_than_the_hooks_service_user(
+    service: str, base: Path, agent: User
+) -> None:
+    """The hook expects the agent's uid (as if install had trusted the agent's socket); the
+    socket is the real service's, root's: both the owner and the listener are reported."""
+    sock = Path(service[5:])
+    settings = thin_settings(base / "thin-other-owner.json", sock, "--service-user", AGENT)
+    home = agent_home(base, "home-owner", agent)
+    checks = run_checks(settings_files=[str(settings)], env={"HOME": str(home)}, as_user=agent)
+    named = {c.name: c for c in checks}
+    identity = named["service identity"]
+    assert identity.status == "fail"
+    assert (
+        f"{sock} belongs to root (uid 0), not to the hook's --service-user {AGENT} "
+        f"(uid {agent.uid})"
+    ) in identity.detail
+    assert named["guard service"].status == "fail"
+    assert "is served by uid 0 (root, pid " in named["guard service"].detail
+    assert named[f"guard file: service socket directory ({service})"].status == "pass"
