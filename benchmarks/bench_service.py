@@ -146,7 +146,7 @@ def read_only(
     times: dict[str, list[float]] = {name: [] for name in forms}
     trips: list[float] = []
     service_cpu = 0.0
-    opts = {"service": f"unix:{sock}"}
+    opts = {"service": f"unix:{sock}", "service_user": str(os.geteuid())}
     for argv, env in forms.values():  # warm the page cache and .pyc files
         _bench.timed(argv, data, env)
     for n in range(rounds):
@@ -247,6 +247,8 @@ def main() -> int:
                 python = sys.executable
                 thin = shlex.split(thin_hook_command(python, f"unix:{sock}",
                                                      budget_s=GUARD_TIMEOUT_S + 5))  # fmt: skip
+                # as install writes it: the hook trusts only the service's own user
+                thin += ["--service-user", str(os.geteuid())]
                 config = box.config_path
                 settings = os.path.join(box.root, ".claude", "settings.json")
                 pin = file_sha256(config)  # after start_service rewrote the config

@@ -276,8 +276,9 @@ class GatewayRig:
             finally:
                 rig._stop_http()
 
-    def write_config(self, **gateway: Any) -> str:
-        """The gateway's config: mcvsphere upstream, one client token, ZVM secret in a file."""
+    def write_config(self, *, approvals: dict[str, Any] | None = None, **gateway: Any) -> str:
+        """The gateway's config: mcvsphere upstream, one client token, ZVM secret in a file;
+        ``approvals``, the config's approvals section, if given."""
         secret = self.root / "zvm-secret"
         secret.write_text(self.box.sim.credentials["client_secret"], encoding="utf-8")
         secret.chmod(0o600)
@@ -294,6 +295,7 @@ class GatewayRig:
             gateway={"clients": {CLIENT_NAME: token_digest(TOKEN)}, **gateway},
             state_dir=self.box.state_dir,
             log=self.box.log_path,
+            **({"approvals": approvals} if approvals is not None else {}),
         )
 
     def gateway_env(self) -> dict[str, str]:

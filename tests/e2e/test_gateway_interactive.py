@@ -6,7 +6,8 @@ Finding (2.1.328): Claude Code supports MCP elicitation. It speaks the 2026-07-2
 InputRequiredResult; the CLI shows the form ("MCP server “vsphere” requests your input", the
 gateway's reason and question, a "Run it without a checkpoint" checkbox, Accept / Decline)
 and retries the call with the answer. Headless (``-p``) it answers ``cancel`` without asking
-anyone (see test_gateway_rows.py). Both transports behave the same.
+anyone (see test_gateway_rows.py). The form counts only on a single-user stdio gateway with
+``approvals.trust_client_answers``: elsewhere the agent could answer it itself.
 
 No hook is installed: the question comes from the gateway, the only vSphere server, whose
 upstream is mcvsphere against vcsim; what happened is read back from the vCenter.
@@ -27,7 +28,10 @@ from gateway_e2e import UNLISTED_TOOL, VM, GatewayRig, tool
 from harness import E2ESession, claude_env
 from test_guard_interactive import Tmux
 
-TRANSPORTS = ["stdio", "http"]
+# The form is the client's own answer: it counts only with approvals.trust_client_answers,
+# which the gateway allows on stdio for a single user (never on HTTP with tokens; there a
+# person approves on the approvals socket or page: tests/e2e/test_gateway_approvals.py).
+TRANSPORTS = ["stdio"]
 POWER_OFF = tool("power_off")
 SUSPEND = tool(UNLISTED_TOOL)
 FORM_TITLE = "MCP server “vsphere” requests your input"
@@ -38,7 +42,8 @@ KEY_PAUSE_S = 1.0
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayRig]:
     """One vcsim, one ZVM simulator, one HTTP gateway; stdio runs start gateways of their own."""
-    with GatewayRig.running(tmp_path_factory.mktemp("gateway-interactive"), http=True) as started:
+    with GatewayRig.running(tmp_path_factory.mktemp("gateway-interactive"), http=False) as started:
+        started.write_config(approvals={"trust_client_answers": True})
         yield started
 
 
