@@ -1,23 +1,47 @@
 """The error tree of zerto-rewind.
 
-Every error the library raises is one of these; foreign exceptions (httpx, ssl,
-json, OSError) are mapped at the boundary where they occur and never escape::
+Every error the package raises is one of these; foreign exceptions (httpx, ssl,
+json, OSError) are mapped at the boundary where they occur and never escape.
+Classes defined in a higher layer (they belong to it, and ``errors`` imports
+nothing) are drawn here with their module::
 
     ZertoRewindError
     ├── ConfigError            the config file or environment is wrong
+    │   └── ConfigChanged      the config no longer matches its pin (config.loader)
     ├── StateError             the state directory cannot be used
     ├── UsageError             an argument names nothing that exists, or is ambiguous
     ├── RecoveryError          live recovery refused (disabled, wrong confirm) or its task failed
-    └── ZvmError               talking to the ZVM failed
-        ├── ZvmConnectionError can't connect / connection dropped
-        │   └── ZvmTlsError    certificate verification or TLS handshake failed
-        ├── ZvmTimeout         no answer before the deadline
-        ├── AuthError          token endpoint refused the credentials, or 401 twice
-        ├── ApiError           the ZVM answered with an error status or a body we can't read
-        │   └── NotFound       404, or a lookup that found nothing
-        └── AmbiguousVm        a VM name matches several VMs and the caller needs one
+    ├── ZvmError               talking to the ZVM failed
+    │   ├── ZvmConnectionError can't connect / connection dropped
+    │   │   └── ZvmTlsError    certificate verification or TLS handshake failed
+    │   ├── ZvmTimeout         no answer before the deadline
+    │   ├── AuthError          token endpoint refused the credentials, or 401 twice
+    │   ├── ApiError           the ZVM answered with an error status or a body we can't read
+    │   │   └── NotFound       404, or a lookup that found nothing
+    │   └── AmbiguousVm        a VM name matches several VMs and the caller needs one
+    ├── ApprovalError          an approval cannot be given or recorded (core.approvals)
+    ├── ScanError              a server's tools/list could not be read (scan.client)
+    ├── UpstreamError          a VM MCP server behind the gateway failed (gateway.upstream)
+    ├── ServiceError           the guard service gave no decision (claude_code.thin_hook)
+    │   └── ServiceIdentityError  the socket's listener is not the service (claude_code.thin_hook)
+    ├── HookInputError         stdin is not a PreToolUse payload (claude_code.host; a ValueError)
+    ├── ApprovalsCliError      the approvals socket refused or failed (cli.approvals_cmd)
+    ├── SimError               an HTTP error the simulator answers with (sim.errors)
+    └── EstateError            an estate file the simulator cannot use (sim.estate; a ValueError)
 
-Messages say what failed, where (method, URL, status) and what to do.
+A few exceptions never leave the module that raises them and are caught there;
+they stay outside the tree on purpose: ``_fastjson.JSONDecodeError`` (stands in
+for :class:`json.JSONDecodeError`, mapped by its callers), ``_FormError``
+(gateway.approvals_web, turned into an HTTP answer) and ``_Refused``
+(claude_code.install, turned into a refusal). ``tests/unit/test_errors.py``
+holds that list and checks the tree against this drawing.
+
+A message says what failed, where (file and key; method, URL, status) and then,
+after the first ``"; "``, what to do: ``"zvm.url: missing; set ZVM_URL"``.
+:attr:`ZertoRewindError.problem` and :attr:`ZertoRewindError.advice` split it
+there, and :func:`describe` renders it the one way every edge shows an error
+to a person: ``Type: what failed — what to do``. Write the advice wherever the
+fix is knowable; leave it out rather than guess.
 """
 
 from __future__ import annotations
@@ -36,11 +60,33 @@ __all__ = [
     "ZvmError",
     "ZvmTimeout",
     "ZvmTlsError",
+    "describe",
 ]
 
 
 class ZertoRewindError(Exception):
-    """Base of every error zerto-rewind raises; its message is shown to users."""
+    """Base of every error zerto-rewind raises; its message is shown to users.
+
+    The message is ``what failed; what to do``, the advice after the first ``"; "``.
+    """
+
+    @property
+    def problem(self) -> str:
+        """What failed: the message up to its advice."""
+        return str(self).split("; ", 1)[0]
+
+    @property
+    def advice(self) -> str:
+        """What to do about it (after the first ``"; "``), or ``""`` if the message has none."""
+        _problem, _sep, advice = str(self).partition("; ")
+        return advice
+
+
+def describe(error: ZertoRewindError) -> str:
+    """``Type: what failed — what to do`` (or ``Type: what failed``), as every edge shows it."""
+    advice = error.advice
+    text = f"{error.problem} — {advice}" if advice else error.problem
+    return f"{type(error).__name__}: {text}"
 
 
 class ConfigError(ZertoRewindError):

@@ -18,6 +18,7 @@ defer      ``defer`` (honoured by ``claude -p`` only)
 from __future__ import annotations
 
 from .. import _fastjson
+from ..errors import ZertoRewindError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,8 +31,11 @@ EVENT = "PreToolUse"
 MAX_INPUT_BYTES = 8 * 1024 * 1024
 
 
-class HookInputError(ValueError):
-    """Stdin is not a PreToolUse payload; the hook exits 2 with this on stderr."""
+class HookInputError(ZertoRewindError, ValueError):
+    """Stdin is not a PreToolUse payload; the hook exits 2 with this on stderr.
+
+    Still a ValueError, as it always was, for callers that parse with ``except ValueError``.
+    """
 
 
 class HookInput:

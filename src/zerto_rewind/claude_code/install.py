@@ -19,11 +19,11 @@ import pwd
 import shlex
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from ..config.loader import file_sha256, load_config
 from ..config.settings import config_path
-from ..errors import ConfigError, ZertoRewindError
+from ..errors import ConfigError, UsageError
 from .fsaccess import User, access_of, lookup_user, uid_of, user_label, users_except
 from .install_managed import (
     config_credentials,
@@ -185,11 +185,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     env = dict(os.environ if env is None else env)
     if args.config:
         env["ZERTO_REWIND_CONFIG"] = args.config
-    try:
-        return _install_managed(args, env) if args.managed else _install(args, env)
-    except ZertoRewindError as exc:
-        sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
-        return 1
+    return _install_managed(args, env) if args.managed else _install(args, env)
 
 
 def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
@@ -660,9 +656,9 @@ def _mcp_sources(args: argparse.Namespace, env: dict[str, str]) -> list[McpSourc
     )
 
 
-def _refuse(message: str) -> int:
-    sys.stderr.write(f"zerto-rewind install: {message}\n")
-    return 1
+def _refuse(message: str) -> NoReturn:
+    # A refusal is an error of the tree: the CLI's edge reports it, exit 1.
+    raise UsageError(message)
 
 
 def _doctor_args(args: argparse.Namespace, config: str) -> str:

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from ..config.loader import load_config
 from ..config.settings import Settings, config_path
-from ..errors import ConfigError, ZertoRewindError
+from ..errors import ConfigError, StateError
 from .matcher import compile_matcher
 from .settings_file import DEFAULT_TIMEOUT_S, build_entry, mcp_server_entry, plan_timeout
 
@@ -136,16 +136,23 @@ def build_plugin(
     all_tools: bool = False,
     name: str = PLUGIN_NAME,
 ) -> list[str]:
-    """Write the plugin into ``out_dir`` (created if needed); returns the notes."""
+    """Write the plugin into ``out_dir`` (created if needed); returns the notes.
+
+    StateError when a file cannot be written.
+    """
     files, notes = plugin_files(
         settings, python=python, config=config, timeout_s=timeout_s, all_tools=all_tools, name=name
     )
     for relative, content in files.items():
         path = os.path.join(out_dir, relative)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         text = content if isinstance(content, str) else json.dumps(content, indent=2) + "\n"
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            msg = f"cannot write {path}: {exc.strerror or exc}; check --out and its permissions"
+            raise StateError(msg) from None
     return notes
 
 
@@ -184,26 +191,20 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     try:
         settings = load_config(env)
     except ConfigError as exc:
-        sys.stderr.write(
-            f"zerto-rewind install claude-plugin: {exc}\n"
-            "Not generated: fix the config first (a broken one denies every call).\n"
-        )
-        return 1
+        # Re-raised to say that nothing was generated; the CLI's edge reports it.
+        msg = f"{exc.detail}; fix the config first: a broken one denies every call (not generated)"
+        raise ConfigError(msg, path=exc.path, key=exc.key) from None
     out = os.path.abspath(os.path.expanduser(args.out))
     python = os.path.abspath(sys.executable)
-    try:
-        notes = build_plugin(
-            out,
-            settings,
-            python=python,
-            config=config,
-            timeout_s=args.timeout,
-            all_tools=args.all_tools,
-            name=args.name,
-        )
-    except (ZertoRewindError, ValueError, OSError) as exc:
-        sys.stderr.write(f"zerto-rewind install claude-plugin: {exc}\n")
-        return 1
+    notes = build_plugin(
+        out,
+        settings,
+        python=python,
+        config=config,
+        timeout_s=args.timeout,
+        all_tools=args.all_tools,
+        name=args.name,
+    )
     lines = [f"generated the {args.name} plugin in {out}", *(f"note: {n}" for n in notes)]
     lines.append(f"use it with: claude --plugin-dir {shlex.quote(out)}")
     lines.append(f"check it with: claude plugin validate {shlex.quote(out)}")

@@ -33,6 +33,7 @@ import os
 import sys
 
 from .. import _fastjson
+from ..errors import ZertoRewindError
 from . import host
 
 TYPE_CHECKING = False
@@ -65,7 +66,7 @@ Claude Code PreToolUse hook that asks the zerto-rewind guard service.
 """
 
 
-class ServiceError(Exception):
+class ServiceError(ZertoRewindError):
     """The service could not give a decision; the reason is for the human."""
 
 
@@ -78,7 +79,12 @@ class ServiceIdentityError(ServiceError):
 
     def __init__(self, message: str, advice: str) -> None:
         super().__init__(message)
-        self.advice = advice
+        self._advice = advice
+
+    @property
+    def advice(self) -> str:
+        """What the operator can do; install and doctor print the message alone."""
+        return self._advice
 
 
 def main(argv: list[str] | None = None) -> int:

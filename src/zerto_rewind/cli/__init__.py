@@ -3,6 +3,15 @@
 Each subcommand lives in its own module and is imported only when asked for,
 so ``zerto-rewind hook`` pays for nothing but the hook.
 
+Errors reach the user at one edge, :func:`run_command`: an error of the tree
+(:mod:`zerto_rewind.errors`) is one line on stderr,
+``zerto-rewind CMD: Type: what failed — what to do``, and exit code 1. Commands
+catch an error only to do something else with it (fall back, retry, or map it to
+an exit code their help documents). Anything outside the tree is a bug and is
+not caught: it ends with its traceback and a non-zero exit. The hook is the
+exception: it speaks Claude Code's protocol and turns every failure, its own
+crash included, into a deny on stdout, so the edge leaves it alone.
+
 May import every layer: the doors, ``recovery``, ``core``, ``config``, ``zvm``,
 ``sim`` and the base modules. Nothing imports ``cli`` but ``__main__``.
 """
@@ -11,11 +20,14 @@ from __future__ import annotations
 
 import sys
 
+from ..errors import ZertoRewindError, describe
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import TextIO
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "main", "report_error", "run_command"]
 
 # name -> (module, function, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -79,6 +91,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
 }
 
+# Commands that answer every failure in their host's protocol themselves.
+_OWN_ERROR_EDGE = frozenset({"hook"})
+# Commands whose first argument names a subcommand: an error names both words.
+_WITH_SUBCOMMAND = frozenset({"install", "catalog"})
+
 
 def main(argv: list[str] | None = None) -> int:
     """Dispatch ``zerto-rewind COMMAND ...``."""
@@ -101,8 +118,33 @@ def main(argv: list[str] | None = None) -> int:
     # `warnings`, a cost the hook would pay on every call through this CLI.
     __import__(module_name)
     function = getattr(sys.modules[module_name], function_name)
-    result = function(args[1:])
-    return int(result or 0)
+    if args[0] in _OWN_ERROR_EDGE:
+        return int(function(args[1:]) or 0)
+    return run_command(_label(args), lambda: function(args[1:]))
+
+
+def run_command(name: str, command: Callable[[], int | None]) -> int:
+    """Run one subcommand; an error of the tree is reported once (see :func:`report_error`).
+
+    Returns the command's exit code, or 1 after an error. Other exceptions are bugs
+    and propagate, traceback and all: a failure is never quietly turned into success.
+    """
+    try:
+        return int(command() or 0)
+    except ZertoRewindError as exc:
+        report_error(name, exc)
+        return 1
+
+
+def report_error(name: str, error: ZertoRewindError) -> None:
+    """Write ``zerto-rewind NAME: Type: what failed — what to do`` to stderr."""
+    sys.stderr.write(f"zerto-rewind {name}: {describe(error)}\n")
+
+
+def _label(args: list[str]) -> str:
+    if args[0] in _WITH_SUBCOMMAND and len(args) > 1 and not args[1].startswith("-"):
+        return f"{args[0]} {args[1]}"
+    return args[0]
 
 
 def _usage(stream: TextIO) -> None:

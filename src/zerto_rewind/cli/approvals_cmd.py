@@ -67,12 +67,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     if args.action == "hash-password":
         return _hash_password()
     service = args.service or env.get("ZERTO_REWIND_APPROVALS", "").strip() or None
-    try:
-        answer = _ask(service, args, env)
-    except ZertoRewindError as exc:
-        sys.stderr.write(f"zerto-rewind approvals: {exc}\n")
-        return 1
-    _print(args, answer)
+    _print(args, _ask(service, args, env))
     return 0
 
 

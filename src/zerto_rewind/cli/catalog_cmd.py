@@ -6,6 +6,10 @@
 
 The catalog (``read_only_tools`` and ``tools``, as in the config, with host names
 ``mcp__NAME__tool``) goes to stdout or ``--out``; the review table to stderr.
+Bad input (a missing or malformed file, a wrong ``--header``) is a
+:class:`~zerto_rewind.errors.UsageError` or, for the ``--merge`` config, a
+:class:`~zerto_rewind.errors.ConfigError`, reported by the edge in
+:mod:`zerto_rewind.cli`; nothing is written then.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import json
 import sys
 from typing import Any
 
-from ..errors import ZertoRewindError
+from ..errors import ConfigError, UsageError
 
 __all__ = ["main"]
 
@@ -30,11 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parsed = _parser().parse_args(args)
     if parsed.action != "scan":
         _parser().error("the only action is scan")
-    try:
-        return _scan(parsed, command)
-    except (ZertoRewindError, OSError, ValueError) as exc:
-        sys.stderr.write(f"zerto-rewind catalog scan: {exc}\n")
-        return 1
+    return _scan(parsed, command)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,12 +72,7 @@ def _scan(args: argparse.Namespace, command: list[str]) -> int:
     result = catalog_from_tools(args.server, tools)
     output: dict[str, Any] = result.catalog
     if args.merge:
-        with open(args.merge, encoding="utf-8") as fh:
-            existing = json.load(fh)
-        if not isinstance(existing, dict):
-            msg = f"{args.merge}: not a JSON object"
-            raise ValueError(msg)
-        output, added = merge_into_config(existing, result.catalog)
+        output, added = merge_into_config(_merge_target(args.merge), result.catalog)
         sys.stderr.write(f"--merge: {len(added)} new tool(s) added; existing entries untouched\n")
     if not args.quiet:
         render_review(result.rows, sys.stderr, server=args.server)
@@ -95,16 +90,28 @@ def _scan(args: argparse.Namespace, command: list[str]) -> int:
 def _tools(args: argparse.Namespace, command: list[str]) -> list[dict[str, Any]]:
     sources = sum(bool(s) for s in (args.url, args.tools_json, command))
     if sources != 1:
-        msg = "give exactly one of: `-- COMMAND [ARGS...]`, --url URL, --tools-json FILE"
-        raise ValueError(msg)
+        msg = (
+            f"{'no' if sources == 0 else 'more than one'} server to scan; give exactly one of: "
+            "`-- COMMAND [ARGS...]`, --url URL, --tools-json FILE"
+        )
+        raise UsageError(msg)
     if args.tools_json:
-        with open(args.tools_json, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = _read_json("--tools-json", args.tools_json)
         tools = data.get("tools") if isinstance(data, dict) else data
         if not isinstance(tools, list):
-            msg = f"{args.tools_json}: expected a tools/list result or a list of tools"
-            raise ValueError(msg)
-        return [t for t in tools if isinstance(t, dict)]
+            msg = (
+                f"--tools-json {args.tools_json}: not a tools/list result; give the "
+                'result as saved ({"tools": [...]}) or its list of tools'
+            )
+            raise UsageError(msg)
+        odd = [i for i, t in enumerate(tools) if not isinstance(t, dict) or "name" not in t]
+        if odd:
+            msg = (
+                f"--tools-json {args.tools_json}: tool {odd[0]} is not an object with a name; "
+                'each tool is an object like tools/list answers ({"name": ..., ...})'
+            )
+            raise UsageError(msg)
+        return tools
     from ..scan.client import list_tools_http, list_tools_stdio
 
     if args.url:
@@ -112,8 +119,39 @@ def _tools(args: argparse.Namespace, command: list[str]) -> list[dict[str, Any]]
         for item in args.header:
             key, sep, value = item.partition(":")
             if not sep or not key.strip():
-                msg = f"--header {item!r}: expected K:V"
-                raise ValueError(msg)
+                msg = f"--header {item!r}: not a header; write it as NAME:VALUE"
+                raise UsageError(msg)
             headers[key.strip()] = value.strip()
         return list_tools_http(args.url, headers=headers, timeout_s=args.timeout)
     return list_tools_stdio(command[0], command[1:], timeout_s=args.timeout)
+
+
+def _read_json(option: str, path: str) -> Any:
+    """The JSON document in ``path``; UsageError naming the option when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except OSError as exc:
+        msg = f"{option} {path}: cannot read it ({exc.strerror or exc}); check the path"
+        raise UsageError(msg) from None
+    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for a binary file
+        msg = f"{option} {path}: not JSON ({exc}); give a JSON file"
+        raise UsageError(msg) from None
+
+
+def _merge_target(path: str) -> dict[str, Any]:
+    """The config ``--merge`` adds to, checked where the merge would otherwise garble it."""
+    config = _read_json("--merge", path)
+    if not isinstance(config, dict):
+        msg = "not a JSON object; --merge takes a zerto-rewind config file"
+        raise ConfigError(msg, path=path)
+    read_only = config.get("read_only_tools")
+    if read_only is not None and not (
+        isinstance(read_only, list) and all(isinstance(n, str) for n in read_only)
+    ):
+        msg = "not a list of tool names; fix it (see docs/configuration.md)"
+        raise ConfigError(msg, path=path, key="read_only_tools")
+    if config.get("tools") is not None and not isinstance(config["tools"], dict):
+        msg = "not an object of tool entries; fix it (see docs/configuration.md)"
+        raise ConfigError(msg, path=path, key="tools")
+    return config

@@ -4,6 +4,10 @@ Shows the classification and the catalog entry that matched (with its
 specificity), each extracted VM with the path or regex match it came from, and
 the VPGs with the row the call would reach (the guard's preview: it reads the
 ZVM, never tags). ``--json`` prints the same as one JSON object.
+
+Exit codes: 0 when the call would run, 1 when the guard would stop it (deny,
+prompt, defer, approval), 2 when it cannot tell (bad arguments, a broken
+config, an unreachable ZVM).
 """
 
 from __future__ import annotations
@@ -11,10 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from typing import Any
 
-from ..errors import ConfigError, ZertoRewindError
+from ..errors import ConfigError, UsageError, ZertoRewindError
+from . import report_error
 
 __all__ = ["main"]
 
@@ -25,14 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tool_input = json.loads(args.input)
     except ValueError as exc:
-        sys.stderr.write(f"zerto-rewind check: the arguments are not JSON: {exc}\n")
-        return 2
+        msg = f"the arguments are not JSON ({exc}); give them as one JSON object"
+        return _cannot_tell(UsageError(msg))
     env = dict(os.environ, ZERTO_REWIND_CONFIG=args.config) if args.config else dict(os.environ)
     try:
         report = check(args.tool, tool_input, env)
     except ConfigError as exc:
-        sys.stderr.write(f"zerto-rewind check: {exc}\n")
-        return 2
+        return _cannot_tell(exc)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -40,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     if report.get("error"):
         return 2
     return 0 if report["outcome"] in ("none", "context") else 1
+
+
+def _cannot_tell(error: ZertoRewindError) -> int:
+    # In the edge's one format, but exit 2: this command's 1 means "the guard would stop it".
+    report_error("check", error)
+    return 2
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -9,7 +9,6 @@ import sys
 from collections.abc import Mapping
 
 from ..config.loader import load_config
-from ..errors import ZertoRewindError
 
 __all__ = ["main"]
 
@@ -79,6 +78,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     if args.config:
         env["ZERTO_REWIND_CONFIG"] = args.config
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    # Errors of the tree go to the edge in cli; only ^C is this command's own business.
     try:
         settings = load_config(env)
         import anyio
@@ -111,9 +111,6 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
                     approvals=channels,
                 )
             )
-    except ZertoRewindError as exc:
-        sys.stderr.write(f"zerto-rewind gateway: {type(exc).__name__}: {exc}\n")
-        return 1
     except KeyboardInterrupt:
         return 130
     return 0

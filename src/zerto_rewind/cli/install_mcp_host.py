@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 
 from ..config.settings import config_path
-from ..errors import ZertoRewindError
+from ..errors import ConfigError, UsageError
 from ..gateway.hosts import (
     HOSTS,
     GatewayFile,
@@ -88,11 +88,9 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     if args.gateway_config:
         env["ZERTO_REWIND_CONFIG"] = args.gateway_config
     if args.client and not args.url:
-        return _refuse("--client names an HTTP client: give --url too")
-    try:
-        return _install(args, env)
-    except ZertoRewindError as exc:
-        return _refuse(str(exc))
+        msg = "--client names an HTTP client; give --url too"
+        raise UsageError(msg)
+    return _install(args, env)
 
 
 def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
@@ -112,7 +110,11 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
         via = HttpGateway(url, client, new_token())
     else:
         if not sys.executable:
-            return _refuse("cannot tell which Python runs zerto-rewind (sys.executable is empty)")
+            msg = (
+                "cannot tell which Python runs zerto-rewind (sys.executable is empty); "
+                "run it as `python3 -m zerto_rewind install mcp-host ...`"
+            )
+            raise ConfigError(msg)
         # abspath, not realpath: a venv's bin/python is a symlink, and only the
         # venv path makes the interpreter find the venv's site-packages.
         via = StdioGateway(os.path.abspath(sys.executable), gateway.path)
@@ -180,11 +182,6 @@ def _summary(
 def _default_client(host: str, env: Mapping[str, str]) -> str:
     user = env.get("USER") or env.get("LOGNAME") or "agent"
     return f"{user}-{host}"
-
-
-def _refuse(message: str) -> int:
-    sys.stderr.write(f"{_PROG}: {message}\n")
-    return 1
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ def _verify(path: str) -> int:
     """``--verify``: one line saying whether the chain holds; 0 if it does, 1 if not."""
     try:
         report = verify(path)
-    except StateError as exc:
+    except StateError as exc:  # --verify answers on stdout in one line, whatever happened
         print(f"log NOT CHECKED: {exc}")
         return 1
     if not report.exists:
@@ -97,7 +97,7 @@ def _verify(path: str) -> int:
 def _settings(env: Any, *, verifying: bool) -> Settings | None:
     try:
         return load_settings(env)
-    except ConfigError as exc:
+    except ConfigError as exc:  # the log is still worth showing: say so and go on without
         doing = (
             "verifying $ZERTO_HOOK_LOG or the default log"
             if verifying
@@ -122,7 +122,7 @@ def _reconcile(
     try:
         with ZvmClient(settings.zvm, token_cache=state.token_cache()) as client:
             return reconcile(records, state, client)
-    except ZertoRewindError as exc:
+    except ZertoRewindError as exc:  # fall back to what the state directory knows
         sys.stderr.write(f"zerto-rewind log: ZVM not asked ({exc}); reconciling from state only\n")
         return reconcile(records, state)
 

@@ -4,8 +4,8 @@
 and :func:`~zerto_rewind.recovery.protection.checkpoint_listing` (what the MCP tools
 return); ``tag`` asks the ZVM for a tagged checkpoint and waits for it. Each
 command parses its arguments, calls the library and renders the result (rich
-tables on stdout, progress and errors on stderr). Errors from the library are
-reported once, here, as ``ErrorType: message`` with exit code 1.
+tables on stdout, progress on stderr). Errors from the library are reported
+once, by the edge in :mod:`zerto_rewind.cli`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from rich.table import Table
 
 from ..config.loader import load_settings
 from ..config.settings import Settings
-from ..errors import UsageError, ZertoRewindError, ZvmError, ZvmTimeout
+from ..errors import UsageError, ZvmError, ZvmTimeout
 from ..recovery.protection import (
     CheckpointInfo,
     VpgProtection,
@@ -89,12 +89,7 @@ def _parser(name: str, description: str) -> argparse.ArgumentParser:
 
 def _run(command: Command, parser: argparse.ArgumentParser, argv: list[str]) -> int:
     args = parser.parse_args(argv)
-    err = Console(stderr=True)
-    try:
-        return command(args, err)
-    except ZertoRewindError as exc:
-        err.print(f"[red]{type(exc).__name__}[/red]: {escape(str(exc))}", highlight=False)
-        return 1
+    return command(args, Console(stderr=True))
 
 
 # ---------------------------------------------------------------- shared plumbing

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from zerto_rewind.errors import describe
 from zerto_rewind.sim.certs import write_certs
 from zerto_rewind.sim.config import SimConfig
 from zerto_rewind.sim.dispatch import SimHTTPServer
@@ -208,11 +209,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         server = SimServer(config_from_args(args)).start()
+    # Reported here, in the CLI's one format, not at its edge: `python -m zerto_rewind.sim`
+    # runs this without the CLI, and a bad estate has its own documented exit code, 2.
     except EstateError as exc:
-        print(f"zerto-rewind sim: {exc}", file=sys.stderr)
+        print(f"zerto-rewind sim: {describe(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"zerto-rewind sim: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        problem = f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
+        print(f"zerto-rewind sim: {problem} — choose another --port or --host", file=sys.stderr)
         return 1
     done = threading.Event()
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from zerto_rewind.errors import ZertoRewindError
 
-class SimError(Exception):
+
+class SimError(ZertoRewindError):
     """Answer ``status`` with JSON ``body`` (``{"Message": ...}`` on /v1)."""
 
     def __init__(self, status: int, body: Any) -> None:

@@ -12,13 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zerto_rewind.errors import ZertoRewindError
 from zerto_rewind.sim.enums import SITE_KINDS
 
 LOCAL_SITE_NAME = "zvm-local"
 
 
-class EstateError(ValueError):
-    """An estate file that cannot be used; the message names the offending key."""
+class EstateError(ZertoRewindError, ValueError):
+    """An estate file that cannot be used; the message names the offending key.
+
+    Still a ValueError, as it always was, for callers that parse with ``except ValueError``.
+    """
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,14 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from service_helpers import guard_service, unix_user
 
-from zerto_rewind.claude_code.install import main
+from zerto_rewind.claude_code import install
 from zerto_rewind.claude_code.install_managed import managed_config_path
 from zerto_rewind.claude_code.matcher import compile_matcher
 from zerto_rewind.claude_code.service import fetch_catalog, service_options
@@ -30,8 +30,15 @@ from zerto_rewind.claude_code.settings_file import (
     managed_settings_file,
 )
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
+from zerto_rewind.cli import run_command as cli_edge
 from zerto_rewind.cli.sandbox import Sandbox
 from zerto_rewind.errors import ConfigError
+
+
+def main(argv: list[str], env: Mapping[str, str] | None = None) -> int:
+    """``install claude-code`` behind the CLI's error edge, as ``zerto-rewind install`` runs it."""
+    return cli_edge("install claude-code", lambda: install.main(argv, env))
+
 
 GUARD_BUDGET_S = 12.0
 

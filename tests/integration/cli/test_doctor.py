@@ -404,6 +404,7 @@ def test_a_vm_server_registered_under_another_name_fails_and_install_refuses_it(
     Renaming the catalog's server to mcvsphere makes both pass.
     """
     from zerto_rewind.claude_code.install import main as install_main
+    from zerto_rewind.cli import run_command
 
     project = tmp_path / "project"
     project.mkdir()
@@ -422,7 +423,7 @@ def test_a_vm_server_registered_under_another_name_fails_and_install_refuses_it(
 
     argv = ["claude-code", "--project", str(project), "--config", str(config)]
     before = settings.read_text()
-    assert install_main(argv, env) == 1
+    assert run_command("install claude-code", lambda: install_main(argv, env)) == 1
     err = capsys.readouterr().err
     assert "mcp__<server>__" in err
     assert "mcvsphere" in err

@@ -24,6 +24,7 @@ from gateway_helpers import actions, gateway_process, stand_in_upstream, text_of
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from zerto_rewind.cli import run_command
 from zerto_rewind.cli.doctor_gateway import doctor_bypass_checks
 from zerto_rewind.cli.install_mcp_host import main
 from zerto_rewind.cli.sandbox import Sandbox
@@ -62,7 +63,7 @@ def vm_entry(box: Sandbox, actions_log: Path) -> dict[str, Any]:
 
 def run(argv: list[str], home: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     env = {"HOME": str(home), "PATH": os.environ.get("PATH", ""), "USER": "alice"}
-    code = main(argv, env)
+    code = run_command("install mcp-host", lambda: main(argv, env))
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from zerto_rewind.cli import main as cli_main
 from zerto_rewind.cli import zvm_cmds
 
 
@@ -50,7 +51,7 @@ def test_status_table_paused_explains(cli_env: Path, capsys: pytest.CaptureFixtu
 
 def test_unknown_vm_exit_1(cli_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An unknown VM prints NotFound with the name and exits 1."""
-    assert zvm_cmds.status(["ghost-vm"]) == 1
+    assert cli_main(["status", "ghost-vm"]) == 1
     err = capsys.readouterr().err
     assert "NotFound" in err
     assert "ghost-vm" in err
@@ -70,7 +71,7 @@ def test_tag_lands_and_is_listed(cli_env: Path, capsys: pytest.CaptureFixture[st
 def test_tag_paused_refused_fast(cli_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """tag on a paused VPG exits 1 within seconds with the reason."""
     start = time.monotonic()
-    assert zvm_cmds.tag(["sql-paused-1", "--timeout", "60"]) == 1
+    assert cli_main(["tag", "sql-paused-1", "--timeout", "60"]) == 1
     assert time.monotonic() - start < 5
     assert "resume replication" in capsys.readouterr().err
 
@@ -81,7 +82,7 @@ def test_tag_timeout_says_pending(
     """A tag that has not landed by --timeout exits 1 saying it may still land."""
     response = control.post("/_sim/vpgs/CMH-AWS-1/cadence", json={"seconds": 60})
     assert response.status_code < 300, response.text
-    assert zvm_cmds.tag(["win2019-1", "--name", "slow", "--timeout", "3"]) == 1
+    assert cli_main(["tag", "win2019-1", "--name", "slow", "--timeout", "3"]) == 1
     err = capsys.readouterr().err
     assert "ZvmTimeout" in err
     assert "may still land" in err
