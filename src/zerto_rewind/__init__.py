@@ -10,7 +10,7 @@ between doors (``tests/unit/test_layers.py`` enforces it):
 * ``core``: the decision table and the tag lifecycle.
 * ``zvm`` (the Zerto client) and ``sim`` (the ZVM simulator), side by side.
 * ``config``: settings and their parser.
-* base: ``errors``, ``fsutil``, ``_fastjson``.
+* base: ``errors``, ``fsutil``, ``netutil``, ``_fastjson``.
 
 ``hook`` is the old import path of :mod:`.claude_code.hook`, kept for
 installed hook commands. This module stays import-free on purpose: the hook

@@ -18,8 +18,6 @@ credentials, and the token is only ever written into the host file.
 from __future__ import annotations
 
 import copy
-import hashlib
-import ipaddress
 import json
 import os
 import re
@@ -36,6 +34,7 @@ from ..config.parser import Parser
 from ..config.settings import DEFAULT_GUARD_TIMEOUT_S, home_dir
 from ..errors import ConfigError, StateError, UsageError
 from ..fsutil import atomic_write_text, backup_name, ensure_private_dir
+from ..netutil import is_loopback, token_digest
 
 __all__ = [
     "HOSTS",
@@ -485,7 +484,7 @@ def gateway_endpoint(url: str, name: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         msg = f"--url must be the gateway's http(s)://HOST:PORT, not {url!r}"
         raise UsageError(msg)
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
         msg = (
             f"--url {url!r} is plain http beyond this machine: the bearer token would cross "
             "the network in clear text; serve the gateway with TLS and use https://"
@@ -499,15 +498,6 @@ def gateway_endpoint(url: str, name: str) -> str:
     else:
         path = f"{path}/mcp/{name}"
     return f"{parts.scheme}://{parts.netloc}{path}"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def upstream_spec(host: HostSpec, name: str, entry: Any) -> dict[str, Any]:
@@ -715,7 +705,7 @@ def move_to_gateway(
         if not isinstance(clients, dict):
             msg = "must be an object of client -> token digest"
             raise ConfigError(msg, key="gateway.clients")
-        digest = hashlib.sha256(via.token.encode()).hexdigest()
+        digest = token_digest(via.token)
         if via.client in clients and clients[via.client] != digest:
             msg = (
                 f"the gateway config already has a token for client {via.client!r}; name "
