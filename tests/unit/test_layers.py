@@ -26,6 +26,7 @@ RANKS: dict[str, int] = {
     "config": 2,
     "zvm": 3,
     "sim": 3,
+    "hostconfig": 3,
     "core": 4,
     "recovery": 5,
     "scan": 5,

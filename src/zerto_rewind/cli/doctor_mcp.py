@@ -3,7 +3,7 @@
 The catalog and the compiled matcher guard tools by name (``mcp__<server>__<tool>``),
 so a VM server registered under another name (``mcvsphere`` where the catalog says
 ``vsphere``) runs unguarded while every other check passes. This check reads every
-MCP config Claude Code would read (:mod:`zerto_rewind.claude_code.mcp_config`), says
+MCP config Claude Code would read (:mod:`zerto_rewind.hostconfig.claude`), says
 for each server what it concluded, and fails when a server that looks like a VM
 server is not covered by both the catalog and the installed matcher. A file that
 exists but cannot be read is a warning, never a pass.
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..claude_code.matcher import covered_servers
-from ..claude_code.mcp_config import McpSource, looks_like_vm_server, zerto_rewind_role
 from ..config.settings import Settings
+from ..hostconfig.claude import McpSource, looks_like_vm_server, zerto_rewind_role
 from .doctor_config import Check, Status
 
 __all__ = ["NAME", "mcp_server_checks"]

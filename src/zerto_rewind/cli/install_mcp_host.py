@@ -1,6 +1,6 @@
 """``zerto-rewind install mcp-host HOST``: put the gateway between an MCP host and a VM server.
 
-A thin command over :mod:`zerto_rewind.gateway.hosts`: it finds the VM
+A thin command over :mod:`zerto_rewind.hostconfig`: it finds the VM
 server's entry in the host's config, moves it (credentials included) into the
 gateway config's ``upstreams``, and writes the gateway in its place: a stdio
 command, or with ``--url`` an HTTP endpoint plus a fresh bearer token whose
@@ -19,24 +19,24 @@ from collections.abc import Mapping
 
 from ..config.settings import config_path
 from ..errors import ZertoRewindError
-from ..gateway.hosts import (
-    HOSTS,
+from ..hostconfig.entries import gateway_upstream_of, redacted
+from ..hostconfig.files import (
     GatewayFile,
     HostConfig,
-    HttpGateway,
-    StdioGateway,
-    candidate_files,
-    gateway_endpoint,
-    gateway_upstream_of,
     locate_server,
-    move_to_gateway,
-    new_token,
     read_gateway_config,
-    redacted,
     render_host_config,
     write_gateway_config,
     write_host_config,
 )
+from ..hostconfig.move import (
+    HttpGateway,
+    StdioGateway,
+    gateway_endpoint,
+    move_to_gateway,
+    new_token,
+)
+from ..hostconfig.specs import HOSTS, candidate_files
 
 __all__ = ["main"]
 

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..config.settings import home_dir
+
 __all__ = [
     "McpSource",
     "claude_config_dir",
@@ -69,17 +71,13 @@ class McpSource:
 
 def claude_config_dir(env: Mapping[str, str]) -> str:
     """``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
-    return env.get("CLAUDE_CONFIG_DIR") or os.path.join(_home(env), ".claude")
+    return env.get("CLAUDE_CONFIG_DIR") or os.path.join(home_dir(env), ".claude")
 
 
 def claude_json_path(env: Mapping[str, str]) -> str:
     """The user's ``.claude.json`` (in ``$CLAUDE_CONFIG_DIR`` when that is set)."""
-    base = env.get("CLAUDE_CONFIG_DIR") or _home(env)
+    base = env.get("CLAUDE_CONFIG_DIR") or home_dir(env)
     return os.path.join(base, ".claude.json")
-
-
-def _home(env: Mapping[str, str]) -> str:
-    return env.get("HOME") or os.path.expanduser("~")
 
 
 def _load(path: str) -> tuple[SourceState, Any, str]:
