@@ -24,13 +24,8 @@ from typing import Any
 from ..config.loader import file_sha256, load_config
 from ..config.settings import config_path
 from ..errors import ConfigError, ZertoRewindError
-from ..hostconfig.claude import (
-    McpSource,
-    claude_json_path,
-    defined_servers,
-    read_sources,
-    zerto_rewind_role,
-)
+from ..hostconfig.claude import McpSource, claude_json_path, defined_servers, read_sources
+from ..hostconfig.entries import zerto_rewind_role
 from .fsaccess import User, access_of, lookup_user, uid_of, user_label, users_except
 from .install_managed import (
     config_credentials,

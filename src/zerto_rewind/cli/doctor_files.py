@@ -126,7 +126,7 @@ def _mcp_credentials(
         for name, entry in config.servers.items():
             if is_gateway_entry(entry, name):
                 continue
-            reasons = looks_like_vm_server(entry)
+            reasons = looks_like_vm_server(entry, name)
             held = isinstance(entry, dict) and bool(entry.get("env") or entry.get("headers"))
             if reasons and held:
                 found.append((file.path, name, reasons))

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 
 from ..claude_code.matcher import covered_servers
 from ..config.settings import Settings
-from ..hostconfig.claude import McpSource, looks_like_vm_server, zerto_rewind_role
+from ..hostconfig.claude import McpSource
+from ..hostconfig.entries import looks_like_vm_server, zerto_rewind_role
 from .doctor_config import Check, Status
 
 __all__ = ["NAME", "mcp_server_checks"]
@@ -94,12 +95,12 @@ def _conclude(
     matchers: Sequence[Callable[[str], bool]] | None,
 ) -> tuple[str, str]:
     """(what was concluded, the fix when it is a failure)."""
-    role = zerto_rewind_role(entry)
+    role = zerto_rewind_role(entry, name)
     if role == "gateway":
         return "reaches its VM server through the zerto-rewind gateway (guarded there)", ""
     if role == "serve":
         return "zerto-rewind's own MCP server", ""
-    reasons = looks_like_vm_server(name, entry, catalog_servers)
+    reasons = looks_like_vm_server(entry, name, catalog_servers)
     if not reasons:
         return "not a VM server", ""
     why = "; ".join(reasons)

@@ -101,7 +101,7 @@ def _classify(
         via = f"upstream {through!r}" if through else "an upstream"
         detail = f"reaches {via} through the gateway"
         return Finding(host, path, "gateway", name, detail, scope, upstream=through)
-    reasons = looks_like_vm_server(entry)
+    reasons = looks_like_vm_server(entry, name)
     if name in upstreams:
         reasons.insert(0, "the gateway config serves an upstream of this name")
     if reasons:

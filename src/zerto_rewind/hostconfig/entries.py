@@ -21,10 +21,23 @@ __all__ = [
     "looks_like_vm_server",
     "redacted",
     "vm_server_entries",
+    "zerto_rewind_role",
 ]
 
-_VM_ENV_PREFIXES = ("VCENTER_", "VSPHERE_", "PROXMOX_", "PVE_", "GOVC_", "ESXI_")
-_VM_WORDS = ("vsphere", "vcenter", "esxi", "proxmox", "mcvsphere", "govc")
+# What says "this server drives VMs": credential env names, and words in a
+# server's name, command or URL (substrings: "vmware-mcp", "mcvsphere").
+_VM_ENV_PREFIXES = ("VCENTER_", "VSPHERE_", "PROXMOX_", "PVE_", "GOVC_", "ESXI_", "VMWARE_")
+_VM_WORDS = (
+    "vsphere",
+    "vcenter",
+    "esxi",
+    "proxmox",
+    "mcvsphere",
+    "govc",
+    "hyperv",
+    "libvirt",
+    "vmware",
+)
 
 
 def _tokens(entry: Mapping[str, Any]) -> list[str]:
@@ -44,6 +57,11 @@ def _headers(entry: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def _runs_zerto_rewind(tokens: list[str]) -> bool:
+    """``python -m zerto_rewind …`` or the ``zerto-rewind`` console script."""
+    return "zerto_rewind" in tokens or any(os.path.basename(t) == "zerto-rewind" for t in tokens)
+
+
 def gateway_upstream_of(entry: Any, name: str, gateway_urls: Iterable[str] = ()) -> str | None:
     """The upstream a host entry reaches through the zerto-rewind gateway, or None.
 
@@ -56,10 +74,7 @@ def gateway_upstream_of(entry: Any, name: str, gateway_urls: Iterable[str] = ())
     if not isinstance(entry, dict):
         return None
     tokens = _tokens(entry)
-    ours = "gateway" in tokens and (
-        "zerto_rewind" in tokens or any(os.path.basename(t) == "zerto-rewind" for t in tokens)
-    )
-    if ours:
+    if "gateway" in tokens and _runs_zerto_rewind(tokens):
         if "--upstream" in tokens[:-1]:
             return tokens[tokens.index("--upstream") + 1]
         return ""
@@ -91,27 +106,67 @@ def vm_server_entries(config: HostConfig, gateway_urls: Iterable[str] = ()) -> d
     return {n: e for n, e in servers.items() if not is_gateway_entry(e, n, urls)}
 
 
-def looks_like_vm_server(entry: Any) -> list[str]:
-    """Why an entry looks like a VM server (key names and words only, never a value)."""
-    if not isinstance(entry, dict):
-        return []
+def zerto_rewind_role(entry: Any, name: str = "") -> str | None:
+    """``"gateway"`` or ``"serve"`` when entry ``name`` is zerto-rewind itself, else None.
+
+    ``"gateway"`` is exactly :func:`is_gateway_entry` (stdio or HTTP), so the
+    doctor's checks and the installer agree on what the gateway is.
+    """
+    if is_gateway_entry(entry, name):
+        return "gateway"
+    tokens = _tokens(entry) if isinstance(entry, dict) else []
+    if _runs_zerto_rewind(tokens) and "serve" in tokens:
+        return "serve"
+    return None
+
+
+def looks_like_vm_server(
+    entry: Any, name: str = "", catalog_servers: Iterable[str] = ()
+) -> list[str]:
+    """Why server ``name`` (its ``entry``) looks like a VM server; ``[]`` when it does not.
+
+    Reasons name keys and words, never a value: VM-credential env names, VM words
+    in the server's name, command or URL, and (given the catalog's servers) a
+    name the catalog uses or resembles. The doctor's bypass scan, its MCP check
+    and its access check all ask this one question.
+    """
+    catalog = list(catalog_servers)
+    if name and name in catalog:
+        return ["the catalog names it"]
+    reasons: list[str] = []
+    lowered = name.lower()
+    similar = [s for s in catalog if name and (s.lower() in lowered or lowered in s.lower())]
+    if similar:
+        reasons.append("named like the catalog's " + ", ".join(similar))
+    if isinstance(entry, dict):
+        reasons += _entry_reasons(entry)
+    name_words = _words_in([lowered])
+    if name_words:
+        reasons.append("its name says " + ", ".join(name_words))
+    return reasons
+
+
+def _entry_reasons(entry: Mapping[str, Any]) -> list[str]:
     reasons: list[str] = []
     env = entry.get("env")
     if isinstance(env, dict):
-        keys = sorted(k for k in env if str(k).upper().startswith(_VM_ENV_PREFIXES))
+        keys = sorted(str(k) for k in env if str(k).upper().startswith(_VM_ENV_PREFIXES))
         if keys:
             reasons.append("env " + ", ".join(keys))
-    names = [os.path.basename(t).lower() for t in _tokens(entry)]
-    words = sorted({w for w in _VM_WORDS for t in names if w in t})
+    words = _words_in([os.path.basename(t).lower() for t in _tokens(entry)])
     if words:
         reasons.append("command names " + ", ".join(words))
     url = entry.get("url")
     if isinstance(url, str):
-        host_and_path = (urlsplit(url).hostname or "") + urlsplit(url).path
-        url_words = sorted({w for w in _VM_WORDS if w in host_and_path.lower()})
+        url_words = _words_in([url.lower()])
         if url_words:
             reasons.append("url names " + ", ".join(url_words))
     return reasons
+
+
+def _words_in(texts: Iterable[str]) -> list[str]:
+    found = {w for w in _VM_WORDS for t in texts if w in t}
+    return sorted(found)
 
 
 def redacted(entry: Any) -> Any:

@@ -60,11 +60,11 @@ def test_bypass_findings_reads_every_known_file(tmp_path: Path) -> None:
 
 def test_an_upstream_name_alone_makes_a_bypass(tmp_path: Path) -> None:
     """An entry named like a gateway upstream is a bypass even if it looks harmless."""
-    path = write(tmp_path / ".cursor/mcp.json", {"mcpServers": {"proxmox": {"command": "pm"}}})
+    path = write(tmp_path / ".cursor/mcp.json", {"mcpServers": {"pm": {"command": "pm"}}})
     files = [HostFile(HOSTS["cursor"], str(path))]
     (plain,) = bypass_findings({}, files=files)
     assert plain.kind == "other"
-    (named,) = bypass_findings({}, files=files, upstream_names=["proxmox"])
+    (named,) = bypass_findings({}, files=files, upstream_names=["pm"])
     assert named.kind == "bypass"
     assert "upstream of this name" in named.detail
 
