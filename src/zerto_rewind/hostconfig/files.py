@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError, StateError, UsageError
 from ..fsutil import atomic_write_text, backup_name, ensure_private_dir
-from .formats import render_toml, strip_jsonc
+from .formats import parse_jsonc, render_toml
 from .specs import HostFile
 
 __all__ = [
@@ -85,7 +85,7 @@ def read_host_config(file: HostFile) -> HostConfig:
             data = json.loads(text)
         except ValueError:
             try:
-                data = json.loads(strip_jsonc(text))
+                data = parse_jsonc(text)
             except ValueError as exc:
                 msg = f"not valid JSON ({exc.args[0] if exc.args else 'parse error'})"
                 raise ConfigError(msg, path=file.path) from None
