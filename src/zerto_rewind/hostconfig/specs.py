@@ -18,6 +18,7 @@ from ..config.settings import home_dir
 from ..errors import UsageError
 
 __all__ = [
+    "BASES",
     "HOSTS",
     "HostFile",
     "HostSpec",
@@ -37,6 +38,9 @@ class HostSpec:
     ``http`` is how an HTTP entry looks: ``typed`` (``type: http``, ``url``,
     ``headers``), ``plain`` (``url``, ``headers``), ``codex`` (``url``,
     ``http_headers``), or None when the file holds stdio servers only.
+    ``user_paths`` are the user-level files, each ``BASE/relative/path`` with
+    BASE one of :data:`BASES`; the first that applies to the platform is where
+    ``--user`` writes. Adding a host is adding one entry to :data:`HOSTS`.
     """
 
     name: str
@@ -47,7 +51,12 @@ class HostSpec:
     stdio_type: bool = False
     http: HttpStyle | None = None
     notes: str = ""
+    user_paths: tuple[str, ...] = ()
 
+
+# Where user-level files live; macOS-only bases come first on macOS.
+BASES = ("home", "xdg", "mac", "claude", "codex")
+_MAC_ONLY = frozenset({"mac"})
 
 HOSTS: dict[str, HostSpec] = {
     "claude-code": HostSpec(
@@ -57,6 +66,7 @@ HOSTS: dict[str, HostSpec] = {
         ".mcp.json",
         stdio_type=True,
         http="typed",
+        user_paths=("claude/.claude.json",),
     ),
     "claude-desktop": HostSpec(
         "claude-desktop",
@@ -64,13 +74,36 @@ HOSTS: dict[str, HostSpec] = {
         "mcpServers",
         None,
         notes="its config file holds stdio servers only; remote servers are added in the app",
+        user_paths=(
+            "xdg/Claude/claude_desktop_config.json",
+            "mac/Claude/claude_desktop_config.json",
+        ),
     ),
-    "cursor": HostSpec("cursor", "Cursor", "mcpServers", ".cursor/mcp.json", http="plain"),
+    "cursor": HostSpec(
+        "cursor",
+        "Cursor",
+        "mcpServers",
+        ".cursor/mcp.json",
+        http="plain",
+        user_paths=("home/.cursor/mcp.json",),
+    ),
     "vscode": HostSpec(
-        "vscode", "VS Code", "servers", ".vscode/mcp.json", stdio_type=True, http="typed"
+        "vscode",
+        "VS Code",
+        "servers",
+        ".vscode/mcp.json",
+        stdio_type=True,
+        http="typed",
+        user_paths=("xdg/Code/User/mcp.json", "mac/Code/User/mcp.json"),
     ),
     "codex": HostSpec(
-        "codex", "Codex", "mcp_servers", ".codex/config.toml", toml=True, http="codex"
+        "codex",
+        "Codex",
+        "mcp_servers",
+        ".codex/config.toml",
+        toml=True,
+        http="codex",
+        user_paths=("codex/config.toml",),
     ),
 }
 
@@ -118,25 +151,17 @@ def user_files(host: HostSpec, env: Mapping[str, str], *, platform: str = "") ->
     the doctor reads both.
     """
     mac = (platform or sys.platform) == "darwin"
-    if host.name == "claude-code":
-        return [_claude_json(env)]
-    if host.name == "claude-desktop":
-        paths = [
-            os.path.join(_xdg_config(env), "Claude", "claude_desktop_config.json"),
-            os.path.join(_mac_support(env), "Claude", "claude_desktop_config.json"),
-        ]
-        return paths[::-1] if mac else paths
-    if host.name == "cursor":
-        return [os.path.join(home_dir(env), ".cursor", "mcp.json")]
-    if host.name == "vscode":
-        paths = [
-            os.path.join(_xdg_config(env), "Code", "User", "mcp.json"),
-            os.path.join(_mac_support(env), "Code", "User", "mcp.json"),
-        ]
-        return paths[::-1] if mac else paths
-    if host.name == "codex":
-        return [os.path.join(_codex_home(env), "config.toml")]
-    return []
+    bases = {
+        "home": home_dir(env),
+        "xdg": _xdg_config(env),
+        "mac": _mac_support(env),
+        "claude": env.get("CLAUDE_CONFIG_DIR") or home_dir(env),
+        "codex": _codex_home(env),
+    }
+    split = [p.split("/", 1) for p in host.user_paths]
+    # a stable sort: on macOS the macOS-only paths move first, elsewhere last
+    split.sort(key=lambda parts: (parts[0] in _MAC_ONLY) != mac)
+    return [os.path.join(bases[base], *rest.split("/")) for base, rest in split]
 
 
 def candidate_files(
