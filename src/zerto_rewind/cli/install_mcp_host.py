@@ -11,18 +11,14 @@ atomically; the token is written only to the host file and printed once.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shlex
 import sys
 from collections.abc import Mapping
 
 from ..config.settings import config_path
 from ..errors import ZertoRewindError
-from ..hostconfig.entries import gateway_upstream_of, redacted
+from ..hostconfig.entries import gateway_upstream_of
 from ..hostconfig.files import (
-    GatewayFile,
-    HostConfig,
     locate_server,
     read_gateway_config,
     render_host_config,
@@ -32,6 +28,7 @@ from ..hostconfig.files import (
 from ..hostconfig.move import (
     HttpGateway,
     StdioGateway,
+    describe_move,
     gateway_endpoint,
     move_to_gateway,
     new_token,
@@ -118,7 +115,7 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
         via = StdioGateway(os.path.abspath(sys.executable), gateway.path)
     moved, new_gateway = move_to_gateway(current, args.server, gateway.data, via=via)
     text = render_host_config(moved)
-    summary = _summary(args.server, current, moved, new_gateway, gateway, via)
+    summary = describe_move(args.server, current, moved, new_gateway, gateway.path, via)
     if args.dry_run:
         sys.stdout.write("\n".join(["dry run, nothing written", *summary]) + "\n")
         return 0
@@ -150,31 +147,6 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
         )
     print("\n".join(lines))
     return 0
-
-
-def _summary(
-    name: str,
-    current: HostConfig,
-    moved: HostConfig,
-    new_gateway: dict[str, object],
-    gateway: GatewayFile,
-    via: StdioGateway | HttpGateway,
-) -> list[str]:
-    upstreams = new_gateway.get("upstreams")
-    upstream = upstreams.get(name) if isinstance(upstreams, dict) else None
-    entry = moved.servers[name]
-    if isinstance(via, StdioGateway):
-        reached = shlex.join([entry["command"], *entry["args"]])
-    else:
-        reached = f"{via.url} (client {via.client!r}, bearer token in the header)"
-    shown = json.dumps(redacted(entry if isinstance(via, StdioGateway) else {"url": via.url}))
-    return [
-        f"host file:   {current.file.where}",
-        f"gateway:     {gateway.path}",
-        f"upstream:    {name} = {json.dumps(redacted(upstream))}",
-        f"host entry:  {shown}",
-        f"the host now reaches {name!r} through: {reached}",
-    ]
 
 
 def _default_client(host: str, env: Mapping[str, str]) -> str:

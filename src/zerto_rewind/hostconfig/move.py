@@ -12,8 +12,10 @@ the token is only ever written into the host file.
 from __future__ import annotations
 
 import copy
+import json
 import re
 import secrets
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -23,13 +25,14 @@ from ..config.parser import Parser
 from ..config.settings import DEFAULT_GUARD_TIMEOUT_S
 from ..errors import ConfigError, UsageError
 from ..netutil import is_loopback, token_digest
-from .entries import is_gateway_entry
+from .entries import is_gateway_entry, redacted
 from .files import HostConfig
 from .specs import HostSpec
 
 __all__ = [
     "HttpGateway",
     "StdioGateway",
+    "describe_move",
     "gateway_endpoint",
     "move_to_gateway",
     "new_token",
@@ -332,3 +335,29 @@ def _validate_gateway_sections(gateway: Mapping[str, Any]) -> None:
     parser = Parser("the gateway config", "")
     parser.upstreams(gateway.get("upstreams", {}), loose_permissions=False)
     parser.gateway(gateway.get("gateway", {}))
+
+
+def describe_move(
+    name: str,
+    current: HostConfig,
+    moved: HostConfig,
+    new_gateway: dict[str, object],
+    gateway_path: str,
+    via: StdioGateway | HttpGateway,
+) -> list[str]:
+    """What a move changes, one line each, every secret hidden (for the summary and --dry-run)."""
+    upstreams = new_gateway.get("upstreams")
+    upstream = upstreams.get(name) if isinstance(upstreams, dict) else None
+    entry = moved.servers[name]
+    if isinstance(via, StdioGateway):
+        reached = shlex.join([entry["command"], *entry["args"]])
+    else:
+        reached = f"{via.url} (client {via.client!r}, bearer token in the header)"
+    shown = json.dumps(redacted(entry if isinstance(via, StdioGateway) else {"url": via.url}))
+    return [
+        f"host file:   {current.file.where}",
+        f"gateway:     {gateway_path}",
+        f"upstream:    {name} = {json.dumps(redacted(upstream))}",
+        f"host entry:  {shown}",
+        f"the host now reaches {name!r} through: {reached}",
+    ]
