@@ -8,9 +8,10 @@ between doors (``tests/unit/test_layers.py`` enforces it):
   ``mcp_server`` (the guard's MCP tools).
 * ``recovery``: protection status, recovery plans, failover tests, previews.
 * ``core``: the decision table and the tag lifecycle.
-* ``zvm`` (the Zerto client) and ``sim`` (the ZVM simulator), side by side.
+* ``zvm`` (the Zerto client) and ``sim`` (the ZVM simulator), side by side, with
+  ``hostconfig`` (agent-host MCP config files: read, checked, moved, written).
 * ``config``: settings and their parser.
-* base: ``errors``, ``fsutil``, ``_fastjson``.
+* base: ``errors``, ``fsutil``, ``netutil``, ``_fastjson``.
 
 ``hook`` is the old import path of :mod:`.claude_code.hook`, kept for
 installed hook commands. This module stays import-free on purpose: the hook

@@ -21,10 +21,12 @@ PACKAGE = "zerto_rewind"
 RANKS: dict[str, int] = {
     "errors": 0,
     "_fastjson": 0,
+    "netutil": 0,
     "fsutil": 1,
     "config": 2,
     "zvm": 3,
     "sim": 3,
+    "hostconfig": 3,
     "core": 4,
     "recovery": 5,
     "scan": 5,

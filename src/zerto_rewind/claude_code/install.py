@@ -24,6 +24,8 @@ from typing import Any, NoReturn
 from ..config.loader import file_sha256, load_config
 from ..config.settings import config_path
 from ..errors import ConfigError, UsageError
+from ..hostconfig.claude import McpSource, claude_json_path, defined_servers, read_sources
+from ..hostconfig.entries import zerto_rewind_role
 from .fsaccess import User, access_of, lookup_user, uid_of, user_label, users_except
 from .install_managed import (
     config_credentials,
@@ -35,13 +37,6 @@ from .install_managed import (
     with_policy,
 )
 from .matcher import SELF_TOOLS, compile_matcher, covered_servers
-from .mcp_config import (
-    McpSource,
-    claude_json_path,
-    defined_servers,
-    read_sources,
-    zerto_rewind_role,
-)
 from .plugin import MCP_SERVER_NAME
 from .service import fetch_catalog, service_options, thin_budget
 from .settings_file import (

@@ -18,9 +18,9 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 
-from ..claude_code.mcp_config import read_sources
 from ..claude_code.settings_file import MANAGED_SETTINGS, is_thin_hook
 from ..config.settings import config_path
+from ..hostconfig.claude import read_sources
 from .doctor_access import User, lookup_user
 from .doctor_config import (
     ZVM_DEADLINE_S,

@@ -38,7 +38,7 @@ def access_checks(
 
     ``guard_files`` and ``credentials`` map a label to a path; ``mcp_credentials``
     lists (file, server, reasons) for VM-server entries holding credentials in MCP
-    host configs the user can read (found by :mod:`zerto_rewind.gateway.hosts`).
+    host configs the user can read (found by :mod:`zerto_rewind.hostconfig`).
     """
     checks: list[Check] = []
     for label, path in guard_files.items():

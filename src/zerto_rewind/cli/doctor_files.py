@@ -24,7 +24,9 @@ from ..claude_code.install_managed import config_credentials
 from ..claude_code.settings_file import is_thin_hook
 from ..config.settings import Settings
 from ..errors import ConfigError
-from ..gateway.hosts import is_gateway_entry, known_files, looks_like_vm_server, read_host_config
+from ..hostconfig.entries import is_gateway_entry, looks_like_vm_server
+from ..hostconfig.files import read_host_config
+from ..hostconfig.specs import known_files
 from .doctor_access import User, access_checks, access_of
 from .doctor_config import Check
 from .doctor_host import HostFile, _parse_command
@@ -124,7 +126,7 @@ def _mcp_credentials(
         for name, entry in config.servers.items():
             if is_gateway_entry(entry, name):
                 continue
-            reasons = looks_like_vm_server(entry)
+            reasons = looks_like_vm_server(entry, name)
             held = isinstance(entry, dict) and bool(entry.get("env") or entry.get("headers"))
             if reasons and held:
                 found.append((file.path, name, reasons))

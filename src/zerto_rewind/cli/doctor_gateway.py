@@ -1,6 +1,6 @@
 """The doctor's gateway checks: does any host config still reach a VM server directly?
 
-Reads every MCP host config :mod:`zerto_rewind.gateway.hosts` knows (Claude
+Reads every MCP host config :mod:`zerto_rewind.hostconfig` knows (Claude
 Code, Claude Desktop, Cursor, VS Code, Codex: user files, and the project
 directories given) and turns its findings into :class:`~.doctor_config.Check`
 lines: one per file read (what each server entry was found to be), one per
@@ -13,7 +13,8 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..config.settings import Settings
-from ..gateway.hosts import Finding, HostFile, bypass_findings
+from ..hostconfig.bypass import Finding, bypass_findings
+from ..hostconfig.specs import HostFile
 from .doctor_config import Check, Status
 
 __all__ = ["doctor_bypass_checks"]

@@ -3,7 +3,7 @@
 The catalog and the compiled matcher guard tools by name (``mcp__<server>__<tool>``),
 so a VM server registered under another name (``mcvsphere`` where the catalog says
 ``vsphere``) runs unguarded while every other check passes. This check reads every
-MCP config Claude Code would read (:mod:`zerto_rewind.claude_code.mcp_config`), says
+MCP config Claude Code would read (:mod:`zerto_rewind.hostconfig.claude`), says
 for each server what it concluded, and fails when a server that looks like a VM
 server is not covered by both the catalog and the installed matcher. A file that
 exists but cannot be read is a warning, never a pass.
@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..claude_code.matcher import covered_servers
-from ..claude_code.mcp_config import McpSource, looks_like_vm_server, zerto_rewind_role
 from ..config.settings import Settings
+from ..hostconfig.claude import McpSource
+from ..hostconfig.entries import looks_like_vm_server, zerto_rewind_role
 from .doctor_config import Check, Status
 
 __all__ = ["NAME", "mcp_server_checks"]
@@ -94,12 +95,12 @@ def _conclude(
     matchers: Sequence[Callable[[str], bool]] | None,
 ) -> tuple[str, str]:
     """(what was concluded, the fix when it is a failure)."""
-    role = zerto_rewind_role(entry)
+    role = zerto_rewind_role(entry, name)
     if role == "gateway":
         return "reaches its VM server through the zerto-rewind gateway (guarded there)", ""
     if role == "serve":
         return "zerto-rewind's own MCP server", ""
-    reasons = looks_like_vm_server(name, entry, catalog_servers)
+    reasons = looks_like_vm_server(entry, name, catalog_servers)
     if not reasons:
         return "not a VM server", ""
     why = "; ".join(reasons)

@@ -1,6 +1,6 @@
 """``zerto-rewind install mcp-host HOST``: put the gateway between an MCP host and a VM server.
 
-A thin command over :mod:`zerto_rewind.gateway.hosts`: it finds the VM
+A thin command over :mod:`zerto_rewind.hostconfig`: it finds the VM
 server's entry in the host's config, moves it (credentials included) into the
 gateway config's ``upstreams``, and writes the gateway in its place: a stdio
 command, or with ``--url`` an HTTP endpoint plus a fresh bearer token whose
@@ -11,32 +11,29 @@ atomically; the token is written only to the host file and printed once.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shlex
 import sys
 from collections.abc import Mapping
 
 from ..config.settings import config_path
 from ..errors import ConfigError, UsageError
-from ..gateway.hosts import (
-    HOSTS,
-    GatewayFile,
-    HostConfig,
-    HttpGateway,
-    StdioGateway,
-    candidate_files,
-    gateway_endpoint,
-    gateway_upstream_of,
+from ..hostconfig.entries import gateway_upstream_of
+from ..hostconfig.files import (
     locate_server,
-    move_to_gateway,
-    new_token,
     read_gateway_config,
-    redacted,
     render_host_config,
     write_gateway_config,
     write_host_config,
 )
+from ..hostconfig.move import (
+    HttpGateway,
+    StdioGateway,
+    describe_move,
+    gateway_endpoint,
+    move_to_gateway,
+    new_token,
+)
+from ..hostconfig.specs import HOSTS, candidate_files
 
 __all__ = ["main"]
 
@@ -120,7 +117,7 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
         via = StdioGateway(os.path.abspath(sys.executable), gateway.path)
     moved, new_gateway = move_to_gateway(current, args.server, gateway.data, via=via)
     text = render_host_config(moved)
-    summary = _summary(args.server, current, moved, new_gateway, gateway, via)
+    summary = describe_move(args.server, current, moved, new_gateway, gateway.path, via)
     if args.dry_run:
         sys.stdout.write("\n".join(["dry run, nothing written", *summary]) + "\n")
         return 0
@@ -152,31 +149,6 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
         )
     print("\n".join(lines))
     return 0
-
-
-def _summary(
-    name: str,
-    current: HostConfig,
-    moved: HostConfig,
-    new_gateway: dict[str, object],
-    gateway: GatewayFile,
-    via: StdioGateway | HttpGateway,
-) -> list[str]:
-    upstreams = new_gateway.get("upstreams")
-    upstream = upstreams.get(name) if isinstance(upstreams, dict) else None
-    entry = moved.servers[name]
-    if isinstance(via, StdioGateway):
-        reached = shlex.join([entry["command"], *entry["args"]])
-    else:
-        reached = f"{via.url} (client {via.client!r}, bearer token in the header)"
-    shown = json.dumps(redacted(entry if isinstance(via, StdioGateway) else {"url": via.url}))
-    return [
-        f"host file:   {current.file.where}",
-        f"gateway:     {gateway.path}",
-        f"upstream:    {name} = {json.dumps(redacted(upstream))}",
-        f"host entry:  {shown}",
-        f"the host now reaches {name!r} through: {reached}",
-    ]
 
 
 def _default_client(host: str, env: Mapping[str, str]) -> str:

@@ -13,9 +13,7 @@ reaches the SDK (:class:`SessionBindings`).
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import time
@@ -38,6 +36,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import ConfigError
+from ..netutil import is_loopback, token_digest
 from .decide import decide_endpoint
 from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY, build_proxy
 
@@ -51,14 +50,9 @@ __all__ = ["build_app", "check_bind", "token_digest"]
 log = logging.getLogger("zerto_rewind.gateway")
 
 
-def token_digest(token: str) -> str:
-    """What the config stores for a client token."""
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 def check_bind(host: str, *, tls: bool, allow_insecure: bool) -> None:
     """Refuse to serve tokens in clear text beyond this machine unless told to."""
-    if tls or allow_insecure or _is_loopback(host):
+    if tls or allow_insecure or is_loopback(host):
         return
     msg = (
         f"refusing to listen on {host} without TLS: bearer tokens and tool calls would cross "
@@ -66,15 +60,6 @@ def check_bind(host: str, *, tls: bool, allow_insecure: bool) -> None:
         "gateway.allow_insecure_bind: true if a TLS proxy in front does it"
     )
     raise ConfigError(msg)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 # Paths that need a bearer token (over TCP; the unix socket's file mode is its guard).
@@ -381,7 +366,7 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
         )
         raise ConfigError(msg)
     security = None
-    if _is_loopback(host):
+    if is_loopback(host):
         # Protect a loopback listener from DNS rebinding; beyond loopback the
         # bearer token is what keeps strangers out.
         security = TransportSecuritySettings(

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import time
@@ -31,6 +30,7 @@ import anyio
 
 from ..core.decision import Row, fmt_time
 from ..errors import ConfigError
+from ..netutil import is_loopback
 
 if TYPE_CHECKING:
     import ssl
@@ -255,21 +255,12 @@ def _check_url(url: str) -> None:
     if parts.scheme not in ("https", "http") or not host:
         msg = "must be an https:// URL with a host (http:// only to a loopback address)"
         raise ConfigError(msg, key=_KEY)
-    if parts.scheme == "http" and not _loopback(host):
+    if parts.scheme == "http" and not is_loopback(host):
         msg = (
             f"http:// is accepted only to a loopback address, not {host}: notifications "
             "carry approval requests, so use https:// (or a relay on 127.0.0.1)"
         )
         raise ConfigError(msg, key=_KEY)
-
-
-def _loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _encode(payload: dict[str, Any]) -> bytes:

@@ -28,21 +28,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..config.settings import home_dir
+
 __all__ = [
     "McpSource",
     "claude_config_dir",
     "claude_json_path",
     "defined_servers",
-    "looks_like_vm_server",
     "read_sources",
-    "zerto_rewind_role",
 ]
 
 SourceState = Literal["read", "absent", "unreadable"]
 
-# Words in a command, URL or server name that say "this drives VMs".
-_VM_WORDS = ("vsphere", "vcenter", "esxi", "proxmox", "govc", "hyperv", "libvirt", "vmware")
-_VM_ENV_PREFIXES = ("VCENTER_", "VSPHERE_", "PROXMOX_", "PVE_", "GOVC_", "ESXI_", "VMWARE_")
 _PLUGIN_WALK_DEPTH = 6
 _SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv"})
 
@@ -69,17 +66,13 @@ class McpSource:
 
 def claude_config_dir(env: Mapping[str, str]) -> str:
     """``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
-    return env.get("CLAUDE_CONFIG_DIR") or os.path.join(_home(env), ".claude")
+    return env.get("CLAUDE_CONFIG_DIR") or os.path.join(home_dir(env), ".claude")
 
 
 def claude_json_path(env: Mapping[str, str]) -> str:
     """The user's ``.claude.json`` (in ``$CLAUDE_CONFIG_DIR`` when that is set)."""
-    base = env.get("CLAUDE_CONFIG_DIR") or _home(env)
+    base = env.get("CLAUDE_CONFIG_DIR") or home_dir(env)
     return os.path.join(base, ".claude.json")
-
-
-def _home(env: Mapping[str, str]) -> str:
-    return env.get("HOME") or os.path.expanduser("~")
 
 
 def _load(path: str) -> tuple[SourceState, Any, str]:
@@ -205,55 +198,3 @@ def defined_servers(sources: Iterable[McpSource]) -> dict[str, list[str]]:
         for name in source.servers:
             defined.setdefault(name, []).append(source.where)
     return defined
-
-
-def _tokens(entry: Mapping[str, Any]) -> list[str]:
-    parts: list[Any] = [entry.get("command")]
-    args = entry.get("args")
-    if isinstance(args, list):
-        parts += args
-    return [str(p) for p in parts if isinstance(p, str)]
-
-
-def zerto_rewind_role(entry: Any) -> str | None:
-    """``"gateway"`` or ``"serve"`` when the entry runs zerto-rewind itself, else None."""
-    if not isinstance(entry, dict):
-        return None
-    tokens = _tokens(entry)
-    ours = "zerto_rewind" in tokens or any(
-        os.path.basename(t) == "zerto-rewind" or "zerto_rewind" in t for t in tokens
-    )
-    if not ours:
-        return None
-    for role in ("gateway", "serve"):
-        if role in tokens:
-            return role
-    return None
-
-
-def looks_like_vm_server(name: str, entry: Any, catalog_servers: Iterable[str] = ()) -> list[str]:
-    """Why server ``name`` looks like a VM server (key names and words, never a value)."""
-    reasons: list[str] = []
-    catalog = list(catalog_servers)
-    if name in catalog:
-        return ["the catalog names it"]
-    lowered = name.lower()
-    similar = [s for s in catalog if s.lower() in lowered or lowered in s.lower()]
-    if similar:
-        reasons.append("named like the catalog's " + ", ".join(similar))
-    words = sorted({w for w in _VM_WORDS if w in lowered})
-    if not isinstance(entry, dict):
-        return reasons + (["its name says " + ", ".join(words)] if words else [])
-    env = entry.get("env")
-    if isinstance(env, dict):
-        keys = sorted(str(k) for k in env if str(k).upper().startswith(_VM_ENV_PREFIXES))
-        if keys:
-            reasons.append("env " + ", ".join(keys))
-    texts = [os.path.basename(t).lower() for t in _tokens(entry)]
-    url = entry.get("url")
-    if isinstance(url, str):
-        texts.append(url.lower())
-    words = sorted(set(words) | {w for w in _VM_WORDS for t in texts if w in t})
-    if words:
-        reasons.append("its name, command or URL says " + ", ".join(words))
-    return reasons

@@ -1,0 +1,18 @@
+"""Agent-host config files: which hosts exist, where their MCP servers live, what each entry is.
+
+One package for every file an MCP host (Claude Code, Claude Desktop, Cursor,
+VS Code, Codex) keeps its servers in, used by ``install mcp-host``,
+``install claude-code``, the doctor and the gateway's installer alike:
+
+* :mod:`.specs`: each host's :class:`~.specs.HostSpec` and default paths;
+* :mod:`.files`: reading (JSON, JSONC, TOML) and writing (atomic, backed up);
+* :mod:`.formats`: the text formats (JSONC, TOML editing);
+* :mod:`.entries`: what an entry is (the gateway, zerto-rewind, a VM server);
+* :mod:`.move`: the pure move of a VM server behind the gateway;
+* :mod:`.bypass`: the doctor's scan for entries that bypass the gateway;
+* :mod:`.claude`: every MCP source Claude Code reads for a project or a user.
+
+It imports only ``config``, ``errors``, ``fsutil`` and ``netutil``; the doors
+and ``cli`` import it. Nothing is re-exported here, so that importing one
+module does not load the others. No hook path imports this package.
+"""
