@@ -5,7 +5,7 @@ capabilities are not read): a path is *writable* by a user if the path is, or if
 any directory above it lets the user rename it, or the directory, away and put
 its own in place (the sticky bit respected). ``install claude-code --service``
 refuses a socket whose directory the agent's user could change this way;
-``doctor --as-user`` reports every guard file it could (:mod:`..cli.doctor_access`).
+``doctor --as-user`` reports every guard file it could (:mod:`..cli.doctor.access`).
 """
 
 from __future__ import annotations

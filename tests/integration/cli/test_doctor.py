@@ -289,7 +289,7 @@ def test_no_hook_installed_fails_with_the_install_command(
 
 def test_on_pending_defer_is_a_warning(tmp_path: Path) -> None:
     """guard.on_pending: defer is a warning: `claude -p` only, and only the last call of a turn."""
-    from zerto_rewind.cli.doctor_config import pending_check
+    from zerto_rewind.cli.doctor.config import pending_check
     from zerto_rewind.config import load_settings
 
     path = tmp_path / "config.json"

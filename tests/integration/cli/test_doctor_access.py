@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from zerto_rewind.cli.doctor_access import User, access_checks, access_of, lookup_user
+from zerto_rewind.cli.doctor.access import User, access_checks, access_of, lookup_user
 
 AGENT = "zr-doctor-agent"
 

@@ -25,7 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from zerto_rewind.cli import run_command
-from zerto_rewind.cli.doctor_gateway import doctor_bypass_checks
+from zerto_rewind.cli.doctor.gateway import doctor_bypass_checks
 from zerto_rewind.cli.install_mcp_host import main
 from zerto_rewind.cli.sandbox import Sandbox
 from zerto_rewind.config.loader import load_settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from zerto_rewind.cli.doctor_config import approvals_check
+from zerto_rewind.cli.doctor.config import approvals_check
 from zerto_rewind.config.settings import ApprovalsSettings
 
 

@@ -71,7 +71,7 @@ def test_an_upstream_name_alone_makes_a_bypass(tmp_path: Path) -> None:
 
 def test_doctor_bypass_checks(tmp_path: Path) -> None:
     """One check per file read; a bypass fails with the install command; unreadable warns."""
-    from zerto_rewind.cli.doctor_gateway import doctor_bypass_checks
+    from zerto_rewind.cli.doctor.gateway import doctor_bypass_checks
 
     home = tmp_path / "home"
     write(home / ".claude.json", CLAUDE_USER)

@@ -30,7 +30,7 @@ VMWARE = {"command": "vmware-mcp", "args": ["--lab"], "env": {"VMWARE_HOST": "es
 
 def doctor_verdicts(tmp_path: Path, name: str, entry: dict[str, Any]) -> tuple[str, str]:
     """(the bypass scan's finding kind, the MCP check's status) for one server in .mcp.json."""
-    from zerto_rewind.cli.doctor_mcp import mcp_server_checks
+    from zerto_rewind.cli.doctor.mcp import mcp_server_checks
     from zerto_rewind.hostconfig.claude import read_sources
 
     project = tmp_path / "proj"

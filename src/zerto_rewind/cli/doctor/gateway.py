@@ -2,7 +2,7 @@
 
 Reads every MCP host config :mod:`zerto_rewind.hostconfig` knows (Claude
 Code, Claude Desktop, Cursor, VS Code, Codex: user files, and the project
-directories given) and turns its findings into :class:`~.doctor_config.Check`
+directories given) and turns its findings into :class:`~.config.Check`
 lines: one per file read (what each server entry was found to be), one per
 file that exists but could not be read, one listing the files not present.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..config.settings import Settings
-from ..hostconfig.bypass import Finding, bypass_findings
-from ..hostconfig.specs import HostFile
-from .doctor_config import Check, Status
+from ...config.settings import Settings
+from ...hostconfig.bypass import Finding, bypass_findings
+from ...hostconfig.specs import HostFile
+from .config import Check, Status
 
 __all__ = ["doctor_bypass_checks"]
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..claude_code.matcher import covered_servers
-from ..config.settings import Settings
-from ..hostconfig.claude import McpSource
-from ..hostconfig.entries import looks_like_vm_server, zerto_rewind_role
-from .doctor_config import Check, Status
+from ...claude_code.matcher import covered_servers
+from ...config.settings import Settings
+from ...hostconfig.claude import McpSource
+from ...hostconfig.entries import looks_like_vm_server, zerto_rewind_role
+from .config import Check, Status
 
 __all__ = ["NAME", "mcp_server_checks"]
 

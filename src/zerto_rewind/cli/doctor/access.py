@@ -18,12 +18,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
-from ..claude_code.fsaccess import Access, User, access_of, lookup_user
-from .doctor_config import Check
+from ...claude_code.fsaccess import Access, User, access_of, lookup_user
+from .config import Check
 
 __all__ = ["Access", "User", "access_checks", "access_of", "lookup_user"]
 
-# doctor_files labels the directory of a thin hook's unix socket so.
+# .files labels the directory of a thin hook's unix socket so.
 _SOCKET_DIRECTORY = "service socket directory"
 
 

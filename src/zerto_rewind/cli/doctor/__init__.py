@@ -5,8 +5,17 @@ Library first: :func:`run_checks` returns one :class:`Check` per question
 command, timeout, ``onFailure`` and matcher); :func:`main` prints them and
 exits non-zero when any failed. Nothing is written anywhere.
 
-The checks themselves live in :mod:`~zerto_rewind.cli.doctor_config` (config and
-ZVM) and :mod:`~zerto_rewind.cli.doctor_host` (the host's settings files).
+One module per concern:
+
+* :mod:`.config`: the config, its secret, the ZVM, ``vm_arg``, TLS, pending, approvals;
+* :mod:`.hook`: Claude Code settings files that hold the hook (command, pin, timeout,
+  ``onFailure``, matcher);
+* :mod:`.thin`: a thin hook and the guard service it asks;
+* :mod:`.mcp`: the MCP servers of Claude Code's configs, against catalog and matcher;
+* :mod:`.gateway`: host configs that reach a VM server around the gateway;
+* :mod:`.live`: the catalog against a server's live ``tools/list``, and pattern ties;
+* :mod:`.files` and :mod:`.access`: ``--as-user``, which guard files the agent's user
+  can change and which credentials it can read.
 """
 
 from __future__ import annotations
@@ -18,11 +27,11 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 
-from ..claude_code.settings_file import MANAGED_SETTINGS, is_thin_hook
-from ..config.settings import config_path
-from ..hostconfig.claude import read_sources
-from .doctor_access import User, lookup_user
-from .doctor_config import (
+from ...claude_code.settings_file import MANAGED_SETTINGS, is_thin_hook
+from ...config.settings import config_path
+from ...hostconfig.claude import read_sources
+from .access import User, lookup_user
+from .config import (
     ZVM_DEADLINE_S,
     Check,
     approvals_check,
@@ -32,10 +41,10 @@ from .doctor_config import (
     tls_check,
     vm_arg_check,
 )
-from .doctor_host import HostFile, hook_config, host_checks, installed_matchers
-from .doctor_live import live_checks, tie_check
-from .doctor_mcp import mcp_server_checks
-from .doctor_thin import thin_hook_checks
+from .hook import HostFile, hook_config, host_checks, installed_matchers
+from .live import live_checks, tie_check
+from .mcp import mcp_server_checks
+from .thin import thin_hook_checks
 
 __all__ = ["Check", "default_settings_files", "main", "run_checks"]
 
@@ -68,7 +77,7 @@ def run_checks(
     ``mcp_files`` are configs the host is started with (``claude --mcp-config``);
     ``managed_files`` are Claude Code's managed settings, checked like the others.
     With ``as_user`` (the user who runs the agent), every guard file that user could
-    change and every credential it could read is a failure (:mod:`.doctor_files`).
+    change and every credential it could read is a failure (:mod:`.files`).
     """
     env = dict(os.environ if env is None else env)
     explicit = settings_files is not None
@@ -108,7 +117,7 @@ def run_checks(
     if settings is not None or not handlers or not all(map(is_thin_hook, handlers)):
         checks += mcp_server_checks(sources, settings, installed_matchers(hosts))
     if as_user is not None:
-        from .doctor_files import access_report
+        from .files import access_report
 
         checks += access_report(
             as_user, settings=settings, hosts=hosts, env=env, project_dirs=project_dirs
@@ -192,7 +201,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     if args.as_user and as_user is None:
         parser.error(f"--as-user {args.as_user}: no such user")
     if as_user is not None and args.as_user:
-        from .doctor_files import user_env
+        from .files import user_env
 
         env = user_env(env, _home_of(args.as_user), args.as_user)
     managed = args.managed_file or MANAGED_SETTINGS
@@ -251,9 +260,9 @@ def _home_of(name: str) -> str:
 
 def _live(args: argparse.Namespace, command: list[str], env: Mapping[str, str]) -> list[Check]:
     """The live comparison: the server's tools/list against the config's catalog."""
-    from ..config.loader import load_config
-    from ..errors import ZertoRewindError
-    from .catalog_cmd import _tools
+    from ...config.loader import load_config
+    from ...errors import ZertoRewindError
+    from ..catalog_cmd import _tools
 
     run_env = dict(env)
     if args.config:

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..config.settings import Settings
-from ..core.catalog import MUTATING, READ_ONLY, UNLISTED, classify, pattern_ties
-from .doctor_config import Check
+from ...config.settings import Settings
+from ...core.catalog import MUTATING, READ_ONLY, UNLISTED, classify, pattern_ties
+from .config import Check
 
 __all__ = ["live_checks", "tie_check"]
 

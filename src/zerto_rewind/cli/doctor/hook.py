@@ -16,19 +16,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..claude_code.hook import LEGACY_LAUNCH_CODE
-from ..claude_code.matcher import SELF_TOOLS, compile_matcher, covered_servers
-from ..claude_code.settings_file import (
+from ...claude_code.hook import LEGACY_LAUNCH_CODE
+from ...claude_code.matcher import SELF_TOOLS, compile_matcher, covered_servers
+from ...claude_code.settings_file import (
     find_our_hooks,
     is_thin_hook,
     read_settings,
     required_margin,
 )
-from ..config.loader import file_sha256
-from ..config.settings import DEFAULT_GUARD_TIMEOUT_S, Settings
-from ..core.catalog import MUTATING, UNLISTED, classify
-from ..errors import ConfigError
-from .doctor_config import Check
+from ...config.loader import file_sha256
+from ...config.settings import DEFAULT_GUARD_TIMEOUT_S, Settings
+from ...core.catalog import MUTATING, UNLISTED, classify
+from ...errors import ConfigError
+from .config import Check
 
 __all__ = ["HostFile", "hook_config", "host_checks", "installed_matchers"]
 
@@ -96,7 +96,7 @@ def host_checks(
 ) -> list[Check]:
     """Whether the hook is installed, and each installed hook's command, timeout and matcher.
 
-    ``thin`` checks a thin hook (one that asks the guard service; :mod:`.doctor_thin`).
+    ``thin`` checks a thin hook (one that asks the guard service; :mod:`.thin`).
     """
     checks: list[Check] = []
     for host in hosts:

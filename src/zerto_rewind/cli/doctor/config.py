@@ -2,8 +2,8 @@
 
 Config, secret, ZVM reachability, credentials, the catalog's ``vm_arg`` and TLS.
 :class:`Check` is the record every doctor check returns; the host-settings
-checks are in :mod:`~zerto_rewind.cli.doctor_host`, the command in
-:mod:`~zerto_rewind.cli.doctor`.
+checks are in :mod:`.hook`, the command in
+:mod:`zerto_rewind.cli.doctor`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from ..config.loader import load_config
-from ..config.settings import Settings, config_path
-from ..errors import (
+from ...config.loader import load_config
+from ...config.settings import Settings, config_path
+from ...errors import (
     ApiError,
     AuthError,
     ConfigError,
@@ -87,7 +87,7 @@ def secret_and_zvm_checks(
 
 def _zvm_checks(settings: Settings, env: Mapping[str, str], deadline_s: float) -> list[Check]:
     """Get a fresh token (no cache: the credentials must really work) and make one cheap call."""
-    from ..zvm.client import ZvmClient
+    from ...zvm.client import ZvmClient
 
     zvm = settings.zvm
     started = time.monotonic()

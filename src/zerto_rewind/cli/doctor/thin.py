@@ -22,15 +22,15 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from ..claude_code.fsaccess import uid_of, user_label
-from ..claude_code.matcher import compile_matcher, covered_servers
-from ..claude_code.service import THIN_MARGIN_S, ServiceCatalog, fetch_catalog
-from ..claude_code.thin_hook import DEFAULT_BUDGET_S
-from ..config.settings import CatalogSettings
-from ..core.catalog import MUTATING, UNLISTED, classify
-from ..errors import ConfigError
-from .doctor_config import Check
-from .doctor_host import COMMAND_PROBE_TIMEOUT_S, _matcher_test, _on_failure_check, _timeout_check
+from ...claude_code.fsaccess import uid_of, user_label
+from ...claude_code.matcher import compile_matcher, covered_servers
+from ...claude_code.service import THIN_MARGIN_S, ServiceCatalog, fetch_catalog
+from ...claude_code.thin_hook import DEFAULT_BUDGET_S
+from ...config.settings import CatalogSettings
+from ...core.catalog import MUTATING, UNLISTED, classify
+from ...errors import ConfigError
+from .config import Check
+from .hook import COMMAND_PROBE_TIMEOUT_S, _matcher_test, _on_failure_check, _timeout_check
 
 __all__ = ["thin_hook_checks", "thin_options"]
 

@@ -2,7 +2,7 @@
 
 :func:`access_report` gathers them from what the doctor already read (the config,
 the host settings files holding a hook, each hook's command) and hands them to
-:func:`.doctor_access.access_checks`, judged for the user who runs the agent:
+:func:`.access.access_checks`, judged for the user who runs the agent:
 
 * guard files: the config, each settings file holding the hook (project, user,
   managed), the state directory, the decision log, the venv each hook command
@@ -20,17 +20,17 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from ..claude_code.install_managed import config_credentials
-from ..claude_code.settings_file import is_thin_hook
-from ..config.settings import Settings
-from ..errors import ConfigError
-from ..hostconfig.entries import is_gateway_entry, looks_like_vm_server
-from ..hostconfig.files import read_host_config
-from ..hostconfig.specs import known_files
-from .doctor_access import User, access_checks, access_of
-from .doctor_config import Check
-from .doctor_host import HostFile, _parse_command
-from .doctor_thin import thin_options
+from ...claude_code.install_managed import config_credentials
+from ...claude_code.settings_file import is_thin_hook
+from ...config.settings import Settings
+from ...errors import ConfigError
+from ...hostconfig.entries import is_gateway_entry, looks_like_vm_server
+from ...hostconfig.files import read_host_config
+from ...hostconfig.specs import known_files
+from .access import User, access_checks, access_of
+from .config import Check
+from .hook import HostFile, _parse_command
+from .thin import thin_options
 
 __all__ = ["access_report", "user_env"]
 
