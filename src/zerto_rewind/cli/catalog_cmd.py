@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import ConfigError, UsageError
 
-__all__ = ["main"]
+__all__ = ["main", "server_tools"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +68,7 @@ def _scan(args: argparse.Namespace, command: list[str]) -> int:
     from ..scan.heuristics import catalog_from_tools, merge_into_config
     from ..scan.review import render_review
 
-    tools = _tools(args, command)
+    tools = server_tools(args, command)
     result = catalog_from_tools(args.server, tools)
     output: dict[str, Any] = result.catalog
     if args.merge:
@@ -87,7 +87,7 @@ def _scan(args: argparse.Namespace, command: list[str]) -> int:
     return 0
 
 
-def _tools(args: argparse.Namespace, command: list[str]) -> list[dict[str, Any]]:
+def server_tools(args: argparse.Namespace, command: list[str]) -> list[dict[str, Any]]:
     sources = sum(bool(s) for s in (args.url, args.tools_json, command))
     if sources != 1:
         msg = (

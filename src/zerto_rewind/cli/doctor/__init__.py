@@ -31,9 +31,9 @@ from ...claude_code.settings_file import MANAGED_SETTINGS, is_thin_hook
 from ...config.settings import config_path
 from ...hostconfig.claude import read_sources
 from .access import User, lookup_user
+from .check import Check
 from .config import (
     ZVM_DEADLINE_S,
-    Check,
     approvals_check,
     config_checks,
     pending_check,
@@ -41,7 +41,7 @@ from .config import (
     tls_check,
     vm_arg_check,
 )
-from .hook import HostFile, hook_config, host_checks, installed_matchers
+from .hook import SettingsFile, hook_config, host_checks, installed_matchers
 from .live import live_checks, tie_check
 from .mcp import mcp_server_checks
 from .thin import thin_hook_checks
@@ -88,8 +88,8 @@ def run_checks(
             project_dirs = [os.getcwd()]
     if project_dirs is None:
         project_dirs = _projects_of(settings_files, home)
-    hosts = [HostFile.read(path, explicit=explicit) for path in settings_files]
-    hosts += [HostFile.read(path, explicit=True) for path in managed_files]
+    hosts = [SettingsFile.read(path, explicit=explicit) for path in settings_files]
+    hosts += [SettingsFile.read(path, explicit=True) for path in managed_files]
     origin = ""
     if config:
         env["ZERTO_REWIND_CONFIG"] = config
@@ -262,7 +262,7 @@ def _live(args: argparse.Namespace, command: list[str], env: Mapping[str, str]) 
     """The live comparison: the server's tools/list against the config's catalog."""
     from ...config.loader import load_config
     from ...errors import ZertoRewindError
-    from ..catalog_cmd import _tools
+    from ..catalog_cmd import server_tools
 
     run_env = dict(env)
     if args.config:
@@ -273,7 +273,7 @@ def _live(args: argparse.Namespace, command: list[str], env: Mapping[str, str]) 
         return [Check("live: tools read", "fail", f"the config did not load: {exc}")]
     source = args.url or args.tools_json or shlex.join(command) or "nothing"
     try:
-        tools = _tools(args, command)
+        tools = server_tools(args, command)
     except (ZertoRewindError, OSError, ValueError) as exc:
         detail = f"could not read the tools/list of {args.server} from {source}: {exc}"
         return [Check("live: tools read", "fail", detail, "check the command, URL or file")]

@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 from ...claude_code.fsaccess import Access, User, access_of, lookup_user
-from .config import Check
+from .check import Check
 
 __all__ = ["Access", "User", "access_checks", "access_of", "lookup_user"]
 

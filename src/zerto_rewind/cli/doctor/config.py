@@ -1,7 +1,7 @@
 """The doctor's checks of the config and the ZVM: does it load, and does the ZVM agree?
 
 Config, secret, ZVM reachability, credentials, the catalog's ``vm_arg`` and TLS.
-:class:`Check` is the record every doctor check returns; the host-settings
+Each returns :class:`.check.Check`; the host-settings
 checks are in :mod:`.hook`, the command in
 :mod:`zerto_rewind.cli.doctor`.
 """
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ...config.loader import load_config
 from ...config.settings import Settings, config_path
@@ -23,11 +22,10 @@ from ...errors import (
     ZvmTimeout,
     ZvmTlsError,
 )
+from .check import Check
 
 __all__ = [
     "ZVM_DEADLINE_S",
-    "Check",
-    "Status",
     "approvals_check",
     "config_checks",
     "pending_check",
@@ -36,23 +34,7 @@ __all__ = [
     "vm_arg_check",
 ]
 
-Status = Literal["pass", "fail", "warn"]
-
 ZVM_DEADLINE_S = 10.0
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the doctor's report: what was checked, how it went, what to do."""
-
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
-
-    def to_json(self) -> dict[str, str]:
-        """The check as a JSON object."""
-        return asdict(self)
 
 
 def config_checks(env: Mapping[str, str], origin: str) -> tuple[list[Check], Settings | None]:

@@ -28,8 +28,8 @@ from ...hostconfig.entries import is_gateway_entry, looks_like_vm_server
 from ...hostconfig.files import read_host_config
 from ...hostconfig.specs import known_files
 from .access import User, access_checks, access_of
-from .config import Check
-from .hook import HostFile, _parse_command
+from .check import Check
+from .hook import SettingsFile, parse_command
 from .thin import thin_options
 
 __all__ = ["access_report", "user_env"]
@@ -46,7 +46,7 @@ def access_report(
     user: User,
     *,
     settings: Settings | None,
-    hosts: Sequence[HostFile],
+    hosts: Sequence[SettingsFile],
     env: Mapping[str, str],
     project_dirs: Sequence[str] = (),
 ) -> list[Check]:
@@ -68,7 +68,7 @@ def access_report(
             continue
         guard[f"hook settings {host.path}"] = host.path
         for _entry, handler in host.hooks:
-            argv = _parse_command(handler).argv
+            argv = parse_command(handler).argv
             if argv and os.path.isabs(argv[0]):
                 guard.update(_venv_files(argv[0], user))
             if is_thin_hook(handler):

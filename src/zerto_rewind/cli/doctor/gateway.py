@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from ...config.settings import Settings
 from ...hostconfig.bypass import Finding, bypass_findings
 from ...hostconfig.specs import HostFile
-from .config import Check, Status
+from .check import Check, Status
 
 __all__ = ["doctor_bypass_checks"]
 

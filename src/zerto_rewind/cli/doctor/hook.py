@@ -28,9 +28,20 @@ from ...config.loader import file_sha256
 from ...config.settings import DEFAULT_GUARD_TIMEOUT_S, Settings
 from ...core.catalog import MUTATING, UNLISTED, classify
 from ...errors import ConfigError
-from .config import Check
+from .check import Check
 
-__all__ = ["HostFile", "hook_config", "host_checks", "installed_matchers"]
+__all__ = [
+    "COMMAND_PROBE_TIMEOUT_S",
+    "HookCommand",
+    "SettingsFile",
+    "hook_config",
+    "host_checks",
+    "installed_matchers",
+    "matcher_test",
+    "on_failure_check",
+    "parse_command",
+    "timeout_check",
+]
 
 # Claude Code's default timeout for a command hook when the entry sets none.
 HOST_DEFAULT_TIMEOUT_S = 600.0
@@ -41,7 +52,7 @@ _INSTALL = "zerto-rewind install claude-code --project DIR (or --user) --config 
 
 
 @dataclass
-class HostFile:
+class SettingsFile:
     """One host settings file: its JSON, why it cannot be read, and our hooks in it."""
 
     path: str
@@ -51,7 +62,7 @@ class HostFile:
     hooks: list[tuple[dict[str, Any], dict[str, Any]]]
 
     @classmethod
-    def read(cls, path: str, *, explicit: bool) -> HostFile:
+    def read(cls, path: str, *, explicit: bool) -> SettingsFile:
         """Read ``path``; a missing or broken file is recorded in ``problem``, not raised."""
         path = os.path.abspath(path)
         if not os.path.isfile(path):
@@ -63,7 +74,7 @@ class HostFile:
         return cls(path, explicit, data, "", find_our_hooks(data))
 
 
-def installed_matchers(hosts: list[HostFile]) -> list[Callable[[str], bool]] | None:
+def installed_matchers(hosts: list[SettingsFile]) -> list[Callable[[str], bool]] | None:
     """How each installed hook's matcher tests a tool name; None when no hook is installed.
 
     A matcher that cannot be checked here counts as matching (its own check warns).
@@ -73,23 +84,23 @@ def installed_matchers(hosts: list[HostFile]) -> list[Callable[[str], bool]] | N
     tests: list[Callable[[str], bool]] = []
     for host in hosts:
         for entry, _handler in host.hooks:
-            test = _matcher_test(entry.get("matcher"))
+            test = matcher_test(entry.get("matcher"))
             tests.append((lambda _name: True) if isinstance(test, str) else test)
     return tests
 
 
-def hook_config(hosts: list[HostFile]) -> tuple[str, str] | None:
+def hook_config(hosts: list[SettingsFile]) -> tuple[str, str] | None:
     """(config, settings file) of the first installed hook that names its config."""
     for host in hosts:
         for _entry, handler in host.hooks:
-            config = _parse_command(handler).config
+            config = parse_command(handler).config
             if config:
                 return config, host.path
     return None
 
 
 def host_checks(
-    hosts: list[HostFile],
+    hosts: list[SettingsFile],
     settings: Settings | None,
     config: str,
     thin: Callable[[str, dict[str, Any], dict[str, Any]], list[Check]] | None = None,
@@ -139,15 +150,15 @@ def _hook_checks(
     budget = settings.guard.timeout_s if settings else DEFAULT_GUARD_TIMEOUT_S
     checks = [
         _command_check(path, handler, config),
-        _timeout_check(path, handler, budget, assumed=settings is None),
-        _on_failure_check(path, handler),
+        timeout_check(path, handler, budget, assumed=settings is None),
+        on_failure_check(path, handler),
     ]
     if settings is not None:
         checks.append(_matcher_check(path, entry.get("matcher"), settings))
     return checks
 
 
-class _Command:
+class HookCommand:
     """What a hook command runs: the program, how, and with which config."""
 
     def __init__(
@@ -159,15 +170,15 @@ class _Command:
         self.pin = pin  # --config-sha256: the config's digest when it was installed
 
 
-def _parse_command(handler: Mapping[str, Any]) -> _Command:
+def parse_command(handler: Mapping[str, Any]) -> HookCommand:
     command = handler.get("command")
     if not isinstance(command, str) or not command.strip():
-        return _Command([], None, "the hook has no command")
+        return HookCommand([], None, "the hook has no command")
     args = handler.get("args")
     try:
         argv = [command, *map(str, args)] if isinstance(args, list) else shlex.split(command)
     except ValueError as exc:
-        return _Command([], None, f"the command is not valid shell ({exc})")
+        return HookCommand([], None, f"the command is not valid shell ({exc})")
     config = None
     while argv and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[0]):
         name, _, value = argv.pop(0).partition("=")
@@ -176,7 +187,7 @@ def _parse_command(handler: Mapping[str, Any]) -> _Command:
     if "--config" in argv[:-1]:
         config = argv[argv.index("--config") + 1]
     pin = argv[argv.index("--config-sha256") + 1] if "--config-sha256" in argv[:-1] else None
-    return _Command(argv, config, pin=pin)
+    return HookCommand(argv, config, pin=pin)
 
 
 def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
@@ -186,7 +197,7 @@ def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
     if handler.get("async") is True:
         detail = f"{path}: the hook is async, so it cannot stop a call"
         return Check(name, "fail", detail, 'remove "async": true (or reinstall)')
-    parsed = _parse_command(handler)
+    parsed = parse_command(handler)
     reinstall = f"re-run {_INSTALL}"
     if parsed.problem or not parsed.argv:
         return Check(name, "fail", f"{path}: {parsed.problem}", reinstall)
@@ -273,7 +284,7 @@ def _probe(argv: list[str]) -> str:
     return ""
 
 
-def _timeout_check(path: str, handler: dict[str, Any], budget: float, *, assumed: bool) -> Check:
+def timeout_check(path: str, handler: dict[str, Any], budget: float, *, assumed: bool) -> Check:
     raw = handler.get("timeout")
     note = " (the default, the config did not load)" if assumed else ""
     if raw is None:
@@ -299,7 +310,7 @@ def _timeout_check(path: str, handler: dict[str, Any], budget: float, *, assumed
     return Check("hook timeout", "fail", detail, fix)
 
 
-def _on_failure_check(path: str, handler: dict[str, Any]) -> Check:
+def on_failure_check(path: str, handler: dict[str, Any]) -> Check:
     value = handler.get("onFailure")
     if value == "block":
         return Check("hook onFailure", "pass", f"{path}: a hook that fails or times out blocks")
@@ -314,7 +325,7 @@ def _on_failure_check(path: str, handler: dict[str, Any]) -> Check:
 
 def _matcher_check(path: str, matcher: Any, settings: Settings) -> Check:
     name = "hook matcher"
-    test = _matcher_test(matcher)
+    test = matcher_test(matcher)
     if isinstance(test, str):
         return Check(name, "warn" if "cannot check" in test else "fail", f"{path}: {test}")
     catalog = settings.catalog
@@ -352,7 +363,7 @@ def _matcher_check(path: str, matcher: Any, settings: Settings) -> Check:
     return Check(name, "pass", f"{path}: every mutating tool starts the hook{same}")
 
 
-def _matcher_test(matcher: Any) -> Callable[[str], bool] | str:
+def matcher_test(matcher: Any) -> Callable[[str], bool] | str:
     """How Claude Code applies ``matcher`` to a tool name, or a problem."""
     if matcher is None or matcher in ("", "*"):
         return lambda _name: True

@@ -21,7 +21,7 @@ from typing import Any
 
 from ...config.settings import Settings
 from ...core.catalog import MUTATING, READ_ONLY, UNLISTED, classify, pattern_ties
-from .config import Check
+from .check import Check
 
 __all__ = ["live_checks", "tie_check"]
 

@@ -17,7 +17,7 @@ from ...claude_code.matcher import covered_servers
 from ...config.settings import Settings
 from ...hostconfig.claude import McpSource
 from ...hostconfig.entries import looks_like_vm_server, zerto_rewind_role
-from .config import Check, Status
+from .check import Check, Status
 
 __all__ = ["NAME", "mcp_server_checks"]
 

@@ -29,8 +29,8 @@ from ...claude_code.thin_hook import DEFAULT_BUDGET_S
 from ...config.settings import CatalogSettings
 from ...core.catalog import MUTATING, UNLISTED, classify
 from ...errors import ConfigError
-from .config import Check
-from .hook import COMMAND_PROBE_TIMEOUT_S, _matcher_test, _on_failure_check, _timeout_check
+from .check import Check
+from .hook import COMMAND_PROBE_TIMEOUT_S, matcher_test, on_failure_check, timeout_check
 
 __all__ = ["thin_hook_checks", "thin_options"]
 
@@ -85,7 +85,7 @@ def thin_hook_checks(path: str, entry: dict[str, Any], handler: dict[str, Any]) 
             )
             checks.append(Check("guard service", "pass", detail))
     budget = _budget(opts)
-    checks.append(_timeout_check(path, handler, budget, assumed=False))
+    checks.append(timeout_check(path, handler, budget, assumed=False))
     if remote is not None and budget < remote.guard_timeout_s + 1.0:
         detail = (
             f"{path}: the hook's budget {budget:g} s does not exceed the service's guard budget "
@@ -93,7 +93,7 @@ def thin_hook_checks(path: str, entry: dict[str, Any], handler: dict[str, Any]) 
         )
         fix = f"{_REINSTALL} (it sets --budget to the service's budget + {THIN_MARGIN_S:g} s)"
         checks.append(Check("hook budget", "fail", detail, fix))
-    checks.append(_on_failure_check(path, handler))
+    checks.append(on_failure_check(path, handler))
     if remote is not None:
         checks.append(_matcher_check(path, entry.get("matcher"), remote.catalog))
     return checks
@@ -196,7 +196,7 @@ def _command_check(
 def _matcher_check(path: str, matcher: Any, catalog: CatalogSettings) -> Check:
     """Every tool the service's catalog calls mutating, and its servers' unlisted tools, match."""
     name = "hook matcher"
-    test = _matcher_test(matcher)
+    test = matcher_test(matcher)
     if isinstance(test, str):
         return Check(name, "warn" if "cannot check" in test else "fail", f"{path}: {test}")
     probes = []
