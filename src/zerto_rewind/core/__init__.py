@@ -2,8 +2,9 @@
 
 Classification of a call (``catalog``), the table (``guard``, ``decision``),
 the tag lifecycle (``tagging``, ``cadence``), shared state (``state``; in
-Redis for gateway replicas, ``state_redis``; ``state_store`` picks), the
-decision log (``decisions_log``) and its reconciliation (``reconcile``).
+Redis for gateway replicas, ``state_redis``; ``state_store`` picks), approval
+requests that wait for a person (``approvals``, ``approvals_redis``), the
+decision log (``decisions_log``, hash-chained) and its reconciliation (``reconcile``).
 
 May import: ``config``, ``zvm``, and the base modules (``errors``, ``fsutil``,
 ``_fastjson``). Never a door (``claude_code``, ``mcp_server``), ``recovery``
