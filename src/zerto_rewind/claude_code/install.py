@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config.loader import file_sha256, load_config
-from ..config.settings import config_path
+from ..config.settings import config_path, home_dir
 from ..errors import ConfigError, ZertoRewindError
 from .fsaccess import User, access_of, lookup_user, uid_of, user_label, users_except
 from .install_managed import (
@@ -221,7 +221,7 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
         return _refuse(undefined + _FORCE_HINT)
     # The rewind hint names zerto-rewind's MCP tool only where the host has that server.
     server = MCP_SERVER_NAME if args.with_mcp_server else _installed_server(sources)
-    home = env.get("HOME") or os.path.expanduser("~")
+    home = home_dir(env)
     path = args.managed_file or settings_file(project=args.project, user=args.user, home=home)
     pin = _pin(config)
     entry = build_entry(
@@ -356,7 +356,7 @@ def _install_thin(args: argparse.Namespace, env: dict[str, str]) -> int:
     )
     if service_uid is not None:
         _add_service_user(entry, service_uid)
-    home = env.get("HOME") or os.path.expanduser("~")
+    home = home_dir(env)
     path = args.managed_file or settings_file(project=args.project, user=args.user, home=home)
     current, original = read_settings(path)
     try:
