@@ -40,7 +40,8 @@ __all__ = ["LAUNCH_CODE", "LEGACY_LAUNCH_CODE", "config_denial_reason", "main", 
 # costs ~7 ms, about half of bare interpreter start-up) or the console script
 # (it imports `re`): see docs/performance.md.
 LAUNCH_CODE = "from zerto_rewind.claude_code.hook import run; run()"
-# What hooks installed before the layer folders run; zerto_rewind.hook still serves it.
+# What hooks installed before the layer folders run. That import path is gone: doctor
+# tells whoever still has it to install again.
 LEGACY_LAUNCH_CODE = "from zerto_rewind.hook import run; run()"
 
 _USAGE = """usage: zerto-rewind hook [--config PATH] [--config-sha256 HEX] [--settings FILE]
