@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from service_helpers import guard_service, unix_user
 
-from zerto_rewind.claude_code.install import main
 from zerto_rewind.claude_code.install_managed import managed_config_path
 from zerto_rewind.claude_code.matcher import compile_matcher
 from zerto_rewind.claude_code.service import fetch_catalog, service_options
@@ -30,6 +29,7 @@ from zerto_rewind.claude_code.settings_file import (
     managed_settings_file,
 )
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
+from zerto_rewind.cli.install_claude_code import main
 from zerto_rewind.cli.sandbox import Sandbox
 from zerto_rewind.errors import ConfigError
 

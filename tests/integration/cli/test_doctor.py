@@ -311,7 +311,7 @@ def test_a_hook_installed_before_the_layer_folders_fails_and_install_rewrites_it
     import subprocess
 
     from zerto_rewind.claude_code.hook import LAUNCH_CODE, LEGACY_LAUNCH_CODE
-    from zerto_rewind.claude_code.install import main as install_main
+    from zerto_rewind.cli.install_claude_code import main as install_main
 
     config = write_config(sim, tmp_path)
     legacy = shlex.join([sys.executable, "-c", LEGACY_LAUNCH_CODE, "hook", "--config", str(config)])
@@ -368,7 +368,7 @@ def test_an_unpinned_hook_warns_and_install_rewrites_it_with_the_pin(
     import shlex
 
     from zerto_rewind.claude_code.hook import LAUNCH_CODE
-    from zerto_rewind.claude_code.install import main as install_main
+    from zerto_rewind.cli.install_claude_code import main as install_main
 
     config = write_config(sim, tmp_path)
     old = shlex.join([sys.executable, "-c", LAUNCH_CODE, "hook", "--config", str(config)])
@@ -403,7 +403,7 @@ def test_a_vm_server_registered_under_another_name_fails_and_install_refuses_it(
 
     Renaming the catalog's server to mcvsphere makes both pass.
     """
-    from zerto_rewind.claude_code.install import main as install_main
+    from zerto_rewind.cli.install_claude_code import main as install_main
 
     project = tmp_path / "project"
     project.mkdir()

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from zerto_rewind.claude_code.hook import LAUNCH_CODE
-from zerto_rewind.claude_code.install import main
 from zerto_rewind.claude_code.matcher import SELF_TOOLS, compile_matcher
 from zerto_rewind.claude_code.settings_file import (
     build_entry,
@@ -23,6 +22,7 @@ from zerto_rewind.claude_code.settings_file import (
     plan_timeout,
     required_margin,
 )
+from zerto_rewind.cli.install_claude_code import main
 from zerto_rewind.config import load_settings
 from zerto_rewind.config.loader import file_sha256
 from zerto_rewind.config.settings import DEFAULT_GUARD_TIMEOUT_S
