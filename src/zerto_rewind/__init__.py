@@ -13,10 +13,8 @@ between doors (``tests/unit/test_layers.py`` enforces it):
 * ``config``: settings and their parser.
 * base: ``errors``, ``fsutil``, ``netutil``, ``_fastjson``.
 
-``hook`` is the old import path of :mod:`.claude_code.hook`, kept for
-installed hook commands. This module stays import-free on purpose: the hook
-imports the package on every tool call, and its read-only path must cost
-almost nothing.
+This module stays import-free on purpose: the hook imports the package on
+every tool call, and its read-only path must cost almost nothing.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ nothing) are drawn here with their module::
     │   └── ConfigChanged      the config no longer matches its pin (config.loader)
     ├── StateError             the state directory cannot be used
     ├── UsageError             an argument names nothing that exists, or is ambiguous
+    │   └── InstallRefused     install writes nothing, for the reason given (claude_code.install_plan)
     ├── RecoveryError          live recovery refused (disabled, wrong confirm) or its task failed
     ├── ZvmError               talking to the ZVM failed
     │   ├── ZvmConnectionError can't connect / connection dropped
@@ -31,9 +32,8 @@ nothing) are drawn here with their module::
 
 A few exceptions never leave the module that raises them and are caught there;
 they stay outside the tree on purpose: ``_fastjson.JSONDecodeError`` (stands in
-for :class:`json.JSONDecodeError`, mapped by its callers), ``_FormError``
-(gateway.approvals_web, turned into an HTTP answer) and ``_Refused``
-(claude_code.install, turned into a refusal). ``tests/unit/test_errors.py``
+for :class:`json.JSONDecodeError`, mapped by its callers) and ``_FormError``
+(gateway.approvals_web, turned into an HTTP answer). ``tests/unit/test_errors.py``
 holds that list and checks the tree against this drawing.
 
 A message says what failed, where (file and key; method, URL, status) and then,

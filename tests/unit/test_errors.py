@@ -24,8 +24,6 @@ PRIVATE_TO_THEIR_MODULE = {
     "zerto_rewind._fastjson.JSONDecodeError",
     # turned into an HTTP answer by the approvals page
     "zerto_rewind.gateway.approvals_web._FormError",
-    # turned into an install refusal
-    "zerto_rewind.claude_code.install._Refused",
 }
 
 

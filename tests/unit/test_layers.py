@@ -34,10 +34,9 @@ RANKS: dict[str, int] = {
     "mcp_server": 6,
     "gateway": 6,
     "cli": 7,
-    # The package root, `python -m zerto_rewind` and the old hook import path sit on top.
+    # The package root and `python -m zerto_rewind` sit on top.
     "__init__": 8,
     "__main__": 8,
-    "hook": 8,
 }
 
 

@@ -101,8 +101,8 @@ def _bits(st: os.stat_result, user: User) -> tuple[bool, bool, bool]:
     return bool(mode & stat.S_IROTH), bool(mode & stat.S_IWOTH), bool(mode & stat.S_IXOTH)
 
 
-def _can_replace_in(directory: str, st: os.stat_result, user: User, child_uid: int) -> bool:
-    """Can ``user`` rename or unlink entries of ``directory`` (sticky bit respected)?"""
+def _can_replace_in(st: os.stat_result, user: User, child_uid: int) -> bool:
+    """Can ``user`` rename or unlink entries of the directory stat ``st`` (sticky bit respected)?"""
     _, write, search = _bits(st, user)
     if not (write and search):
         return False
@@ -134,7 +134,7 @@ def access_of(path: str, user: User) -> Access:
             break
         _, _, search = _bits(pst, user)
         search_ok = search_ok and search
-        if not write and _can_replace_in(parent, pst, user, child_uid):
+        if not write and _can_replace_in(pst, user, child_uid):
             write, why = True, f"{parent} lets {user.name} replace {os.path.basename(child)}"
         if parent == child:
             break

@@ -40,7 +40,8 @@ __all__ = ["LAUNCH_CODE", "LEGACY_LAUNCH_CODE", "config_denial_reason", "main", 
 # costs ~7 ms, about half of bare interpreter start-up) or the console script
 # (it imports `re`): see docs/performance.md.
 LAUNCH_CODE = "from zerto_rewind.claude_code.hook import run; run()"
-# What hooks installed before the layer folders run; zerto_rewind.hook still serves it.
+# What hooks installed before the layer folders run. That import path is gone: doctor
+# tells whoever still has it to install again.
 LEGACY_LAUNCH_CODE = "from zerto_rewind.hook import run; run()"
 
 _USAGE = """usage: zerto-rewind hook [--config PATH] [--config-sha256 HEX] [--settings FILE]
@@ -95,9 +96,8 @@ def main(
             f"zerto-rewind hook failed unexpectedly ({type(exc).__name__}: {exc}); the call was "
             "not run. Run `zerto-rewind doctor`, and report this if it persists."
         )
-        text, code = claude_code.render("deny", reason, "")
-        sys.stdout.write(text + "\n")
-        return code
+        sys.stdout.write(claude_code.render("deny", reason, "") + "\n")
+        return 0
 
 
 def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool) -> int:
@@ -237,26 +237,26 @@ class _Answer:
         )
         decision = Decision(Row.ERROR, Outcome.DENY, self.call.tool_name, reason=reason)
         decision.elapsed_ms = int((time.time() - self.call.started_at) * 1000)
-        code = self._deliver(decision)
-        if code is None:
+        if not self._deliver(decision):
             return  # the guard answered while this one was being prepared
         sys.stdout.flush()
-        os._exit(code)  # the guard thread may be stuck in a socket read
+        os._exit(0)  # the guard thread may be stuck in a socket read
 
     def give(self, decision: Decision) -> int:
-        code = self._deliver(decision)
-        return 0 if code is None else code
+        """Answer with ``decision`` unless the watchdog already did; the exit code (0)."""
+        self._deliver(decision)
+        return 0
 
-    def _deliver(self, decision: Decision) -> int | None:
-        """Write and log the decision; None if an answer was already given."""
+    def _deliver(self, decision: Decision) -> bool:
+        """Write and log the decision; False if an answer was already given."""
         with self.lock:
             if self.given:
-                return None
+                return False
             self.given = True
             self.answered.set()
             if decision.outcome == "prompt" and self.settings.guard.prompt_via == "approvals":
                 _by_approval(self.settings, decision, self.call)
-            text, code = claude_code.render(
+            text = claude_code.render(
                 decision.outcome,
                 decision.reason,
                 decision.context,
@@ -267,7 +267,7 @@ class _Answer:
                 sys.stdout.flush()
             _ANSWERED.append(True)
             _log(self.settings.log_path, decision, self.call)
-            return code
+            return True
 
 
 def _by_approval(settings: Settings, decision: Decision, call: ToolCall) -> None:
@@ -329,8 +329,7 @@ def _config_denial(
     from ..core.decision import Decision, Outcome, Row, ToolCall
 
     reason = config_denial_reason(payload.tool_name, problem)
-    text, code = claude_code.render("deny", reason, "")
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(claude_code.render("deny", reason, "") + "\n")
     _ANSWERED.append(True)
     decision = Decision(Row.CONFIG_ERROR, Outcome.DENY, payload.tool_name, reason=reason)
     call = ToolCall(
@@ -338,7 +337,7 @@ def _config_denial(
     )
     decision.elapsed_ms = int((time.time() - started) * 1000)
     _log(default_log_path(env), decision, call)
-    return code
+    return 0
 
 
 def _may_name_own_files(
@@ -390,8 +389,7 @@ def _protect(
         "session it watches change the guard's own files, so the call was not run. If the "
         "change is wanted, a person makes it outside the agent session."
     )
-    text, code = claude_code.render("deny", reason, "")
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(claude_code.render("deny", reason, "") + "\n")
     _ANSWERED.append(True)
     decision = Decision(Row.PROTECTED, Outcome.DENY, payload.tool_name, reason=reason)
     call = ToolCall(
@@ -399,7 +397,7 @@ def _protect(
     )
     decision.elapsed_ms = int((time.time() - started) * 1000)
     _log(settings.log_path, decision, call)
-    return code
+    return 0
 
 
 def config_denial_reason(tool_name: str, problem: ConfigError) -> str:

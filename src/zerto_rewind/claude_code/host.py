@@ -1,4 +1,4 @@
-"""Claude Code's PreToolUse protocol: stdin JSON in, stdout JSON and exit code out.
+"""Claude Code's PreToolUse protocol: stdin JSON in, stdout JSON out, exit code 0.
 
 Kept import-free (the C JSON scanner, no :mod:`json` on the way in) because the
 hook runs this for every matching tool call, read-only ones included.
@@ -79,12 +79,12 @@ def parse_input(data: bytes) -> HookInput:
     return HookInput(raw)
 
 
-def render(outcome: str, reason: str, context: str, *, prompt_as: str = "ask") -> tuple[str, int]:
-    """(stdout text, exit code) for an outcome of the guard."""
+def render(outcome: str, reason: str, context: str, *, prompt_as: str = "ask") -> str:
+    """The stdout text for an outcome of the guard; the hook exits 0 with every one of them."""
     if outcome == "none":
-        return "", 0
+        return ""
     if outcome == "context":
-        return _dump({"hookEventName": EVENT, "additionalContext": context}), 0
+        return _dump({"hookEventName": EVENT, "additionalContext": context})
     decision = {"deny": "deny", "prompt": "ask", "defer": "defer"}.get(outcome, "deny")
     if decision == "ask" and prompt_as == "deny":
         decision = "deny"
@@ -95,7 +95,7 @@ def render(outcome: str, reason: str, context: str, *, prompt_as: str = "ask") -
         "permissionDecision": decision,
         "permissionDecisionReason": reason,
     }
-    return _dump(body), 0
+    return _dump(body)
 
 
 def _dump(specific: dict[str, str]) -> str:

@@ -3,7 +3,8 @@
 The plugin is *generated* for the environment it runs in, because the hook needs two absolute
 paths a static template cannot know: the interpreter that has zerto-rewind installed and the
 config. :func:`plugin_files` is pure (relative path -> content); :func:`build_plugin` writes
-them; :func:`main` is the command (``zerto-rewind install claude-plugin --out DIR``).
+them; the command is :mod:`zerto_rewind.cli.install_claude_plugin`
+(``zerto-rewind install claude-plugin --out DIR``).
 
 Layout::
 
@@ -21,22 +22,18 @@ turns a hook that cannot start into a blocked call.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
-import sys
-from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..config.loader import load_config
-from ..config.settings import Settings, config_path
-from ..errors import ConfigError, StateError
+from ..config.settings import Settings
+from ..errors import StateError
 from .matcher import compile_matcher
 from .settings_file import DEFAULT_TIMEOUT_S, build_entry, mcp_server_entry, plan_timeout
 
-__all__ = ["MCP_SERVER_NAME", "PLUGIN_NAME", "build_plugin", "main", "plugin_files"]
+__all__ = ["MCP_SERVER_NAME", "PLUGIN_NAME", "build_plugin", "plugin_files"]
 
 PLUGIN_NAME = "zerto-rewind"
 MCP_SERVER_NAME = "zerto-rewind"
@@ -154,63 +151,3 @@ def build_plugin(
             msg = f"cannot write {path}: {exc.strerror or exc}; check --out and its permissions"
             raise StateError(msg) from None
     return notes
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="zerto-rewind install claude-plugin",
-        description="Generate the zerto-rewind Claude Code plugin (hook + MCP server).",
-    )
-    parser.add_argument("--out", required=True, metavar="DIR", help="the plugin directory")
-    parser.add_argument(
-        "--config", metavar="PATH", help="the zerto-rewind config (default: ZERTO_REWIND_CONFIG)"
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="S",
-        help=f"the host's hook timeout in seconds (default {DEFAULT_TIMEOUT_S})",
-    )
-    parser.add_argument(
-        "--all-tools",
-        action="store_true",
-        help="run the hook for every tool that is not read-only, not just the catalog's servers",
-    )
-    parser.add_argument("--name", default=PLUGIN_NAME, help=f"plugin name (default {PLUGIN_NAME})")
-    return parser
-
-
-def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    """Run ``zerto-rewind install claude-plugin``; returns the exit code."""
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    env = dict(os.environ if env is None else env)
-    if args.config:
-        env["ZERTO_REWIND_CONFIG"] = args.config
-    config = config_path(env)
-    try:
-        settings = load_config(env)
-    except ConfigError as exc:
-        # Re-raised to say that nothing was generated; the CLI's edge reports it.
-        msg = f"{exc.detail}; fix the config first: a broken one denies every call (not generated)"
-        raise ConfigError(msg, path=exc.path, key=exc.key) from None
-    out = os.path.abspath(os.path.expanduser(args.out))
-    python = os.path.abspath(sys.executable)
-    notes = build_plugin(
-        out,
-        settings,
-        python=python,
-        config=config,
-        timeout_s=args.timeout,
-        all_tools=args.all_tools,
-        name=args.name,
-    )
-    lines = [f"generated the {args.name} plugin in {out}", *(f"note: {n}" for n in notes)]
-    lines.append(f"use it with: claude --plugin-dir {shlex.quote(out)}")
-    lines.append(f"check it with: claude plugin validate {shlex.quote(out)}")
-    print("\n".join(lines))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

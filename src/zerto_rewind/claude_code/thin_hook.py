@@ -106,18 +106,18 @@ def main(argv: list[str] | None = None) -> int:
     _arm_timer(budget, payload.tool_name, opts["service"])
     try:
         answer = ask_service(opts, data, timeout_s=max(0.2, budget - _MARGIN_S - 0.2))
-        text, code = _render(answer)
+        text = _render(answer)
     except ServiceIdentityError as exc:
-        text, code = _deny_identity(payload.tool_name, exc)
+        text = _deny_identity(payload.tool_name, exc)
     except ServiceError as exc:
-        text, code = _deny(payload.tool_name, opts["service"], str(exc))
+        text = _deny(payload.tool_name, opts["service"], str(exc))
     except Exception as exc:  # the last line of defence: deny, never crash
-        text, code = _deny(payload.tool_name, opts["service"], f"{type(exc).__name__}: {exc}")
+        text = _deny(payload.tool_name, opts["service"], f"{type(exc).__name__}: {exc}")
     _disarm_timer()
     if text:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
-    return code
+    return 0
 
 
 def _options(args: list[str]) -> dict[str, str]:
@@ -381,7 +381,7 @@ def _error_detail(raw: bytes) -> str:
 # ---------------------------------------------------------------- the answer
 
 
-def _render(answer: dict[str, Any]) -> tuple[str, int]:
+def _render(answer: dict[str, Any]) -> str:
     prompt_as = answer.get("prompt_as") if answer.get("prompt_as") in ("ask", "deny") else "ask"
     return host.render(
         str(answer["outcome"]),
@@ -391,7 +391,7 @@ def _render(answer: dict[str, Any]) -> tuple[str, int]:
     )
 
 
-def _deny(tool: str, service: str, why: str) -> tuple[str, int]:
+def _deny(tool: str, service: str, why: str) -> str:
     reason = (
         f"zerto-rewind denied {tool}: the guard service ({service}) could not decide: {why}. "
         "The call was not run. An operator can check the service (zerto-rewind doctor, "
@@ -400,7 +400,7 @@ def _deny(tool: str, service: str, why: str) -> tuple[str, int]:
     return host.render("deny", reason, "")
 
 
-def _deny_identity(tool: str, exc: ServiceIdentityError) -> tuple[str, int]:
+def _deny_identity(tool: str, exc: ServiceIdentityError) -> str:
     reason = f"zerto-rewind denied {tool}: {exc}; the call was not run. {exc.advice}"
     return host.render("deny", reason, "")
 
@@ -409,10 +409,10 @@ def _arm_timer(budget_s: float, tool: str, service: str) -> None:
     """SIGALRM answers deny just before the budget, whatever the socket is doing."""
 
     def fire(signum: int, frame: object) -> None:
-        text, code = _deny(tool, service, f"no decision within the hook's {budget_s:g} s budget")
+        text = _deny(tool, service, f"no decision within the hook's {budget_s:g} s budget")
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
-        os._exit(code)
+        os._exit(0)
 
     _signal.signal(_signal.SIGALRM, fire)
     _signal.setitimer(_signal.ITIMER_REAL, max(0.05, budget_s - _MARGIN_S))

@@ -2,9 +2,9 @@
 
 Each target is a door's own command, imported only when asked for:
 
-* ``claude-code``: the PreToolUse hook in Claude Code's settings (:mod:`..claude_code.install`);
+* ``claude-code``: the PreToolUse hook in Claude Code's settings (:mod:`.install_claude_code`);
 * ``claude-plugin``: a Claude Code plugin with the hook and the MCP server
-  (:mod:`..claude_code.plugin`);
+  (:mod:`.install_claude_plugin`);
 * ``mcp-host``: an MCP host's VM server moved behind the gateway (:mod:`.install_mcp_host`).
 """
 
@@ -22,13 +22,13 @@ __all__ = ["TARGETS", "main"]
 # target -> (module, function, whether the target stays in argv, one-line help)
 TARGETS: dict[str, tuple[str, str, bool, str]] = {
     "claude-code": (
-        "zerto_rewind.claude_code.install",
+        "zerto_rewind.cli.install_claude_code",
         "main",
         True,
         "the guard hook in Claude Code's settings (--project DIR | --user | --managed)",
     ),
     "claude-plugin": (
-        "zerto_rewind.claude_code.plugin",
+        "zerto_rewind.cli.install_claude_plugin",
         "main",
         False,
         "a Claude Code plugin with the hook and the MCP server (--out DIR)",

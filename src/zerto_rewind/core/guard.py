@@ -187,15 +187,13 @@ class Guard:
     ) -> tuple[dict[str, list[str]], list[str]]:
         """VM names → {vpg_id: [vm names]}, plus the names no VPG protects."""
         groups: dict[str, list[str]] = {}
-        names: dict[str, str] = {}
         unknown: list[str] = []
         for vm in vms:
             refs = self._vpgs_of(vm, deadline)
             if not refs:
                 unknown.append(vm)
-            for vpg_id, vpg_name in refs:
+            for vpg_id, _name in refs:
                 groups.setdefault(vpg_id, []).append(vm)
-                names[vpg_id] = vpg_name
         return groups, unknown
 
     def _vpgs_of(self, vm: str, deadline: float) -> list[tuple[str, str]]:

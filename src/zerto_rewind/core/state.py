@@ -109,10 +109,6 @@ class GuardStateLike(Protocol):
         """Read a VPG's record without locking (for display and previews)."""
         ...
 
-    def all_vpgs(self) -> list[VpgRecord]:
-        """Every VPG record (for `zerto-rewind log` reconciliation)."""
-        ...
-
     def cached(self, kind: str, key: str, ttl_s: float) -> Any | None:
         """A cached value younger than ``ttl_s``, else None."""
         ...
@@ -156,17 +152,6 @@ class GuardState:
         """Read a VPG's record without locking (for display and previews)."""
         path = os.path.join(self.root, "vpgs", f"{_safe_name(vpg_id)}.json")
         return VpgRecord.from_json(vpg_id, read_json(path))
-
-    def all_vpgs(self) -> list[VpgRecord]:
-        """Every VPG record on disk (for `zerto-rewind log` reconciliation)."""
-        records = []
-        directory = os.path.join(self.root, "vpgs")
-        for name in sorted(os.listdir(directory)):
-            if name.endswith(".json"):
-                raw = read_json(os.path.join(directory, name))
-                if isinstance(raw, dict) and isinstance(raw.get("vpg_id"), str):
-                    records.append(VpgRecord.from_json(raw["vpg_id"], raw))
-        return records
 
     # ---- short-lived caches
 

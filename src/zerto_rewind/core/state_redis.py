@@ -113,19 +113,6 @@ class RedisGuardState:
             raw = self._redis.get(self._key("vpg", vpg_id))
         return VpgRecord.from_json(vpg_id, _loads(raw))
 
-    def all_vpgs(self) -> list[VpgRecord]:
-        """Every VPG record in this Redis (for `zerto-rewind log` reconciliation)."""
-        with redis_errors_as_state_errors(self.url):
-            members = self._redis.smembers(f"{self.prefix}vpgs")
-            ids = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
-            raws = self._redis.mget([self._key("vpg", i) for i in ids]) if ids else []
-        records = []
-        for raw in raws:
-            data = _loads(raw)
-            if isinstance(data, dict) and isinstance(data.get("vpg_id"), str):
-                records.append(VpgRecord.from_json(data["vpg_id"], data))
-        return records
-
     def _save(self, lock: Lock, vpg_id: str, record: dict[str, Any]) -> None:
         from redis.exceptions import LockNotOwnedError
 

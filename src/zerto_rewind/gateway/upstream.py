@@ -49,7 +49,6 @@ class Upstream:
         self._connected = anyio.Event()
         self._drop = anyio.Event()
         self._closing = False
-        self.restarts = 0
         self.last_error: str | None = None
         self._tools: list[types.Tool] | None = None
         self._schemas: dict[str, dict[str, Any]] = {}
@@ -80,7 +79,6 @@ class Upstream:
                 self._drop = anyio.Event()
             if self.stopping():
                 return
-            self.restarts += 1
             await anyio.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
             attempt += 1
 

@@ -21,7 +21,7 @@ import argparse
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -55,9 +55,6 @@ from .runtime import (
     read_deadline,
     reported,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["build_server", "main"]
 

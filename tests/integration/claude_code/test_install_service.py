@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from service_helpers import guard_service, unix_user
 
-from zerto_rewind.claude_code import install
 from zerto_rewind.claude_code.install_managed import managed_config_path
 from zerto_rewind.claude_code.matcher import compile_matcher
 from zerto_rewind.claude_code.service import fetch_catalog, service_options
@@ -30,6 +29,7 @@ from zerto_rewind.claude_code.settings_file import (
     managed_settings_file,
 )
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
+from zerto_rewind.cli import install_claude_code
 from zerto_rewind.cli import run_command as cli_edge
 from zerto_rewind.cli.sandbox import Sandbox
 from zerto_rewind.errors import ConfigError
@@ -37,7 +37,7 @@ from zerto_rewind.errors import ConfigError
 
 def main(argv: list[str], env: Mapping[str, str] | None = None) -> int:
     """``install claude-code`` behind the CLI's error edge, as ``zerto-rewind install`` runs it."""
-    return cli_edge("install claude-code", lambda: install.main(argv, env))
+    return cli_edge("install claude-code", lambda: install_claude_code.main(argv, env))
 
 
 GUARD_BUDGET_S = 12.0

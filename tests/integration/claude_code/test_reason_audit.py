@@ -160,7 +160,7 @@ def test_the_doors_fixed_texts_tell_no_one_to_change_the_guard() -> None:
     from zerto_rewind.gateway.service import refusal_for_error
 
     texts = [
-        json.loads(thin_hook._deny("mcp__v__t", "unix:/run/zr.sock", "refused")[0])[
+        json.loads(thin_hook._deny("mcp__v__t", "unix:/run/zr.sock", "refused"))[
             "hookSpecificOutput"
         ]["permissionDecisionReason"],
         refusal_for_error(ToolCall("mcp__v__t", {}), RuntimeError("boom")).reason,
@@ -186,7 +186,7 @@ def _identity_denials(thin_hook: Any) -> list[str]:
         try:
             thin_hook._check_peer(Peer(), "/run/zr.sock", user)
         except thin_hook.ServiceIdentityError as exc:
-            rendered = json.loads(thin_hook._deny_identity("mcp__v__t", exc)[0])
+            rendered = json.loads(thin_hook._deny_identity("mcp__v__t", exc))
             texts.append(rendered["hookSpecificOutput"]["permissionDecisionReason"])
     assert len(texts) == 3
     return texts

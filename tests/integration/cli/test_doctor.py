@@ -302,38 +302,38 @@ def test_on_pending_defer_is_a_warning(tmp_path: Path) -> None:
     assert "claude -p" in check.detail
 
 
-def test_a_hook_installed_before_the_layer_folders_still_runs_and_is_flagged(
+def test_a_hook_installed_before_the_layer_folders_fails_and_install_rewrites_it(
     sim: SimServer, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    """An old `zerto_rewind.hook` command starts; doctor warns about it, install rewrites it."""
+    """An old `zerto_rewind.hook` command cannot start; doctor fails it and says to install
+    again, and install rewrites it."""
     import shlex
     import subprocess
 
     from zerto_rewind.claude_code.hook import LAUNCH_CODE, LEGACY_LAUNCH_CODE
-    from zerto_rewind.claude_code.install import main as install_main
+    from zerto_rewind.cli.install_claude_code import main as install_main
 
     config = write_config(sim, tmp_path)
     legacy = shlex.join([sys.executable, "-c", LEGACY_LAUNCH_CODE, "hook", "--config", str(config)])
     settings = write_host_settings(tmp_path, config, command=legacy)
     checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
-    assert checks["hook command"].status == "warn"
+    assert checks["hook command"].status == "fail"
     assert "old import path" in checks["hook command"].detail
+    assert "zerto-rewind install claude-code" in checks["hook command"].fix
 
-    # The legacy command is a working hook: an unlisted tool gets the guard's own answer.
+    # The old import path is gone: the command fails, and onFailure: block blocks the call.
     payload = {"tool_name": "mcp__other__thing", "tool_input": {}, "hook_event_name": "PreToolUse"}
     proc = subprocess.run(
         shlex.split(legacy),
         input=json.dumps(payload),
         capture_output=True,
         text=True,
-        env={**env, "ZERTO_HOOK_UNKNOWN": "deny"},
+        env=env,
         timeout=60,
         check=False,
     )
-    assert proc.returncode == 0, proc.stderr
-    decision = json.loads(proc.stdout)["hookSpecificOutput"]
-    assert decision["permissionDecision"] == "deny"
-    assert "not in the zerto-rewind catalog" in decision["permissionDecisionReason"]
+    assert proc.returncode != 0
+    assert "zerto_rewind.hook" in proc.stderr
 
     project = tmp_path  # write_host_settings wrote <tmp_path>/.claude/settings.json
     assert (
@@ -368,7 +368,7 @@ def test_an_unpinned_hook_warns_and_install_rewrites_it_with_the_pin(
     import shlex
 
     from zerto_rewind.claude_code.hook import LAUNCH_CODE
-    from zerto_rewind.claude_code.install import main as install_main
+    from zerto_rewind.cli.install_claude_code import main as install_main
 
     config = write_config(sim, tmp_path)
     old = shlex.join([sys.executable, "-c", LAUNCH_CODE, "hook", "--config", str(config)])
@@ -403,8 +403,8 @@ def test_a_vm_server_registered_under_another_name_fails_and_install_refuses_it(
 
     Renaming the catalog's server to mcvsphere makes both pass.
     """
-    from zerto_rewind.claude_code.install import main as install_main
     from zerto_rewind.cli import run_command
+    from zerto_rewind.cli.install_claude_code import main as install_main
 
     project = tmp_path / "project"
     project.mkdir()

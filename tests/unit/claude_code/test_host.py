@@ -130,22 +130,20 @@ def output_of(text: str) -> dict[str, Any]:
 
 def test_none_prints_nothing() -> None:
     """Outcome none: exit 0 with empty stdout, never an explicit allow."""
-    assert render("none", "ignored", "ignored") == ("", 0)
-    assert render("none", "", "", prompt_as="deny") == ("", 0)
+    assert render("none", "ignored", "ignored") == ""
+    assert render("none", "", "", prompt_as="deny") == ""
 
 
 def test_context_gives_additional_context_only() -> None:
     """Outcome context: additionalContext, and no permissionDecision (never allow)."""
     context = "Checkpoint 7180 tagged 'zr web01' on VPG vpg-a at 2024-01-01T00:00:00Z"
-    text, code = render("context", "", context)
-    assert code == 0
+    text = render("context", "", context)
     assert output_of(text) == {"hookEventName": "PreToolUse", "additionalContext": context}
 
 
 def test_deny_carries_reason() -> None:
     """Outcome deny: permissionDecision deny with the reason for the model."""
-    text, code = render("deny", "checkpoint failed: VPG paused; resume it and retry", "")
-    assert code == 0
+    text = render("deny", "checkpoint failed: VPG paused; resume it and retry", "")
     assert output_of(text) == {
         "hookEventName": "PreToolUse",
         "permissionDecision": "deny",
@@ -156,8 +154,7 @@ def test_deny_carries_reason() -> None:
 @pytest.mark.parametrize(("prompt_as", "decision"), [("ask", "ask"), ("deny", "deny")])
 def test_prompt_is_ask_or_deny(prompt_as: str, decision: str) -> None:
     """Outcome prompt: ask, or deny when guard.prompt_as is deny; the reason is kept."""
-    text, code = render("prompt", "VM web01 unknown to Zerto", "", prompt_as=prompt_as)
-    assert code == 0
+    text = render("prompt", "VM web01 unknown to Zerto", "", prompt_as=prompt_as)
     specific = output_of(text)
     assert specific["permissionDecision"] == decision
     assert specific["permissionDecisionReason"] == "VM web01 unknown to Zerto"
@@ -166,15 +163,14 @@ def test_prompt_is_ask_or_deny(prompt_as: str, decision: str) -> None:
 @pytest.mark.parametrize("prompt_as", ["ask", "deny"])
 def test_defer_is_defer(prompt_as: str) -> None:
     """Outcome defer: permissionDecision defer, whatever prompt_as says."""
-    text, _ = render("defer", "tag pending; retry after 12:00:05Z", "", prompt_as=prompt_as)
+    text = render("defer", "tag pending; retry after 12:00:05Z", "", prompt_as=prompt_as)
     assert output_of(text)["permissionDecision"] == "defer"
 
 
 @pytest.mark.parametrize("outcome", ["allow", "", "ALLOW", "approve", "None"])
 def test_unknown_outcome_denies(outcome: str) -> None:
     """An outcome the adapter does not know is a deny that says so, never an allow."""
-    text, code = render(outcome, "original reason", "")
-    assert code == 0
+    text = render(outcome, "original reason", "")
     specific = output_of(text)
     assert specific["permissionDecision"] == "deny"
     assert repr(outcome) in specific["permissionDecisionReason"]
@@ -185,7 +181,7 @@ def test_unknown_outcome_denies(outcome: str) -> None:
 def test_no_outcome_ever_renders_allow(outcome: str) -> None:
     """No outcome, with any prompt_as, produces permissionDecision allow."""
     for prompt_as in ("ask", "deny"):
-        text, _ = render(outcome, "r", "c", prompt_as=prompt_as)
+        text = render(outcome, "r", "c", prompt_as=prompt_as)
         if text:
             assert output_of(text).get("permissionDecision") != "allow"
 
@@ -193,5 +189,5 @@ def test_no_outcome_ever_renders_allow(outcome: str) -> None:
 def test_non_ascii_reason_survives() -> None:
     """Reasons with non-ASCII text and quotes are valid JSON that round-trips."""
     reason = 'VM "wéb01" — tag «pending»\nretry'
-    text, _ = render("deny", reason, "")
+    text = render("deny", reason, "")
     assert output_of(text)["permissionDecisionReason"] == reason

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.claude_code import install
 from zerto_rewind.claude_code.hook import LAUNCH_CODE
 from zerto_rewind.claude_code.matcher import SELF_TOOLS, compile_matcher
 from zerto_rewind.claude_code.settings_file import (
@@ -24,7 +23,7 @@ from zerto_rewind.claude_code.settings_file import (
     plan_timeout,
     required_margin,
 )
-from zerto_rewind.cli import run_command
+from zerto_rewind.cli import install_claude_code, run_command
 from zerto_rewind.config import load_settings
 from zerto_rewind.config.loader import file_sha256
 from zerto_rewind.config.settings import DEFAULT_GUARD_TIMEOUT_S
@@ -33,7 +32,7 @@ from zerto_rewind.errors import ConfigError
 
 def main(argv: list[str], env: Mapping[str, str] | None = None) -> int:
     """``install claude-code`` behind the CLI's error edge, as ``zerto-rewind install`` runs it."""
-    return run_command("install claude-code", lambda: install.main(argv, env))
+    return run_command("install claude-code", lambda: install_claude_code.main(argv, env))
 
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "hooks" / "settings.example.json"

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from ...claude_code.settings_file import MANAGED_SETTINGS, is_thin_hook
-from ...config.settings import config_path
+from ...config.settings import config_path, home_dir
 from ...hostconfig.claude import read_sources
 from .access import User, lookup_user
 from .check import Check
@@ -81,7 +81,7 @@ def run_checks(
     """
     env = dict(os.environ if env is None else env)
     explicit = settings_files is not None
-    home = env.get("HOME") or os.path.expanduser("~")
+    home = home_dir(env)
     if settings_files is None:
         settings_files = default_settings_files(home, os.getcwd())
         if project_dirs is None:
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     if args.project:
         files.append(os.path.join(args.project, ".claude", "settings.json"))
     if args.user:
-        home = env.get("HOME") or os.path.expanduser("~")
+        home = home_dir(env)
         files.append(os.path.join(home, ".claude", "settings.json"))
     checks = run_checks(
         config=args.config,

@@ -201,6 +201,13 @@ def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
     reinstall = f"re-run {_INSTALL}"
     if parsed.problem or not parsed.argv:
         return Check(name, "fail", f"{path}: {parsed.problem}", reinstall)
+    if LEGACY_LAUNCH_CODE in parsed.argv:
+        # Checked before the probe, which would only say that the module is missing.
+        detail = (
+            f"{path}: the hook uses the old import path zerto_rewind.hook, which this version "
+            "no longer has: the hook cannot start, and guards nothing"
+        )
+        return Check(name, "fail", detail, reinstall)
     program = parsed.argv[0]
     problems = []
     if not os.path.isabs(program):
@@ -226,12 +233,6 @@ def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
     if os.path.abspath(parsed.config) != os.path.abspath(config):
         detail = f"{path}: the hook uses {parsed.config}, but this report checked {config}"
         return Check(name, "warn", detail, f"run zerto-rewind doctor --config {parsed.config}")
-    if LEGACY_LAUNCH_CODE in parsed.argv:
-        detail = (
-            f"{path}: the hook uses the old import path zerto_rewind.hook; it still works, "
-            "and a re-install writes the current one (with the config's pin)"
-        )
-        return Check(name, "warn", detail, reinstall)
     pinned = _pin_check(path, parsed.config, parsed.pin)
     if pinned is not None:
         return pinned

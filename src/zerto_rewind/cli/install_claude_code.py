@@ -1,0 +1,171 @@
+"""``zerto-rewind install claude-code``: the command line of :mod:`..claude_code.install`.
+
+Parses the options, checks the ones that only go together, and hands them to
+:func:`~zerto_rewind.claude_code.install.install` as an
+:class:`~zerto_rewind.claude_code.install_plan.InstallOptions`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+
+from ..claude_code.install import install
+from ..claude_code.install_plan import InstallOptions
+from ..claude_code.settings_file import DEFAULT_TIMEOUT_S
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zerto-rewind install",
+        usage="zerto-rewind install claude-code (--project DIR | --user | --managed) "
+        "[--service URL | --config PATH] [options]",
+        description="Install the zerto-rewind PreToolUse hook into an agent host's settings.",
+        epilog="Other targets: `zerto-rewind install --help`.",
+    )
+    parser.add_argument("host", choices=["claude-code"], help="the agent host")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--project", metavar="DIR", help="write DIR/.claude/settings.json")
+    where.add_argument("--user", action="store_true", help="write ~/.claude/settings.json")
+    where.add_argument(
+        "--managed",
+        action="store_true",
+        help="as root: write Claude Code's managed settings (/etc/claude-code/"
+        "managed-settings.json), which users and projects cannot override, and a root-owned "
+        "config under /etc/zerto-rewind/",
+    )
+    parser.add_argument(
+        "--config", metavar="PATH", help="the zerto-rewind config (default: ZERTO_REWIND_CONFIG)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the resulting settings, write nothing"
+    )
+    parser.add_argument(
+        "--all-tools",
+        action="store_true",
+        help="run the hook for every tool that is not read-only, not just the catalog's servers",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"the host's hook timeout in seconds (default {DEFAULT_TIMEOUT_S})",
+    )
+    parser.add_argument(
+        "--mcp-config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an MCP config Claude Code is started with (claude --mcp-config FILE)",
+    )
+    parser.add_argument(
+        "--with-mcp-server",
+        action="store_true",
+        help="also register zerto-rewind's MCP server (serve) in the project's .mcp.json "
+        "(or, with --user, ~/.claude.json); the rewind hint then names its tools",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="install even when no MCP config defines a server the catalog names",
+    )
+    thin = parser.add_argument_group(
+        "guard service", "a thin hook that asks the guard service (zerto-rewind gateway)"
+    )
+    thin.add_argument(
+        "--service",
+        metavar="URL",
+        help="unix:/path/to/socket (a local service) or https://host:port (a remote gateway): "
+        "install the thin hook, which holds no ZVM credential and keeps no guard state",
+    )
+    thin.add_argument(
+        "--service-user",
+        metavar="NAME|UID",
+        help="the user the guard service runs as (default: the owner of the socket): the thin "
+        "hook sends nothing to a socket served by any other uid. With --managed --config, the "
+        "service's config is also given to it to read",
+    )
+    thin.add_argument(
+        "--agent-user",
+        metavar="NAME",
+        help="with unix:PATH: the user who runs the agent; install refuses a socket whose "
+        "directory (or any above it) that user can change, or that it serves itself (default: "
+        "the user running install; as root, every user but root and the service's)",
+    )
+    thin.add_argument("--token-file", metavar="F", help="with https: the bearer token's file")
+    thin.add_argument("--ca-file", metavar="F", help="with https: the CA bundle to trust")
+    managed = parser.add_argument_group("managed install (--managed, as root)")
+    managed.add_argument(
+        "--allow-managed-hooks-only",
+        action="store_true",
+        help="also set allowManagedHooksOnly: hooks of user and project settings stop running",
+    )
+    managed.add_argument(
+        "--managed-file",
+        metavar="PATH",
+        help="the managed settings file (default /etc/claude-code/managed-settings.json)",
+    )
+    managed.add_argument(
+        "--root", metavar="DIR", help="take /etc/... under DIR (tests, image builds; default /)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Run ``zerto-rewind install claude-code``; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["claude-plugin"]:
+        from .install_claude_plugin import main as plugin_main
+
+        return plugin_main(argv[1:], env)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not args.managed:
+        managed_only = {
+            "--allow-managed-hooks-only": args.allow_managed_hooks_only,
+            "--managed-file": args.managed_file,
+            "--root": args.root,
+        }
+        given = [flag for flag, value in managed_only.items() if value]
+        if given:
+            parser.error(f"{', '.join(given)} go(es) with --managed only")
+    for flag, value in (("--service-user", args.service_user), ("--agent-user", args.agent_user)):
+        if value and not args.service:
+            parser.error(f"{flag} goes with --service")
+    env = dict(os.environ if env is None else env)
+    if args.config:
+        env["ZERTO_REWIND_CONFIG"] = args.config
+    install(_options(args), env)
+    return 0
+
+
+def _options(args: argparse.Namespace) -> InstallOptions:
+    return InstallOptions(
+        project=args.project,
+        user=args.user,
+        managed=args.managed,
+        config=args.config,
+        dry_run=args.dry_run,
+        all_tools=args.all_tools,
+        timeout=args.timeout,
+        mcp_config=tuple(args.mcp_config),
+        with_mcp_server=args.with_mcp_server,
+        force=args.force,
+        service=args.service,
+        service_user=args.service_user,
+        agent_user=args.agent_user,
+        token_file=args.token_file,
+        ca_file=args.ca_file,
+        allow_managed_hooks_only=args.allow_managed_hooks_only,
+        managed_file=args.managed_file,
+        root=args.root,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
