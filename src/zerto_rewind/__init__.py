@@ -3,10 +3,13 @@
 The folders are layers; imports point down this list, never up or sideways
 between doors (``tests/unit/test_layers.py`` enforces it):
 
-* ``cli``: the ``zerto-rewind`` command, doctor, demo, sandbox.
-* doors: ``claude_code`` (the PreToolUse hook and its installer),
-  ``mcp_server`` (the guard's MCP tools).
-* ``recovery``: protection status, recovery plans, failover tests, previews.
+* ``cli``: the ``zerto-rewind`` command: argument parsing, the one error edge,
+  doctor, demo.
+* doors: ``claude_code`` (the PreToolUse hooks and their installer),
+  ``mcp_server`` (the guard's MCP tools), ``gateway`` (the MCP gateway, the guard
+  service and the approval channels).
+* ``recovery`` (protection status, recovery plans, failover tests, previews) and
+  ``scan`` (a VM server's tool list turned into a proposed catalog).
 * ``core``: the decision table and the tag lifecycle.
 * ``zvm`` (the Zerto client) and ``sim`` (the ZVM simulator), side by side, with
   ``hostconfig`` (agent-host MCP config files: read, checked, moved, written).
