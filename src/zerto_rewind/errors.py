@@ -10,7 +10,7 @@ nothing) are drawn here with their module::
     │   └── ConfigChanged      the config no longer matches its pin (config.loader)
     ├── StateError             the state directory cannot be used
     ├── UsageError             an argument names nothing that exists, or is ambiguous
-    │   └── InstallRefused     install writes nothing, for the reason given (claude_code.install_plan)
+    │   └── InstallRefused     install refused, nothing written (claude_code.install_plan)
     ├── RecoveryError          live recovery refused (disabled, wrong confirm) or its task failed
     ├── ZvmError               talking to the ZVM failed
     │   ├── ZvmConnectionError can't connect / connection dropped
