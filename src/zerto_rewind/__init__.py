@@ -3,7 +3,8 @@
 The folders are layers; imports point down this list, never up or sideways
 between doors (``tests/unit/test_layers.py`` enforces it):
 
-* ``cli``: the ``zerto-rewind`` command, doctor, demo, sandbox.
+* ``cli``: the ``zerto-rewind`` command, doctor, demo.
+* ``testing``: the public test harness (simulator in a thread, sandbox, fast cadences).
 * doors: ``claude_code`` (the PreToolUse hook and its installer),
   ``mcp_server`` (the guard's MCP tools).
 * ``recovery``: protection status, recovery plans, failover tests, previews.

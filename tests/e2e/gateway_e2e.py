@@ -39,8 +39,8 @@ from typing import Any
 
 from harness import E2E_DIR, write_json
 
-from zerto_rewind.cli.sandbox import Sandbox, fast_sim_config
 from zerto_rewind.gateway.http import token_digest
+from zerto_rewind.testing import Sandbox, fast_sim_config
 
 _REALVM_DIR = E2E_DIR.parent / "realvm"
 if str(_REALVM_DIR) not in sys.path:

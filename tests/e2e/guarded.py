@@ -1,6 +1,6 @@
 """The real product in the real CLI: a simulator, an installed hook, the stand-in VM server.
 
-``Guarded`` binds an :class:`~harness.E2ESession` to a :class:`zerto_rewind.cli.sandbox.Sandbox`:
+``Guarded`` binds an :class:`~harness.E2ESession` to a :class:`zerto_rewind.testing.Sandbox`:
 
 - the ZVM simulator runs in-process over TLS with short cadences (``SIM_CADENCES``);
 - the stand-in ``vsphere`` MCP server reports every change it makes to the simulator's
@@ -34,7 +34,7 @@ from typing import Any
 
 from harness import ClaudeRun, E2ESession, mcp_config
 
-from zerto_rewind.cli.sandbox import DEMO_CATALOG, SECRET_ENV, Sandbox, fast_sim_config
+from zerto_rewind.testing import DEMO_CATALOG, SECRET_ENV, Sandbox, fast_sim_config
 
 __all__ = [
     "AWS_CADENCE_S",

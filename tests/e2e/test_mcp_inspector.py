@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from harness import INSPECTOR_BIN
 
-from zerto_rewind.cli.sandbox import SECRET_ENV, Sandbox
+from zerto_rewind.testing import SECRET_ENV, Sandbox
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from reliability_helpers import GUARD, Bench
 
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 
 @pytest.fixture(scope="module")

@@ -31,11 +31,13 @@ RANKS: dict[str, int] = {
     "claude_code": 6,
     "mcp_server": 6,
     "gateway": 6,
-    "cli": 7,
+    # The public test harness: a sandbox runs the hook as a host does.
+    "testing": 7,
+    "cli": 8,
     # The package root, `python -m zerto_rewind` and the old hook import path sit on top.
-    "__init__": 8,
-    "__main__": 8,
-    "hook": 8,
+    "__init__": 9,
+    "__main__": 9,
+    "hook": 9,
 }
 
 

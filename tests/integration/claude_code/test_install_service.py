@@ -30,8 +30,8 @@ from zerto_rewind.claude_code.settings_file import (
     managed_settings_file,
 )
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
-from zerto_rewind.cli.sandbox import Sandbox
 from zerto_rewind.errors import ConfigError
+from zerto_rewind.testing import Sandbox
 
 GUARD_BUDGET_S = 12.0
 

@@ -23,7 +23,7 @@ import pytest
 from service_helpers import guard_service
 
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 
 @pytest.fixture

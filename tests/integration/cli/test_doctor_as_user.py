@@ -29,7 +29,7 @@ from zerto_rewind.claude_code.settings_file import managed_settings_file
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli.doctor import Check, main, run_checks
 from zerto_rewind.cli.doctor_access import User, lookup_user
-from zerto_rewind.cli.sandbox import SECRET_ENV, Sandbox
+from zerto_rewind.testing import SECRET_ENV, Sandbox
 
 AGENT = "zr-doctor-agent2"
 

@@ -17,8 +17,8 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from zerto_rewind.cli.sandbox import Sandbox
 from zerto_rewind.gateway.http import token_digest
+from zerto_rewind.testing import Sandbox
 
 STAND_IN = Path(__file__).resolve().parents[2] / "e2e" / "vm_mcp_server.py"
 TOKENS = {"agent-a": "token-a-0123456789", "agent-b": "token-b-0123456789"}

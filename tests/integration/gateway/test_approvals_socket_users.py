@@ -30,7 +30,7 @@ from gateway_helpers import (
 )
 
 from support.users import as_user
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -27,9 +27,9 @@ from gateway_helpers import (
 )
 from test_notify import SECRET, Receiver
 
-from zerto_rewind.cli.sandbox import Sandbox
 from zerto_rewind.gateway.approvals_web import hash_password
 from zerto_rewind.gateway.notify import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ from gateway_helpers import (
     text_of,
 )
 
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 

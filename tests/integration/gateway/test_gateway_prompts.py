@@ -33,7 +33,7 @@ from gateway_helpers import (
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from zerto_rewind.cli.sandbox import DEMO_CATALOG, Sandbox
+from zerto_rewind.testing import DEMO_CATALOG, Sandbox
 
 pytestmark = pytest.mark.anyio
 

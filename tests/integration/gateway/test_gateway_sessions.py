@@ -30,7 +30,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 

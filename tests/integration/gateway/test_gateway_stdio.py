@@ -10,7 +10,7 @@ from gateway_helpers import actions, decisions, gateway_config, text_of
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 
