@@ -32,8 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness import ClaudeRun, E2ESession, mcp_config
-
+from e2e.harness import ClaudeRun, E2ESession, mcp_config
 from zerto_rewind.testing import DEMO_CATALOG, SECRET_ENV, Sandbox, fast_sim_config
 
 __all__ = [
@@ -82,7 +81,7 @@ def parse_time(text: str) -> float:
 
 def retry_time_told(messages: list[dict[str, Any]]) -> float | None:
     """The retry time the guard told the model in the last tool result (a ``not_before``)."""
-    from fake_anthropic import last_tool_result_text
+    from e2e.fake_anthropic import last_tool_result_text
 
     found = _RETRY_RE.search(last_tool_result_text(messages))
     return parse_time(found.group(1)) if found else None

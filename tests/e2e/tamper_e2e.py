@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway_e2e import PYTHON, SERVER, GatewayRig
-from harness import ClaudeRun, claude_env, claude_path, make_home, write_json
+from e2e.gateway_e2e import PYTHON, SERVER, GatewayRig
+from e2e.harness import ClaudeRun, claude_env, claude_path, make_home, write_json
 
 __all__ = [
     "MANAGED_DIR",

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import INSPECTOR_BIN
 
+from e2e.harness import INSPECTOR_BIN
 from zerto_rewind.testing import SECRET_ENV, Sandbox
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from realvm import ROOT, VCenter, mcvsphere_command
+from support.realvm import ROOT, VCenter, mcvsphere_command
 
 SERVERS = ROOT / ".cache" / "realvm" / "servers"
 DATA = ROOT / "tests" / "data"

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from reliability_helpers import GUARD, Bench
 
+from reliability.reliability_helpers import GUARD, Bench
 from zerto_rewind.testing import Sandbox
 
 

@@ -13,8 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from reliability_helpers import BUDGET_S, POWER_OFF, UNLISTED_TOOL, Bench
-
+from reliability.reliability_helpers import BUDGET_S, POWER_OFF, UNLISTED_TOOL, Bench
 from zerto_rewind.core.state import GuardState
 from zerto_rewind.zvm.auth import CachedToken, TokenCache
 

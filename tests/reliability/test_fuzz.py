@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_helpers import POWER_OFF, READ_ONLY_TOOL, UNLISTED_TOOL, Bench
 
+from reliability.reliability_helpers import POWER_OFF, READ_ONLY_TOOL, UNLISTED_TOOL, Bench
 from zerto_rewind.claude_code import hook
 from zerto_rewind.claude_code.host import HookInputError, parse_input
 from zerto_rewind.claude_code.protect import SELF_TOOLS

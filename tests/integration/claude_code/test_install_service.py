@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_helpers import guard_service, unix_user
 
+from integration.claude_code.service_helpers import guard_service, unix_user
 from zerto_rewind.claude_code.install import main
 from zerto_rewind.claude_code.install_managed import managed_config_path
 from zerto_rewind.claude_code.matcher import compile_matcher

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from redis_helpers import RedisServer
 
+from support.redis_server import RedisServer
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall
 from zerto_rewind.core.guard import Guard
 from zerto_rewind.core.state_redis import RedisGuardState

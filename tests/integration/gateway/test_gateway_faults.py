@@ -11,8 +11,15 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from gateway_helpers import TOKENS, GatewayProcess, client, decisions, gateway_process, text_of
 
+from integration.gateway.gateway_helpers import (
+    TOKENS,
+    GatewayProcess,
+    client,
+    decisions,
+    gateway_process,
+    text_of,
+)
 from zerto_rewind.gateway.http import token_digest
 from zerto_rewind.testing import Sandbox
 

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from support.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[3]
 STAND_IN = ROOT / "tests" / "e2e" / "vm_mcp_server.py"
 CLI = [sys.executable, "-m", "zerto_rewind"]
@@ -62,18 +64,11 @@ def test_scan_failure_says_what_failed() -> None:
     assert "could not list the tools of" in run.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def test_scan_stand_in_over_streamable_http(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     code = (
-        f"import sys; sys.path.insert(0, {str(STAND_IN.parent)!r}); import vm_mcp_server as m; "
-        f"m.server.run('streamable-http', host='127.0.0.1', port={port})"
+        f"import runpy; m = runpy.run_path({str(STAND_IN)!r}); "
+        f"m['server'].run('streamable-http', host='127.0.0.1', port={port})"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL)
     try:
