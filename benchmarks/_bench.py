@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from zerto_rewind.cli.sandbox import HookRun, Sandbox
+from zerto_rewind.testing import HookRun, Sandbox
 
 __all__ = ["HookRun", "Sandbox", "at_once", "judge", "sandbox", "table"]
 

@@ -15,7 +15,7 @@ import sys
 
 import _bench
 
-from zerto_rewind.cli.sandbox import fast_sim_config
+from zerto_rewind.testing import fast_sim_config
 
 ONE_VPG_TARGET = 1.5
 MANY_VPG_TARGET = 2.0

@@ -18,7 +18,7 @@ import sys
 
 import _bench
 
-from zerto_rewind.cli.sandbox import fast_sim_config
+from zerto_rewind.testing import fast_sim_config
 
 TARGET = 1.1
 VM, VPG = "vm-00005", "vpg-00005"

@@ -5,6 +5,7 @@ between doors (``tests/unit/test_layers.py`` enforces it):
 
 * ``cli``: the ``zerto-rewind`` command: argument parsing, the one error edge,
   doctor, demo.
+* ``testing``: the public test harness (simulator in a thread, sandbox, fast cadences).
 * doors: ``claude_code`` (the PreToolUse hooks and their installer),
   ``mcp_server`` (the guard's MCP tools), ``gateway`` (the MCP gateway, the guard
   service and the approval channels).

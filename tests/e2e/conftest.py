@@ -18,9 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_anthropic import FakeAnthropic
-from guarded import Guarded
-from harness import E2ESession, claude_path, make_home, mcp_config
+
+from e2e.fake_anthropic import FakeAnthropic
+from e2e.guarded import Guarded
+from e2e.harness import E2ESession, claude_path, make_home, mcp_config
 
 _HERE = Path(__file__).resolve().parent
 

@@ -37,16 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import E2E_DIR, write_json
-
-from zerto_rewind.cli.sandbox import Sandbox, fast_sim_config
-from zerto_rewind.gateway.http import token_digest
-
-_REALVM_DIR = E2E_DIR.parent / "realvm"
-if str(_REALVM_DIR) not in sys.path:
-    sys.path.insert(0, str(_REALVM_DIR))
-
-from realvm import (  # noqa: E402  # tests/realvm is not a package
+from e2e.harness import E2E_DIR, write_json
+from support.realvm import (
     DEFAULT_VMS,
     MCVSPHERE_VENV,
     SETUP_SCRIPT,
@@ -56,6 +48,8 @@ from realvm import (  # noqa: E402  # tests/realvm is not a package
     setup_problems,
     start_vcsim,
 )
+from zerto_rewind.gateway.http import token_digest
+from zerto_rewind.testing import Sandbox, fast_sim_config
 
 __all__ = [
     "AWS_VPG",

@@ -1,6 +1,6 @@
 """The real product in the real CLI: a simulator, an installed hook, the stand-in VM server.
 
-``Guarded`` binds an :class:`~harness.E2ESession` to a :class:`zerto_rewind.cli.sandbox.Sandbox`:
+``Guarded`` binds an :class:`~harness.E2ESession` to a :class:`zerto_rewind.testing.Sandbox`:
 
 - the ZVM simulator runs in-process over TLS with short cadences (``SIM_CADENCES``);
 - the stand-in ``vsphere`` MCP server reports every change it makes to the simulator's
@@ -32,9 +32,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness import ClaudeRun, E2ESession, mcp_config
-
-from zerto_rewind.cli.sandbox import DEMO_CATALOG, SECRET_ENV, Sandbox, fast_sim_config
+from e2e.harness import ClaudeRun, E2ESession, mcp_config
+from zerto_rewind.testing import DEMO_CATALOG, SECRET_ENV, Sandbox, fast_sim_config
 
 __all__ = [
     "AWS_CADENCE_S",
@@ -82,7 +81,7 @@ def parse_time(text: str) -> float:
 
 def retry_time_told(messages: list[dict[str, Any]]) -> float | None:
     """The retry time the guard told the model in the last tool result (a ``not_before``)."""
-    from fake_anthropic import last_tool_result_text
+    from e2e.fake_anthropic import last_tool_result_text
 
     found = _RETRY_RE.search(last_tool_result_text(messages))
     return parse_time(found.group(1)) if found else None

@@ -10,11 +10,13 @@ The pieces ``test_tamper.py`` binds together:
   namespace of its own (``unshare --mount``, then ``setpriv`` to drop to the user), against
   the scripted model on loopback. The namespace does two things and nothing else:
 
-  * the interpreter of this checkout's venvs lives under ``/root`` (pyenv), which others may
-    not traverse. Inside the namespace, ``/root`` is an empty 0755 directory with only that
-    interpreter's prefix bound into it (read-only as ever: root owns it), so the agent's
-    user can run the venv's Python — the hook, mcvsphere — exactly as installed. Nothing
-    else of ``/root`` is visible to the agent, and nothing changes outside the namespace;
+  * the interpreter of this checkout's venvs lives under ``/root`` (pyenv), and the checkout
+    itself may sit in a 0700 directory (a ``mktemp -d``, root's home): others may not
+    traverse either. Inside the namespace each such directory is an empty 0755 one with
+    only that interpreter's prefix and this checkout bound into it (read-only as ever: root
+    owns them), so the agent's user can run the venv's Python — the hook, mcvsphere —
+    exactly as installed. Nothing else there is visible to the agent, and nothing changes
+    outside the namespace (``support.users.namespace_command``);
   * with ``managed=DIR``, DIR is bound onto ``/etc/claude-code``: Claude Code's managed
     settings (the system-wide policy file) for that run only, so concurrent tests on this
     machine never see them. ``/etc/claude-code`` is created empty if missing (the mount
@@ -36,19 +38,18 @@ import json
 import os
 import pwd
 import secrets
-import shlex
 import shutil
 import stat
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway_e2e import PYTHON, SERVER, GatewayRig
-from harness import ClaudeRun, claude_env, claude_path, make_home, write_json
+from e2e.gateway_e2e import PYTHON, SERVER, GatewayRig
+from e2e.harness import ClaudeRun, claude_env, claude_path, make_home, write_json
+from support.users import namespace_command
 
 __all__ = [
     "MANAGED_DIR",
@@ -99,25 +100,6 @@ def give(path: Path, uid: int, gid: int) -> None:
             os.lchown(os.path.join(dirpath, name), uid, gid)
 
 
-def _others_can_traverse(path: Path) -> bool:
-    return all(os.stat(p).st_mode & stat.S_IXOTH for p in [path, *path.parents])
-
-
-def _hidden_prefix() -> tuple[Path, Path] | None:
-    """(first ancestor others cannot traverse, the interpreter prefix under it), or None.
-
-    This checkout's venvs point at ``sys.base_prefix``; when that is under ``/root`` (0700),
-    the agent's user cannot start them.
-    """
-    prefix = Path(sys.base_prefix).resolve()
-    if _others_can_traverse(prefix):
-        return None
-    for ancestor in reversed([prefix, *prefix.parents]):
-        if not os.stat(ancestor).st_mode & stat.S_IXOTH:
-            return ancestor, prefix
-    return None
-
-
 # ----------------------------------------------------------------------------- the user
 
 
@@ -129,7 +111,7 @@ class Agent:
     uid: int
     gid: int
     area: Path  # 0700, the user's: home, project, tmp
-    stage: Path  # root's, 0755: what the namespace puts on the hidden prefix's ancestor
+    stage: Path  # root's, 0755: what the namespace puts on each directory others cannot traverse
     runs: list[ClaudeRun] = field(default_factory=list)
 
     @property
@@ -154,27 +136,10 @@ class Agent:
         os.chown(path, self.uid, self.gid)
         return path
 
-    def namespace_script(self, managed: Path | None) -> str:
-        """The root part of the run: private mounts, then drop to the agent's user."""
-        lines = ["set -e"]
-        hidden = _hidden_prefix()
-        if hidden is not None:
-            ancestor, prefix = hidden
-            inner = self.stage / prefix.relative_to(ancestor)
-            lines += [
-                f"mount --bind {shlex.quote(str(prefix))} {shlex.quote(str(inner))}",
-                f"mount --rbind {shlex.quote(str(self.stage))} {shlex.quote(str(ancestor))}",
-            ]
-        if managed is not None:
-            lines.append(f"mount --bind {shlex.quote(str(managed))} {MANAGED_DIR}")
-        lines.append(f'exec setpriv --reuid={self.uid} --regid={self.gid} --clear-groups -- "$@"')
-        return "\n".join(lines)
-
     def command(self, argv: Sequence[str], *, managed: Path | None = None) -> list[str]:
         """``argv`` run as the agent, in its namespace (see the module docstring)."""
-        script = self.namespace_script(managed)
-        return ["unshare", "--mount", "--propagation", "private", "--",
-                "/bin/sh", "-c", script, "agent-namespace", *argv]  # fmt: skip
+        binds = [(managed, MANAGED_DIR)] if managed is not None else []
+        return namespace_command(self.uid, self.gid, argv, stage=self.stage, binds=binds)
 
     def env(self, api_url: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = claude_env(api_url, self.home)
@@ -277,27 +242,13 @@ def agent_user(base: Path) -> Iterator[Agent]:
         make_home(agent.home, agent.project)
         agent.own(area)
         area.chmod(0o700)
-        _make_stage(stage)
+        stage.mkdir(mode=0o755, exist_ok=True)
         yield agent
     finally:
         _end_processes_of(name)
         subprocess.run(["userdel", name], check=False, capture_output=True)
         shutil.rmtree(area, ignore_errors=True)
         _remove_stage(stage)
-
-
-def _make_stage(stage: Path) -> None:
-    hidden = _hidden_prefix()
-    stage.mkdir(mode=0o755, exist_ok=True)
-    if hidden is None:
-        return
-    ancestor, prefix = hidden
-    inner = stage / prefix.relative_to(ancestor)
-    inner.mkdir(mode=0o755, parents=True, exist_ok=True)
-    for path in [inner, *inner.parents]:
-        if path == stage.parent:
-            break
-        path.chmod(0o755)
 
 
 def _remove_stage(stage: Path) -> None:

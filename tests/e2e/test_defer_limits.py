@@ -10,9 +10,10 @@ is documented for single-call headless runs and `deny` stays the default.
 from __future__ import annotations
 
 import pytest
-from fake_anthropic import call
-from harness import E2ESession
-from test_harness import POWER_OFF, throwaway_hook
+
+from e2e.fake_anthropic import call
+from e2e.harness import E2ESession
+from e2e.test_harness import POWER_OFF, throwaway_hook
 
 
 @pytest.mark.parametrize("mode", ["bypassPermissions", "default"])

@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -41,18 +40,14 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from fake_anthropic import call
-from gateway_e2e import CLIENT_NAME, PYTHON, SERVER, TOKEN, VM, GatewayRig, tool
-from harness import E2ESession, write_json
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from selenium.webdriver.common.by import By
-from tamper_e2e import Agent, agent_user
 
-from zerto_rewind.gateway.approvals_web import hash_password
-from zerto_rewind.gateway.request_state import APPROVAL_KEY
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for support.browser
+from e2e.fake_anthropic import call
+from e2e.gateway_e2e import CLIENT_NAME, PYTHON, SERVER, TOKEN, VM, GatewayRig, tool
+from e2e.harness import E2ESession, write_json
+from e2e.tamper_e2e import Agent, agent_user
 from support.browser import (
     chrome,
     click_approve,
@@ -61,6 +56,8 @@ from support.browser import (
     wait_for_request,
     wait_until,
 )
+from zerto_rewind.gateway.approvals_web import hash_password
+from zerto_rewind.gateway.request_state import APPROVAL_KEY
 
 POWER_OFF = tool("power_off")  # mcvsphere's power_off, as the guard's catalog names it
 TARGET = VM.unknown  # in vcsim, in no VPG: the vm_unknown prompt row

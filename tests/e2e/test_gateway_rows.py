@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_anthropic import call, delayed
-from gateway_e2e import (
+
+from e2e.fake_anthropic import call, delayed
+from e2e.gateway_e2e import (
     AWS_VPG,
     BUDGET_S,
     CLIENT_NAME,
@@ -35,8 +36,8 @@ from gateway_e2e import (
     sent_messages,
     tool,
 )
-from guarded import parse_time, retry_time_told
-from harness import ClaudeRun, E2ESession
+from e2e.guarded import parse_time, retry_time_told
+from e2e.harness import ClaudeRun, E2ESession
 
 TRANSPORTS = ["stdio", "http"]
 POWER_OFF, LIST_VMS = tool("power_off"), tool("list_vms")

@@ -24,9 +24,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
-from fake_anthropic import call, delayed
-from guarded import Guarded
-from harness import claude_env, mcp_tool
+
+from e2e.fake_anthropic import call, delayed
+from e2e.guarded import Guarded
+from e2e.harness import claude_env, mcp_tool
 
 POWER_OFF = mcp_tool("power_off_vm")
 WAIT_S = 30.0

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from fake_anthropic import call
-from guarded import MODES, Guarded, hook_contexts, parse_time
-from harness import mcp_tool
+
+from e2e.fake_anthropic import call
+from e2e.guarded import MODES, Guarded, hook_contexts, parse_time
+from e2e.harness import mcp_tool
 
 POWER_OFF = mcp_tool("power_off_vm")
 RECONFIGURE = mcp_tool("reconfigure_vm")

@@ -8,9 +8,10 @@ checkpoints, so the next one — where a tag lands — is a whole cadence away.
 from __future__ import annotations
 
 import pytest
-from fake_anthropic import call, delayed
-from guarded import BUDGET_S, MODES, Guarded, parse_time, retry_time_told
-from harness import mcp_tool
+
+from e2e.fake_anthropic import call, delayed
+from e2e.guarded import BUDGET_S, MODES, Guarded, parse_time, retry_time_told
+from e2e.harness import mcp_tool
 
 POWER_OFF = mcp_tool("power_off_vm")
 AWS_VM, AWS_VPG = "win2019-1", "CMH-AWS-1"

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_anthropic import call
-from guarded import BUDGET_S, MODES, Guarded
-from harness import mcp_tool
+
+from e2e.fake_anthropic import call
+from e2e.guarded import BUDGET_S, MODES, Guarded
+from e2e.harness import mcp_tool
 
 POWER_OFF = mcp_tool("power_off_vm")
 # The smallest timeout install accepts for a 1 s budget: budget + 10 s margin, rounded up.

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_anthropic import FakeAnthropic, call
-from harness import (
+
+from e2e.fake_anthropic import FakeAnthropic, call
+from e2e.harness import (
     INSPECTOR_BIN,
     VM_SERVER,
     ClaudeMissing,
@@ -32,7 +33,7 @@ from harness import (
     write_json,
     write_plugin,
 )
-from vm_mcp_server import ssh_host
+from e2e.vm_mcp_server import ssh_host
 
 POWER_OFF = mcp_tool("power_off_vm")
 RECONFIGURE = mcp_tool("reconfigure_vm")
@@ -460,7 +461,8 @@ def test_the_vm_server_verifies_the_simulator_with_the_ca_bundle(
     import ssl
 
     import httpx
-    import vm_mcp_server
+
+    from e2e import vm_mcp_server
 
     cert, key = tmp_path / "sim.pem", tmp_path / "sim.key"
     subprocess.run(

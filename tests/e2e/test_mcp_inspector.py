@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import INSPECTOR_BIN
 
-from zerto_rewind.cli.sandbox import SECRET_ENV, Sandbox
+from e2e.harness import INSPECTOR_BIN
+from zerto_rewind.testing import SECRET_ENV, Sandbox
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fake_anthropic import call
-from guarded import MODES, PYTHON, Guarded
-from harness import claude_env, mcp_tool
 
+from e2e.fake_anthropic import call
+from e2e.guarded import MODES, PYTHON, Guarded
+from e2e.harness import claude_env, mcp_tool
 from zerto_rewind.claude_code.plugin import MCP_SERVER_NAME, PLUGIN_NAME
 from zerto_rewind.claude_code.settings_file import hook_command
 

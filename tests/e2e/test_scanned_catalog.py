@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_anthropic import call, delayed
-from gateway_e2e import (
+
+from e2e.fake_anthropic import call, delayed
+from e2e.gateway_e2e import (
     CONFIRMED_VPG,
     DEFAULT_VMS,
     PYTHON,
@@ -39,10 +40,9 @@ from gateway_e2e import (
     GatewayRig,
     tool,
 )
-from guarded import hook_contexts, parse_time
-from harness import E2E_DIR, E2ESession, write_json
-
-from realvm import mcvsphere_command  # on sys.path once gateway_e2e is imported
+from e2e.guarded import hook_contexts, parse_time
+from e2e.harness import E2E_DIR, E2ESession, write_json
+from support.realvm import mcvsphere_command
 
 LIST_VMS, POWER_OFF = tool("list_vms"), tool("power_off")
 MAINTENANCE = tool("enter_maintenance_mode")  # host-level: no VM argument

@@ -31,10 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_anthropic import FakeAnthropic, ToolResult, call
-from gateway_e2e import AWS_VPG, FAILED_VPG, GUARD, PYTHON, SERVER, VM, catalog, tool
-from harness import ClaudeRun
-from tamper_e2e import (
+
+from e2e.fake_anthropic import FakeAnthropic, ToolResult, call
+from e2e.gateway_e2e import AWS_VPG, FAILED_VPG, GUARD, PYTHON, SERVER, VM, catalog, tool
+from e2e.harness import ClaudeRun
+from e2e.tamper_e2e import (
     Agent,
     GuardService,
     agent_user,
@@ -42,8 +43,7 @@ from tamper_e2e import (
     managed_mount_point,
     tree_digest,
 )
-
-from realvm import mcvsphere_command
+from support.realvm import mcvsphere_command
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE as THIN_LAUNCH_CODE
 from zerto_rewind.core.state import _safe_name
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from realvm import SETUP_SCRIPT, VCenter, setup_problems, start_vcsim
+from support.realvm import SETUP_SCRIPT, VCenter, setup_problems, start_vcsim
 
 _HERE = Path(__file__).resolve().parent
 

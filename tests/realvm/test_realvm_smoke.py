@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from realvm import DEFAULT_VMS, VCenter, mcvsphere_session, power_states, tool_text, vm_info
+from support.realvm import DEFAULT_VMS, VCenter, mcvsphere_session, power_states, tool_text, vm_info
 
 pytestmark = pytest.mark.anyio
 

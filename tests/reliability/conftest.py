@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from reliability_helpers import GUARD, Bench
 
-from zerto_rewind.cli.sandbox import Sandbox
+from reliability.reliability_helpers import GUARD, Bench
+from zerto_rewind.testing import Sandbox
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zerto_rewind.cli.sandbox import HookRun, Sandbox
+from zerto_rewind.testing import HookRun, Sandbox
 
 POWER_OFF = "mcp__vsphere__power_off_vm"
 READ_ONLY_TOOL = "mcp__vsphere__get_vm"

@@ -13,8 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from reliability_helpers import BUDGET_S, POWER_OFF, UNLISTED_TOOL, Bench
-
+from reliability.reliability_helpers import BUDGET_S, POWER_OFF, UNLISTED_TOOL, Bench
 from zerto_rewind.core.state import GuardState
 from zerto_rewind.zvm.auth import CachedToken, TokenCache
 
@@ -37,6 +36,12 @@ def test_fifty_hooks_at_once_write_fifty_well_formed_log_lines(bench: Bench) -> 
     with ThreadPoolExecutor(50) as pool:
         decisions = list(pool.map(one, range(50)))
     assert set(decisions) <= {"deny", "ask"}
+    # The unlisted tool and the call that names no VM are decided from the catalog alone, so
+    # they ask however busy the ZVM is; a paused VPG always denies. Only the unknown VM needs
+    # an answer from the ZVM, and under 50 callers that answer may not come within budget.
+    expected = [{"ask"}, {"deny"}, {"deny", "ask"}, {"ask"}]
+    wrong = [(i, d) for i, d in enumerate(decisions) if d not in expected[i % len(calls)]]
+    assert wrong == [], wrong
     with open(bench.log_path, encoding="utf-8") as fh:
         lines = fh.read().splitlines()
     records = [json.loads(line) for line in lines]
@@ -86,6 +91,7 @@ def test_token_cache_stays_valid_under_concurrent_writers(tmp_path: Path) -> Non
         list(pool.map(write, range(8)))
     done.set()
     reader.join()
+    assert seen, "the reader never saw a token: it checked nothing"
     assert all(t.startswith("token-") and len(t) % 20 == 0 for t in seen)
     assert not glob.glob(str(tmp_path / "tokens" / "*.corrupt-*")), "never a torn file"
     assert cache.load("k") is not None

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from reliability_helpers import (
+
+from reliability.reliability_helpers import (
     BUDGET_S,
     GUARD,
     POWER_OFF,
@@ -29,7 +30,6 @@ from reliability_helpers import (
     UNLISTED_TOOL,
     Bench,
 )
-
 from zerto_rewind.sim.certs import write_certs
 
 

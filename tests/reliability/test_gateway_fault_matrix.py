@@ -30,13 +30,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from zerto_rewind.cli.sandbox import Sandbox
+from support.redis_server import RedisServer
 from zerto_rewind.config import load_settings
 from zerto_rewind.core.catalog import READ_ONLY, classify
 from zerto_rewind.gateway.http import token_digest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "core"))
-from redis_helpers import RedisServer
+from zerto_rewind.testing import Sandbox
 
 UPSTREAM = Path(__file__).with_name("gateway_upstream.py")
 BUDGET_S = 4.0

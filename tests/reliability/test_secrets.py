@@ -6,7 +6,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from reliability_helpers import POWER_OFF, READ_ONLY_TOOL, UNLISTED_TOOL, Bench
+from reliability.reliability_helpers import POWER_OFF, READ_ONLY_TOOL, UNLISTED_TOOL, Bench
 
 
 def _record_issued_tokens(bench: Bench) -> dict[str, list[str]]:

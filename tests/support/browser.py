@@ -4,10 +4,8 @@ For tests that need a person's clicks on the page (gateway/approvals_web.py):
 the page's own browser test, and the end-to-end test where an MCP call waits
 until someone approves it. Nothing is downloaded: the driver and the browser are
 Debian's (``apt-get install chromium chromium-driver``, as scripts/test does), and
-Selenium Manager is kept offline (``SE_OFFLINE=true``). Import it with
-``tests/`` on ``sys.path``::
+Selenium Manager is kept offline (``SE_OFFLINE=true``)::
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/
     from support.browser import approve, chrome, login, missing_browser, serve
 
     pytestmark = pytest.mark.skipif(missing_browser() is not None, reason=...)

@@ -5,7 +5,8 @@ the checkout itself may sit in a 0700 directory (a ``mktemp -d``, root's home): 
 user could run neither. :func:`as_user` runs ``argv`` in a private mount namespace of its
 own (``unshare --mount``), where each such ancestor is replaced by a root-owned 0755
 stage holding only the needed paths, bound read-only as ever; then ``setpriv`` drops to
-the user. Nothing changes outside that namespace.
+the user. Nothing changes outside that namespace. :func:`namespace_command` is the
+same command for a caller that runs it itself (a long-lived process, more mounts).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["as_user"]
+__all__ = ["as_user", "namespace_command", "stage_mounts"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,31 +44,59 @@ def _hidden() -> dict[Path, list[Path]]:
     return found
 
 
+def stage_mounts(stage: Path) -> list[str]:
+    """Mount points under ``stage`` for what another user must reach, and the mounts to make.
+
+    ``stage`` is root's and 0755; it may be used for many commands (the mount
+    points are made once). Run the mounts, as root, in a private mount namespace.
+    """
+    lines: list[str] = []
+    for i, (ancestor, paths) in enumerate(_hidden().items()):
+        ancestor_stage = stage / str(i)
+        ancestor_stage.mkdir(mode=0o755, exist_ok=True)
+        for path in paths:
+            inner = ancestor_stage / path.relative_to(ancestor)
+            inner.mkdir(parents=True, exist_ok=True)
+            for p in [inner, *inner.parents]:
+                if p == stage:
+                    break
+                os.chmod(p, 0o755)
+            lines.append(f"mount --bind {shlex.quote(str(path))} {shlex.quote(str(inner))}")
+        lines.append(
+            f"mount --rbind {shlex.quote(str(ancestor_stage))} {shlex.quote(str(ancestor))}"
+        )
+    return lines
+
+
+def namespace_command(
+    uid: int,
+    gid: int,
+    argv: Sequence[str],
+    *,
+    stage: Path,
+    binds: Sequence[tuple[Path, Path | str]] = (),
+) -> list[str]:
+    """The command that runs ``argv`` as ``uid:gid`` in a mount namespace of its own.
+
+    Inside it, this checkout and its Python are reachable (see :func:`stage_mounts`)
+    and each ``(source, target)`` of ``binds`` is bound on ``target``; then
+    ``setpriv`` drops to the user. Run it as root.
+    """
+    lines = ["set -e", *stage_mounts(stage)]
+    lines += [f"mount --bind {shlex.quote(str(a))} {shlex.quote(str(b))}" for a, b in binds]
+    lines.append(f'exec setpriv --reuid={uid} --regid={gid} --clear-groups -- "$@"')
+    return ["unshare", "--mount", "--propagation", "private", "--",
+            "/bin/sh", "-c", "\n".join(lines), "as-user", *argv]  # fmt: skip
+
+
 def as_user(
     user: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """``argv`` as ``user``; stdout and stderr captured as text."""
     info = pwd.getpwnam(user)
-    lines = ["set -e"]
     with tempfile.TemporaryDirectory(prefix="zr-stage-") as stages:
         os.chmod(stages, 0o755)
-        for i, (ancestor, paths) in enumerate(_hidden().items()):
-            stage = Path(stages) / str(i)
-            stage.mkdir(mode=0o755)
-            for path in paths:
-                inner = stage / path.relative_to(ancestor)
-                inner.mkdir(parents=True, exist_ok=True)
-                for p in [inner, *inner.parents]:
-                    if p == stage.parent:
-                        break
-                    os.chmod(p, 0o755)
-                lines.append(f"mount --bind {shlex.quote(str(path))} {shlex.quote(str(inner))}")
-            lines.append(f"mount --rbind {shlex.quote(str(stage))} {shlex.quote(str(ancestor))}")
-        lines.append(
-            f'exec setpriv --reuid={info.pw_uid} --regid={info.pw_gid} --clear-groups -- "$@"'
-        )
-        command = ["unshare", "--mount", "--propagation", "private", "--",
-                   "/bin/sh", "-c", "\n".join(lines), "as-user", *argv]  # fmt: skip
+        command = namespace_command(info.pw_uid, info.pw_gid, argv, stage=Path(stages))
         run_env: dict[str, Any] = {"PATH": "/usr/bin:/bin", "HOME": "/", "USER": user}
         run_env.update(env or {})
         return subprocess.run(

@@ -33,10 +33,12 @@ RANKS: dict[str, int] = {
     "claude_code": 6,
     "mcp_server": 6,
     "gateway": 6,
-    "cli": 7,
+    # The public test harness: a sandbox runs the hook as a host does.
+    "testing": 7,
+    "cli": 8,
     # The package root and `python -m zerto_rewind` sit on top.
-    "__init__": 8,
-    "__main__": 8,
+    "__init__": 9,
+    "__main__": 9,
 }
 
 

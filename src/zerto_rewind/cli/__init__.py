@@ -1,4 +1,4 @@
-"""The command line: ``zerto-rewind`` and its subcommands, doctor, demo and the sandbox.
+"""The command line: ``zerto-rewind`` and its subcommands, doctor and demo.
 
 Each subcommand lives in its own module and is imported only when asked for,
 so ``zerto-rewind hook`` pays for nothing but the hook.
@@ -12,8 +12,9 @@ not caught: it ends with its traceback and a non-zero exit. The hook is the
 exception: it speaks Claude Code's protocol and turns every failure, its own
 crash included, into a deny on stdout, so the edge leaves it alone.
 
-May import every layer: the doors, ``recovery``, ``core``, ``config``, ``zvm``,
-``sim`` and the base modules. Nothing imports ``cli`` but ``__main__``.
+May import every layer: ``testing`` (the demo's sandbox), the doors,
+``recovery``, ``core``, ``config``, ``zvm``, ``sim`` and the base modules.
+Nothing imports ``cli`` but ``__main__``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .sandbox import HookRun, Sandbox, fast_sim_config
+from ..testing import HookRun, Sandbox, fast_sim_config
 
 __all__ = ["main"]
 

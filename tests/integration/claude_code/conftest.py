@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from zerto_rewind.cli.sandbox import Sandbox, fast_sim_config
+from zerto_rewind.testing import Sandbox, fast_sim_config
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_helpers import unix_user
 
+from integration.claude_code.service_helpers import unix_user
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 
 # The fake user cannot reach the venv's interpreter (under root's 0700 home): the system one.

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 CALL = ("mcp__vsphere__power_off_vm", {"name": "no-such-vm"})
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zerto_rewind.cli.sandbox import DEMO_CATALOG, Sandbox
+from zerto_rewind.testing import DEMO_CATALOG, Sandbox
 
 REBOOT_HOST = "mcp__vsphere__reboot_host"
 CREATE_VM = "mcp__vsphere__create_vm"

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_helpers import guard_service, unix_user
 
+from integration.claude_code.service_helpers import guard_service, unix_user
 from zerto_rewind.claude_code.install_managed import managed_config_path
 from zerto_rewind.claude_code.matcher import compile_matcher
 from zerto_rewind.claude_code.service import fetch_catalog, service_options
@@ -31,8 +31,8 @@ from zerto_rewind.claude_code.settings_file import (
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli import install_claude_code
 from zerto_rewind.cli import run_command as cli_edge
-from zerto_rewind.cli.sandbox import Sandbox
 from zerto_rewind.errors import ConfigError
+from zerto_rewind.testing import Sandbox
 
 
 def main(argv: list[str], env: Mapping[str, str] | None = None) -> int:

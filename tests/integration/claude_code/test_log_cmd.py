@@ -8,7 +8,7 @@ import sys
 import time
 from datetime import datetime
 
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 POWER_OFF = "mcp__vsphere__power_off_vm"
 

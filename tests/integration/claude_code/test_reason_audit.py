@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from zerto_rewind.cli.demo import RETRY, STEPS
-from zerto_rewind.cli.sandbox import Sandbox, fast_sim_config
 from zerto_rewind.config.loader import file_sha256
+from zerto_rewind.testing import Sandbox, fast_sim_config
 
 POWER_OFF = "mcp__vsphere__power_off_vm"
 _VERBS = (

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 POWER_OFF = "mcp__vsphere__power_off_vm"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 from zerto_rewind.zvm.client import ZvmClient
 
 FIXED_WAIT_S = 4.0  # the seed's hard-coded wait_for_tag, scaled

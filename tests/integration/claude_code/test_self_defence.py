@@ -8,9 +8,9 @@ import json
 import os
 from pathlib import Path
 
-from zerto_rewind.cli.sandbox import Sandbox
 from zerto_rewind.config.loader import file_sha256
 from zerto_rewind.core.state import _safe_name
+from zerto_rewind.testing import Sandbox
 
 POWER_OFF = "mcp__vsphere__power_off_vm"
 FORGED_TAG = "zerto-rewind vsphere.power_off_vm jp-ubuntu s=forged 2027-01-15T07:59:00Z"

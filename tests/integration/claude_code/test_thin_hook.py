@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_helpers import guard_service
 
+from integration.claude_code.service_helpers import guard_service
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 
 @pytest.fixture

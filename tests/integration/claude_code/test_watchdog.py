@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from zerto_rewind.cli.sandbox import Sandbox
 from zerto_rewind.core.state import GuardState
+from zerto_rewind.testing import Sandbox
 
 POWER_OFF = "mcp__vsphere__power_off_vm"
 

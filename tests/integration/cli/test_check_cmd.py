@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from zerto_rewind.cli.sandbox import DEMO_CATALOG, Sandbox
+from zerto_rewind.testing import DEMO_CATALOG, Sandbox
 
 
 def check(box: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:

@@ -3,31 +3,29 @@
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.config import sim_zvm, write_sim_config
+from support.ports import free_port
+from support.sim import sim_fixture
 from zerto_rewind.claude_code.matcher import SELF_TOOLS, compile_matcher
 from zerto_rewind.claude_code.settings_file import build_entry, merge
 from zerto_rewind.cli.doctor import Check, main, run_checks
 from zerto_rewind.config.loader import file_sha256
-from zerto_rewind.sim import SimConfig, SimServer
+from zerto_rewind.sim import SimServer
 
 SECRET_VAR = "ZR_DOCTOR_TEST_PASSWORD"
 READ_ONLY = ["mcp__vsphere__list_vms", "mcp__vsphere__get_*"]
 TOOLS: dict[str, Any] = {"mcp__vsphere__power_off_vm": {"vm_arg": "vm"}}
 
 
-@pytest.fixture(scope="module")
-def sim() -> Iterator[SimServer]:
-    """One simulator for the module: the doctor only reads from it."""
-    with SimServer(SimConfig(jitter=0.0, seed=7)) as server:
-        yield server
+# One simulator for the module: the doctor only reads from it.
+sim = sim_fixture(scope="module", jitter=0.0, seed=7)
 
 
 @pytest.fixture
@@ -38,18 +36,8 @@ def env(sim: SimServer, tmp_path: Path) -> dict[str, str]:
 
 def write_config(sim: SimServer, directory: Path, **changes: Any) -> Path:
     """A config for the simulator; ``changes`` replace top-level keys or zvm keys (zvm_*)."""
-    zvm = {
-        "url": sim.url,
-        "username": sim.credentials["username"],
-        "password_env": SECRET_VAR,
-        "ca_bundle": sim.ca_bundle,
-    }
-    config: dict[str, Any] = {
-        "zvm": zvm,
-        "read_only_tools": READ_ONLY,
-        "tools": TOOLS,
-        "state_dir": str(directory / "state"),
-    }
+    zvm = sim_zvm(sim, secret_env=SECRET_VAR)
+    sections: dict[str, Any] = {"read_only_tools": READ_ONLY, "tools": TOOLS}
     for key, value in changes.items():
         if key.startswith("zvm_"):
             if value is None:
@@ -57,11 +45,8 @@ def write_config(sim: SimServer, directory: Path, **changes: Any) -> Path:
             else:
                 zvm[key[4:]] = value
         else:
-            config[key] = value
-    path = directory / "zerto-rewind.json"
-    path.write_text(json.dumps(config))
-    path.chmod(0o600)
-    return path
+            sections[key] = value
+    return write_sim_config(sim, directory, name="zerto-rewind.json", **{**sections, "zvm": zvm})
 
 
 def write_host_settings(
@@ -97,13 +82,6 @@ def by_name(checks: list[Check]) -> dict[str, Check]:
     named = {c.name: c for c in checks}
     assert len(named) == len(checks), checks
     return named
-
-
-def closed_port() -> int:
-    """A 127.0.0.1 port nobody listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_everything_passes_for_a_correct_install(
@@ -186,7 +164,7 @@ def test_missing_secret_fails_before_contacting_the_zvm(
 def test_unreachable_zvm_fails_quickly(tmp_path: Path, env: dict[str, str]) -> None:
     """A closed port on 127.0.0.1 fails the zvm check within seconds, not the 10 s deadline."""
     config = tmp_path / "zerto-rewind.json"
-    url = f"https://127.0.0.1:{closed_port()}"
+    url = f"https://127.0.0.1:{free_port()}"
     zvm = {"url": url, "username": "admin", "password_env": SECRET_VAR}
     config.write_text(json.dumps({"zvm": zvm, "tools": TOOLS}))
     started = time.monotonic()

@@ -29,7 +29,7 @@ from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli.doctor import Check, main, run_checks
 from zerto_rewind.cli.doctor.access import User, lookup_user
 from zerto_rewind.cli.install_claude_code import main as install_main
-from zerto_rewind.cli.sandbox import SECRET_ENV, Sandbox
+from zerto_rewind.testing import SECRET_ENV, Sandbox
 
 AGENT = "zr-doctor-agent2"
 

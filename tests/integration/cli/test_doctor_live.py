@@ -9,17 +9,10 @@ from typing import Any
 
 import pytest
 
+from support.config import write_offline_config
 from zerto_rewind.cli.doctor import main
 
 STAND_IN = Path(__file__).resolve().parents[2] / "e2e" / "vm_mcp_server.py"
-ZVM = {"url": "https://127.0.0.1:9", "username": "admin", "password_env": "ZPW"}
-
-
-def write_config(tmp_path: Path, read_only: list[str], tools: dict[str, Any]) -> Path:
-    path = tmp_path / "zerto-rewind.json"
-    path.write_text(json.dumps({"zvm": ZVM, "read_only_tools": read_only, "tools": tools}))
-    path.chmod(0o600)
-    return path
 
 
 def live(capsys: pytest.CaptureFixture[str], config: Path, *args: str) -> dict[str, Any]:
@@ -33,10 +26,10 @@ def test_the_stand_in_server_against_a_stale_catalog(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Unlisted tools, a vm_arg not in the schema and a tool the server lacks are all named."""
-    config = write_config(
+    config = write_offline_config(
         tmp_path,
-        ["mcp__vsphere__list_vms", "mcp__vsphere__get_*"],
-        {
+        read_only_tools=["mcp__vsphere__list_vms", "mcp__vsphere__get_*"],
+        tools={
             "mcp__vsphere__power_off_vm": {"vm_arg": "vm"},  # the schema says `name`
             "mcp__vsphere__reconfigure_vm": {"vm_arg": "vm.name"},
             "mcp__vsphere__delete_vm": {"vm_arg": "name"},  # the server has no such tool
@@ -69,7 +62,9 @@ def test_a_read_only_tool_the_server_marks_destructive_fails(
         {"name": "list_vms", "annotations": {"readOnlyHint": False}, "inputSchema": {}},
     ]
     dump.write_text(json.dumps({"tools": tools}))
-    config = write_config(tmp_path, ["mcp__vc__get_*", "mcp__vc__list_vms"], {})
+    config = write_offline_config(
+        tmp_path, read_only_tools=["mcp__vc__get_*", "mcp__vc__list_vms"], tools={}
+    )
     checks = live(capsys, config, "--server", "vc", "--tools-json", str(dump))
     read_only = checks["live: read-only"]
     assert read_only["status"] == "fail"
@@ -85,7 +80,9 @@ def test_the_mcvsphere_dump_against_the_reviewed_catalog_is_clean(
     """The scanned mcvsphere catalog, installed as-is, agrees with mcvsphere's own list."""
     data = Path(__file__).resolve().parents[2] / "data"
     catalog = json.loads((data / "catalogs" / "mcvsphere.catalog.json").read_text())
-    config = write_config(tmp_path, catalog["read_only_tools"], catalog["tools"])
+    config = write_offline_config(
+        tmp_path, read_only_tools=catalog["read_only_tools"], tools=catalog["tools"]
+    )
     dump = data / "servers" / "mcvsphere.tools.json"
     checks = live(capsys, config, "--server", "mcvsphere", "--tools-json", str(dump))
     assert {n: c["status"] for n, c in checks.items()} == {
@@ -99,7 +96,9 @@ def test_the_mcvsphere_dump_against_the_reviewed_catalog_is_clean(
 
 def test_doctor_reports_pattern_ties(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """get_* (13) vs *t_vm (13): a tie that falls to mutating is reported."""
-    config = write_config(tmp_path, ["mcp__vc__get_*"], {"mcp__vc__*t_vm": {"vm_arg": "name"}})
+    config = write_offline_config(
+        tmp_path, read_only_tools=["mcp__vc__get_*"], tools={"mcp__vc__*t_vm": {"vm_arg": "name"}}
+    )
     main(["--config", str(config), "--settings", "/nonexistent", "--json"], env={"ZPW": ""})
     report = json.loads(capsys.readouterr().out)
     (tie,) = [c for c in report["checks"] if c["name"] == "catalog ties"]

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from zerto_rewind.cli.sandbox import Sandbox
 from zerto_rewind.core.decisions_log import write_record
+from zerto_rewind.testing import Sandbox
 
 POWER_OFF = "mcp__vsphere__power_off_vm"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from redis_helpers import RedisServer
+
+from support.redis_server import RedisServer
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import redis
-from redis_helpers import RedisServer
 
+from support.redis_server import RedisServer
 from zerto_rewind.core.approvals import (
     RETENTION_S,
     ApprovalError,

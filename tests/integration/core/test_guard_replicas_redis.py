@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from redis_helpers import RedisServer
 
-from zerto_rewind.cli.sandbox import Sandbox, fast_sim_config
+from support.redis_server import RedisServer
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall
 from zerto_rewind.core.guard import Guard
 from zerto_rewind.core.state_redis import RedisGuardState
+from zerto_rewind.testing import Sandbox, fast_sim_config
 
 POWER_OFF = "mcp__vsphere__power_off_vm"
 LIST_VMS = "mcp__vsphere__list_vms"

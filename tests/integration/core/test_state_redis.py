@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from redis_helpers import RedisServer
 
+from support.redis_server import RedisServer
 from zerto_rewind.core.state import GuardStateLike, TagRecord, VpgRecord
 from zerto_rewind.core.state_redis import RedisGuardState
 from zerto_rewind.core.state_store import open_state

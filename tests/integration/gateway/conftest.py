@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 
 @pytest.fixture

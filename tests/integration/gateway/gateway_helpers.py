@@ -17,8 +17,9 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from zerto_rewind.cli.sandbox import Sandbox
+from support.users import as_user
 from zerto_rewind.gateway.http import token_digest
+from zerto_rewind.testing import Sandbox
 
 STAND_IN = Path(__file__).resolve().parents[2] / "e2e" / "vm_mcp_server.py"
 TOKENS = {"agent-a": "token-a-0123456789", "agent-b": "token-b-0123456789"}
@@ -145,13 +146,13 @@ def environ_without_ours() -> dict[str, str]:
 
 
 def approvals_cli(*args: str, env: dict[str, str] | None = None, user: str | None = None) -> Any:
-    """``zerto-rewind approvals ARGS`` as a person runs it (optionally as another unix user)."""
-    return subprocess.run(
-        [sys.executable, "-m", "zerto_rewind", "approvals", *args],
-        env=env if env is not None else environ_without_ours(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        user=user,
-    )
+    """``zerto-rewind approvals ARGS`` as a person runs it (optionally as another unix user).
+
+    Another user runs it in a mount namespace of its own where this checkout is reachable
+    (``support.users.as_user``).
+    """
+    argv = [sys.executable, "-m", "zerto_rewind", "approvals", *args]
+    env = env if env is not None else environ_without_ours()
+    if user is not None:
+        return as_user(user, argv, env=env)
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)

@@ -9,20 +9,12 @@ Content-Security-Policy, and record a click as the logged-in approver's decision
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from zerto_rewind.config.settings import ApprovalsSettings
-from zerto_rewind.core.approvals import ApprovalRequest, new_request
-from zerto_rewind.gateway.approvals import ApprovalsService
-from zerto_rewind.gateway.approvals_web import build_approvals_app, hash_password
-
-# The selenium helpers live in tests/support, shared with the end-to-end approval test.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from support.browser import (
     browser_errors,
     chrome,
@@ -34,6 +26,10 @@ from support.browser import (
     wait_for_request,
     wait_until,
 )
+from zerto_rewind.config.settings import ApprovalsSettings
+from zerto_rewind.core.approvals import ApprovalRequest, new_request
+from zerto_rewind.gateway.approvals import ApprovalsService
+from zerto_rewind.gateway.approvals_web import build_approvals_app, hash_password
 
 pytestmark = [
     pytest.mark.slow,

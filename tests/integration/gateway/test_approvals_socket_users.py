@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gateway_helpers import (
+
+from integration.gateway.gateway_helpers import (
     TOKENS,
     GatewayProcess,
     actions,
@@ -28,9 +29,8 @@ from gateway_helpers import (
     gateway_config,
     gateway_process,
 )
-
 from support.users import as_user
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -23,7 +23,7 @@ import pytest
 
 from support.users import as_user
 from zerto_rewind.claude_code.thin_hook import request_json
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 APPROVER = "zr-decide-olivia"
 

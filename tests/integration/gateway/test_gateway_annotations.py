@@ -5,9 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gateway_helpers import TOKENS, actions, client, gateway_config, gateway_process, text_of
 
-from zerto_rewind.cli.sandbox import Sandbox
+from integration.gateway.gateway_helpers import (
+    TOKENS,
+    actions,
+    client,
+    gateway_config,
+    gateway_process,
+    text_of,
+)
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from gateway_helpers import (
+
+from integration.gateway.gateway_helpers import (
     TOKENS,
     actions,
     approvals_cli,
@@ -25,11 +26,10 @@ from gateway_helpers import (
     gateway_process,
     text_of,
 )
-from test_notify import SECRET, Receiver
-
-from zerto_rewind.cli.sandbox import Sandbox
+from integration.gateway.test_notify import SECRET, Receiver
 from zerto_rewind.gateway.approvals_web import hash_password
 from zerto_rewind.gateway.notify import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -11,10 +11,17 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from gateway_helpers import TOKENS, GatewayProcess, client, decisions, gateway_process, text_of
 
-from zerto_rewind.cli.sandbox import Sandbox
+from integration.gateway.gateway_helpers import (
+    TOKENS,
+    GatewayProcess,
+    client,
+    decisions,
+    gateway_process,
+    text_of,
+)
 from zerto_rewind.gateway.http import token_digest
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 FLAKY = Path(__file__).with_name("flaky_server.py")

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from gateway_helpers import (
+
+from integration.gateway.gateway_helpers import (
     TOKENS,
     GatewayProcess,
     actions,
@@ -17,8 +18,7 @@ from gateway_helpers import (
     gateway_process,
     text_of,
 )
-
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -19,7 +19,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from gateway_helpers import (
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from integration.gateway.gateway_helpers import (
     TOKENS,
     GatewayProcess,
     actions,
@@ -30,10 +33,7 @@ from gateway_helpers import (
     gateway_process,
     text_of,
 )
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-
-from zerto_rewind.cli.sandbox import DEMO_CATALOG, Sandbox
+from zerto_rewind.testing import DEMO_CATALOG, Sandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,11 @@ from typing import Any
 import httpx2
 import mcp_types as types
 import pytest
-from gateway_helpers import (
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
+
+from integration.gateway.gateway_helpers import (
     TOKENS,
     GatewayProcess,
     actions,
@@ -26,11 +30,7 @@ from gateway_helpers import (
     gateway_process,
     text_of,
 )
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_types.version import LATEST_HANDSHAKE_VERSION
-
-from zerto_rewind.cli.sandbox import Sandbox
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -6,11 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from gateway_helpers import actions, decisions, gateway_config, text_of
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from zerto_rewind.cli.sandbox import Sandbox
+from integration.gateway.gateway_helpers import actions, decisions, gateway_config, text_of
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -20,16 +19,17 @@ from typing import Any
 
 import httpx2
 import pytest
-from gateway_helpers import actions, gateway_process, stand_in_upstream, text_of
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from integration.gateway.gateway_helpers import actions, gateway_process, stand_in_upstream, text_of
+from support.ports import free_port
 from zerto_rewind.cli import run_command
 from zerto_rewind.cli.doctor.gateway import doctor_bypass_checks
 from zerto_rewind.cli.install_mcp_host import main
-from zerto_rewind.cli.sandbox import Sandbox
 from zerto_rewind.config.loader import load_settings
 from zerto_rewind.gateway.http import token_digest
+from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -196,13 +196,6 @@ async def test_codex_stdio_end_to_end(
         listed = await c.call_tool("list_vms", {})
     assert not listed.is_error, text_of(listed)
     assert "jp-ubuntu" in text_of(listed)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
 
 
 async def test_cursor_http_end_to_end(

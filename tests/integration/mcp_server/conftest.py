@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_helpers import sim_config, write_config
 
+from integration.mcp_server.mcp_helpers import SIM_CADENCES, write_mcp_config
+from support.sim import sim_fixture
 from zerto_rewind.sim import SimServer
 
 
@@ -17,17 +17,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    """An in-process simulator on a free port, over TLS, with fast cadences."""
-    with SimServer(sim_config()) as server:
-        yield server
+sim = sim_fixture(cadences=SIM_CADENCES)
 
 
 @pytest.fixture
 def config(sim: SimServer, tmp_path: Path) -> Path:
     """A config for the simulator with live recovery disabled."""
-    return write_config(sim, tmp_path)
+    return write_mcp_config(sim, tmp_path)
 
 
 @pytest.fixture

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import ssl
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from zerto_rewind.sim import SimConfig, SimServer
+from support.config import write_sim_config
+from zerto_rewind.sim import SimServer
+from zerto_rewind.testing import FAST_CADENCES
 
-# Short cadences keep the suite fast; jitter 0 makes journal boundaries exact.
-SIM_CADENCES = {"vcenter": 1.0, "hyperv": 1.0, "vcd": 1.0, "azure": 2.0, "aws": 4.0}
+# FAST_CADENCES but aws every 4 s: see GUARD.
+SIM_CADENCES = {**FAST_CADENCES, "aws": 4.0}
 POWER_OFF = "mcp__vsphere__power_off_vm"
 LIST_VMS = "mcp__vsphere__list_vms"
 # The guard budget is 3 s. CMH-AWS-1's journal really writes every 4 s, but the
@@ -28,45 +29,24 @@ GUARD = {
 }
 
 
-def sim_config() -> SimConfig:
-    """A fast, deterministic simulator."""
-    return SimConfig(
-        cadences=dict(SIM_CADENCES), jitter=0.0, tag_lag_s=0.3, task_duration_s=0.2, seed=7
-    )
-
-
-def write_config(
+def write_mcp_config(
     sim: SimServer,
     directory: Path,
     *,
     allow_live: bool = False,
     password_env: str | None = None,
 ) -> Path:
-    """A 0600 config for the simulator with a vsphere-like catalog."""
-    creds = sim.credentials
-    zvm: dict[str, Any] = {
-        "url": sim.url,
-        "username": creds["username"],
-        "ca_bundle": sim.ca_bundle,
-    }
-    if password_env:
-        zvm["password_env"] = password_env
-    else:
-        zvm["password"] = creds["password"]
-    config = {
-        "zvm": zvm,
-        "read_only_tools": [LIST_VMS],
-        "tools": {POWER_OFF: {"vm_arg": "name"}},
-        "guard": GUARD,
-        "recovery": {"allow_live": allow_live},
-        "state_dir": str(directory / "state"),
-        "log": str(directory / "decisions.log"),
-    }
-    path = directory / "config.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(config, fh)
-    return path
+    """The MCP tests' config: a vsphere-like catalog, GUARD, the log in ``directory``."""
+    return write_sim_config(
+        sim,
+        directory,
+        secret_env=password_env,
+        read_only_tools=[LIST_VMS],
+        tools={POWER_OFF: {"vm_arg": "name"}},
+        guard=GUARD,
+        recovery={"allow_live": allow_live},
+        log=str(directory / "decisions.log"),
+    )
 
 
 def sim_get(sim: SimServer, path: str) -> Any:

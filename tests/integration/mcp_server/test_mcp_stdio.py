@@ -13,8 +13,14 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp_helpers import POWER_OFF, log_records, tag_requests, text, write_config
 
+from integration.mcp_server.mcp_helpers import (
+    POWER_OFF,
+    log_records,
+    tag_requests,
+    text,
+    write_mcp_config,
+)
 from zerto_rewind.sim import SimServer
 
 pytestmark = pytest.mark.anyio
@@ -75,7 +81,7 @@ async def run_hook(config: Path, env: dict[str, str], vm: str) -> dict[str, Any]
 
 async def test_hook_reuses_the_checkpoint_confirmed_over_mcp(sim, tmp_path, child_env):
     """Confirmed via zerto_guard_before_mutate, the hook allows the next change with no new tag."""
-    config = write_config(sim, tmp_path, password_env=PASSWORD_ENV)
+    config = write_mcp_config(sim, tmp_path, password_env=PASSWORD_ENV)
     async with serve(config, child_env, tmp_path / "serve.err") as client:
         names = {t.name for t in (await client.list_tools()).tools}
         check = await call(

@@ -11,7 +11,8 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from mcp_helpers import (
+
+from integration.mcp_server.mcp_helpers import (
     LIST_VMS,
     POWER_OFF,
     log_records,
@@ -20,9 +21,8 @@ from mcp_helpers import (
     tag_requests,
     text,
     vpg_wire,
-    write_config,
+    write_mcp_config,
 )
-
 from zerto_rewind.mcp_server.server import build_server
 
 pytestmark = pytest.mark.anyio
@@ -106,7 +106,7 @@ async def test_tools_are_typed_and_annotated_truthfully(config, env):
 
 async def test_live_tools_are_listed_only_when_allowed(sim, tmp_path, env):
     """With recovery.allow_live the live tools appear, marked destructive, confirm documented."""
-    config = write_config(sim, tmp_path, allow_live=True)
+    config = write_mcp_config(sim, tmp_path, allow_live=True)
     async with connect(config, env) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == BASE_TOOLS | LIVE_TOOLS
@@ -339,7 +339,7 @@ async def test_failover_test_start_and_stop_drive_the_vpg(sim, config, env):
 
 async def test_live_failover_needs_the_exact_confirm(sim, tmp_path, env):
     """Live failover refuses a wrong confirm (nothing changes), runs with it, then rolls back."""
-    config = write_config(sim, tmp_path, allow_live=True)
+    config = write_mcp_config(sim, tmp_path, allow_live=True)
     async with connect(config, env) as client:
         cp = await latest_checkpoint(client, "jp-ubuntu")
         wrong = await fails(
@@ -371,7 +371,7 @@ async def test_live_failover_needs_the_exact_confirm(sim, tmp_path, env):
 
 async def test_journal_restore_and_failover_commit(sim, tmp_path, env):
     """A journal VM restore commits with the confirm; a failover commits with reverse protection."""
-    config = write_config(sim, tmp_path, allow_live=True)
+    config = write_mcp_config(sim, tmp_path, allow_live=True)
     async with connect(config, env) as client:
         cp = await latest_checkpoint(client, "jp-ubuntu")
         token = f"jp-ubuntu@{cp}"
@@ -425,8 +425,8 @@ async def test_errors_are_readable_when_the_config_is_broken(sim, tmp_path, env)
     async with connect(config, env) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         broken = await fails(client, "zerto_protection_status", vm="jp-ubuntu")
-        config.unlink()  # write_config keeps an existing file's (loose) mode
-        write_config(sim, tmp_path)
+        config.unlink()  # start again from no file, as a user fixing it might
+        write_mcp_config(sim, tmp_path)
         fixed = await call(client, "zerto_protection_status", vm="jp-ubuntu")
     assert names == BASE_TOOLS
     assert broken.startswith("Error executing tool zerto_protection_status: fix the config:")

@@ -10,31 +10,12 @@ from typing import Any
 import httpx
 import pytest
 
-from zerto_rewind.sim import SimConfig, SimServer
+from support.sim import sim_fixture
+from zerto_rewind.sim import SimServer
 
 TOKEN_PATH = "/auth/realms/zerto/protocol/openid-connect/token"
 
-# Short cadences and lags keep the suite fast; jitter 0 makes boundaries exact.
-FAST_CADENCES = {"vcenter": 1.0, "hyperv": 1.0, "vcd": 1.0, "azure": 2.0, "aws": 3.0}
-
-
-@pytest.fixture
-def sim_config() -> SimConfig:
-    """A fast, deterministic simulator configuration."""
-    return SimConfig(
-        cadences=dict(FAST_CADENCES),
-        jitter=0.0,
-        tag_lag_s=0.3,
-        task_duration_s=0.2,
-        seed=7,
-    )
-
-
-@pytest.fixture
-def sim(sim_config: SimConfig) -> Iterator[SimServer]:
-    """An in-process simulator on a free port, over TLS."""
-    with SimServer(sim_config) as server:
-        yield server
+sim = sim_fixture()
 
 
 @pytest.fixture

@@ -8,20 +8,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from zvm_sim_helpers import FAST_CADENCES, sim_settings, write_config
 
-from zerto_rewind.sim import SimConfig, SimServer
+from support.config import write_sim_config
+from support.sim import sim_fixture, sim_settings
+from zerto_rewind.sim import SimServer
+from zerto_rewind.testing import FAST_CADENCES
 from zerto_rewind.zvm import TokenCache, ZvmClient
 
-
-@pytest.fixture
-def sim() -> Iterator[SimServer]:
-    """An in-process simulator on a free port, over TLS, with fast cadences."""
-    config = SimConfig(
-        cadences=dict(FAST_CADENCES), jitter=0.0, tag_lag_s=0.3, task_duration_s=0.2, seed=7
-    )
-    with SimServer(config) as server:
-        yield server
+sim = sim_fixture()
 
 
 @pytest.fixture
@@ -50,7 +44,7 @@ def client(sim: SimServer, state_dir: str) -> Iterator[ZvmClient]:
 @pytest.fixture
 def cli_env(sim: SimServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point the CLI at the simulator through ZERTO_REWIND_CONFIG."""
-    path = write_config(sim, tmp_path)
+    path = write_sim_config(sim, tmp_path, guard={"site_cadence_s": FAST_CADENCES})
     monkeypatch.setenv("ZERTO_REWIND_CONFIG", str(path))
     monkeypatch.delenv("ZERTO_REWIND_STATE_DIR", raising=False)
     return path

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ssl
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -12,18 +11,15 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from zvm_sim_helpers import sim_settings
 
+from support.redis_server import RedisServer
+from support.sim import sim_settings
 from zerto_rewind.errors import StateError, ZvmTimeout
 from zerto_rewind.sim import SimServer
 from zerto_rewind.zvm.auth import CachedToken, TokenCache
 from zerto_rewind.zvm.client import ZvmClient
 from zerto_rewind.zvm.token_redis import RedisTokenCache
 from zerto_rewind.zvm.token_store import open_token_cache
-
-# The private redis-server helper lives with the core's tests, which use it most.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
-from redis_helpers import RedisServer
 
 KEY = "a" * 64  # an identity key is a sha256 hex digest
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from zvm_sim_helpers import sim_settings
 
+from support.sim import sim_settings
 from zerto_rewind.errors import (
     ApiError,
     AuthError,

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.config import write_config
 from zerto_rewind.claude_code import hook
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall
 
@@ -29,18 +29,18 @@ PAYLOAD: dict[str, Any] = {
 }
 
 
-def write_config(tmp_path: Path, **extra: Any) -> str:
-    """A valid config: power_off is mutating (VM in ``name``), list_vms read-only."""
+def write_hook_config(tmp_path: Path, **extra: Any) -> str:
+    """A config for PAYLOAD's tool: power_off is mutating (VM in ``name``), list_vms read-only.
+
+    Its ZVM nobody answers: these tests never get past a fake guard.
+    """
     data = {
         "zvm": {"url": "https://127.0.0.1:9", "client_id": "c", "client_secret_env": "NOPE"},
         "read_only_tools": ["mcp__vsphere__list_vms"],
         "tools": {TOOL: {"vm_arg": "name"}},
         **extra,
     }
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(data))
-    os.chmod(path, 0o600)
-    return str(path)
+    return str(write_config(tmp_path, data))
 
 
 class Io:
@@ -128,7 +128,7 @@ def test_hook_then_config_is_read_as_the_config(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, guarded: list[dict[str, Any]]
 ) -> None:
     """`python -c LAUNCH_CODE hook --config F`: the leading "hook" is the subcommand."""
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     code, _streams = run(monkeypatch, tmp_path, ["hook", "--config", config])
     assert code == 0
     assert guarded[0]["settings"].path == config
@@ -153,7 +153,7 @@ def test_mcp_server_names_the_rewind_tool_only_when_it_is_a_plain_name(
     name: str,
     tool: str | None,
 ) -> None:
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     run(monkeypatch, tmp_path, ["--mcp-server", name, "--config", config])
     assert guarded[0]["rewind_tool"] == tool
 
@@ -161,7 +161,7 @@ def test_mcp_server_names_the_rewind_tool_only_when_it_is_a_plain_name(
 def test_the_config_comes_from_the_environment_without_config(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, guarded: list[dict[str, Any]]
 ) -> None:
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     code, _streams = run(monkeypatch, tmp_path, [], ZERTO_REWIND_CONFIG=config)
     assert (code, guarded[0]["settings"].path) == (0, config)
 
@@ -169,7 +169,7 @@ def test_the_config_comes_from_the_environment_without_config(
 def test_a_read_only_call_answers_nothing(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, guarded: list[dict[str, Any]]
 ) -> None:
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     payload = {**PAYLOAD, "tool_name": "mcp__vsphere__list_vms"}
     code, streams = run(monkeypatch, tmp_path, ["--config", config], payload)
     assert (code, streams.out.getvalue(), guarded) == (0, "", [])
@@ -186,7 +186,7 @@ def test_a_classification_config_error_goes_down_the_guarded_path(
         raise ConfigError("bad", path="/c.json", key="tools")
 
     monkeypatch.setattr(hook, "classify", broken)
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     payload = {**PAYLOAD, "tool_name": "mcp__vsphere__list_vms"}
     run(monkeypatch, tmp_path, ["--config", config], payload)
     assert [g["tool"] for g in guarded] == ["mcp__vsphere__list_vms"]
@@ -288,7 +288,7 @@ def test_the_guarded_path_hands_the_call_to_the_guard_and_renders_its_answer(
         )
 
     seen = fake_guard(monkeypatch, decide)
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     code, streams = run(monkeypatch, tmp_path, ["--config", config, "--mcp-server", "z"])
     assert code == 0
     assert streams.answer()["additionalContext"] == "cp 7"
@@ -312,7 +312,7 @@ def test_a_guard_that_raises_is_closed_and_denies_with_the_error(
         raise KeyError("boom")
 
     seen = fake_guard(monkeypatch, decide)
-    code, streams = run(monkeypatch, tmp_path, ["--config", write_config(tmp_path)])
+    code, streams = run(monkeypatch, tmp_path, ["--config", write_hook_config(tmp_path)])
     assert code == 0
     assert seen[-1] == {"closed": True}
     assert streams.answer()["permissionDecisionReason"] == (
@@ -329,7 +329,7 @@ def test_a_bad_vm_arg_pattern_denies_as_a_config_error(
     config, before any guard exists."""
     seen = fake_guard(monkeypatch, lambda call: pytest.fail("no guard on a broken config"))
     tools = {TOOL: {"vm_arg": {"path": "c", "pattern": "ssh (\\S+"}}}
-    config = write_config(tmp_path, tools=tools)
+    config = write_hook_config(tmp_path, tools=tools)
     code, streams = run(monkeypatch, tmp_path, ["--config", config])
     reason = streams.answer()["permissionDecisionReason"]
     assert (code, seen) == (0, [])
@@ -347,11 +347,11 @@ def test_the_watchdog_is_armed_at_the_budget_less_its_margin(
     monkeypatch.setattr(hook.time, "monotonic", lambda: next(ticks, 1000.0))
     streams = Io(monkeypatch, json.dumps(PAYLOAD).encode())
     env = env_of(tmp_path, ZERTO_HOOK_GUARD_TIMEOUT="12")
-    assert hook.main(["--config", write_config(tmp_path)], env) == 0
+    assert hook.main(["--config", write_hook_config(tmp_path)], env) == 0
     assert armed == [pytest.approx(1000.0 + 12.0 - 0.3)]
     assert streams.out.getvalue() == ""
     Io(monkeypatch, json.dumps(PAYLOAD).encode())
-    assert hook.main(["--config", write_config(tmp_path)], env, watchdog=False) == 0
+    assert hook.main(["--config", write_hook_config(tmp_path)], env, watchdog=False) == 0
     assert len(armed) == 1
 
 
@@ -367,7 +367,7 @@ def test_the_watchdog_denies_naming_the_budget_and_the_zvm_then_exits(
     monkeypatch.setattr(hook.os, "_exit", exits.append)
     streams = Io(monkeypatch, b"")
     env = env_of(tmp_path, ZERTO_HOOK_GUARD_TIMEOUT="2.5")
-    settings = load_settings(env, path=write_config(tmp_path))
+    settings = load_settings(env, path=write_hook_config(tmp_path))
     monkeypatch.setattr(hook.time, "time", lambda: 1000.0)
     call = ToolCall(TOOL, {}, session_id="s", started_at=998.0)
     answer = hook._Answer(settings, call)
@@ -392,7 +392,7 @@ def test_the_answer_renders_prompts_as_configured(
 
     for prompt_as, expected in (("ask", "ask"), ("deny", "deny")):
         streams = Io(monkeypatch, b"")
-        config = write_config(tmp_path, guard={"prompt_as": prompt_as})
+        config = write_hook_config(tmp_path, guard={"prompt_as": prompt_as})
         settings = load_settings(env_of(tmp_path), path=config)
         answer = hook._Answer(settings, ToolCall(TOOL, {}))
         prompt = Decision(Row.VM_UNKNOWN, Outcome.PROMPT, TOOL, reason="who?")
@@ -415,7 +415,7 @@ def test_an_armed_watchdog_past_its_time_answers_at_once_from_a_daemon_thread(
     exits: list[int] = []
     monkeypatch.setattr(hook.os, "_exit", exits.append)
     streams = Io(monkeypatch, b"")
-    settings = load_settings(env_of(tmp_path), path=write_config(tmp_path))
+    settings = load_settings(env_of(tmp_path), path=write_hook_config(tmp_path))
     answer = hook._Answer(settings, ToolCall(TOOL, {}, started_at=time.time()))
     started: list[threading.Thread] = []
 
@@ -462,7 +462,7 @@ def test_a_server_name_may_use_every_allowed_character(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, guarded: list[dict[str, Any]]
 ) -> None:
     name = "".join(sorted(hook._NAME_CHARS))
-    run(monkeypatch, tmp_path, ["--mcp-server", name, "--config", write_config(tmp_path)])
+    run(monkeypatch, tmp_path, ["--mcp-server", name, "--config", write_hook_config(tmp_path)])
     assert guarded[0]["rewind_tool"] == f"mcp__{name}__zerto_recovery_plan"
 
 
@@ -488,7 +488,7 @@ def test_the_call_carries_the_hooks_start_time_and_the_guard_its_settings(
 
     monkeypatch.setattr(guard_module, "Guard", FakeGuard)
     monkeypatch.setattr(hook.time, "time", lambda: 1234.5)
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     run(monkeypatch, tmp_path, ["--config", config])
     assert given[0].path == config
     assert given[1] == 1234.5
@@ -498,9 +498,9 @@ def test_the_guarded_paths_denials_name_the_tool_in_the_log(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     fake_guard(monkeypatch, lambda call: (_ for _ in ()).throw(KeyError("x")))
-    run(monkeypatch, tmp_path, ["--config", write_config(tmp_path)])
+    run(monkeypatch, tmp_path, ["--config", write_hook_config(tmp_path)])
     tools = {"t": {"vm_arg": {"path": "c", "pattern": "ssh (\\S+"}}, TOOL: {"vm_arg": "name"}}
-    run(monkeypatch, tmp_path, ["--config", write_config(tmp_path, tools=tools)])
+    run(monkeypatch, tmp_path, ["--config", write_hook_config(tmp_path, tools=tools)])
     assert [(x["row"], x["tool"]) for x in log_lines(tmp_path)] == [
         ("error", TOOL),
         ("config_error", TOOL),
@@ -539,7 +539,7 @@ def test_a_write_to_the_guards_own_config_is_denied_and_logged(
 ) -> None:
     """In-process view of the self-protection path (tests/unit/claude_code/test_protect.py
     has the path rules): deny, say what it would write, log row protected with the tool."""
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     tool_input = {k: v.replace("CONFIG", config) for k, v in tool_input.items()}
     payload = {**PAYLOAD, "tool_name": tool, "tool_input": tool_input}
     clock = iter([1000.0, 1000.75])
@@ -569,7 +569,7 @@ def test_a_pinned_config_that_changed_is_denied_as_possible_tampering(
 ) -> None:
     import hashlib
 
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     good = hashlib.sha256(Path(config).read_bytes()).hexdigest()
     code, streams = run(monkeypatch, tmp_path, ["--config", config, "--config-sha256", good])
     assert (code, streams.out.getvalue(), len(guarded)) == (0, "", 1)
@@ -588,7 +588,7 @@ def test_an_unlisted_host_tool_is_only_checked_for_the_guards_files(
 ) -> None:
     """Bash reaches the hook to be checked for writes to the guard's files: a harmless
     command passes silently, unless --all-tools says the hook guards every tool."""
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     payload = {**PAYLOAD, "tool_name": "Bash", "tool_input": {"command": "ls -la"}}
     code, streams = run(monkeypatch, tmp_path, ["--config", config], payload)
     assert (code, streams.out.getvalue(), guarded) == (0, "", [])
@@ -608,7 +608,7 @@ def test_all_tools_is_a_flag_not_an_option_with_a_value(
 def test_the_hosts_settings_file_named_on_the_command_line_is_protected(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     settings_file = tmp_path / "project" / "hooks.json"
     settings_file.parent.mkdir()
     payload = {
@@ -654,7 +654,7 @@ def test_which_calls_may_name_the_guards_files(
 ) -> None:
     from zerto_rewind.config import load_settings
 
-    settings = load_settings(env_of(tmp_path), path=write_config(tmp_path))
+    settings = load_settings(env_of(tmp_path), path=write_hook_config(tmp_path))
     payload = hook_input(tool, tool_input)
     assert hook._may_name_own_files(payload, settings, settings_file) is may
 
@@ -662,7 +662,7 @@ def test_which_calls_may_name_the_guards_files(
 def test_a_relative_path_is_resolved_from_the_calls_folder_or_the_project(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     write = {"file_path": "config.json", "content": "{}"}
     with_cwd = {**PAYLOAD, "tool_name": "Write", "tool_input": write, "cwd": str(tmp_path)}
     _code, streams = run(monkeypatch, tmp_path, ["--config", config], with_cwd)
@@ -681,7 +681,7 @@ def test_a_relative_path_is_resolved_from_the_calls_folder_or_the_project(
 def test_a_shell_path_under_home_is_resolved_with_the_hooks_home(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     payload = {**PAYLOAD, "tool_name": "Bash", "tool_input": {"command": "echo {} > ~/config.json"}}
     _code, streams = run(monkeypatch, tmp_path, ["--config", config], payload)
     answer = streams.answer()
@@ -696,7 +696,7 @@ def test_a_shell_path_under_home_is_resolved_with_the_hooks_home(
 def test_self_protection_can_be_switched_off(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    config = write_config(tmp_path, guard={"protect_self": False})
+    config = write_hook_config(tmp_path, guard={"protect_self": False})
     payload = {**PAYLOAD, "tool_name": "Write", "tool_input": {"file_path": config}}
     code, streams = run(monkeypatch, tmp_path, ["--config", config], payload)
     answer = streams.answer()  # an ordinary unlisted tool: the catalog's rule (prompt)
@@ -740,7 +740,7 @@ def test_without_env_the_process_environment_is_used(
 ) -> None:
     for key, value in env_of(tmp_path).items():
         monkeypatch.setenv(key, value)
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     Io(monkeypatch, json.dumps(PAYLOAD).encode())
     assert hook.main(["--config", config], None, watchdog=False) == 0
     assert guarded[0]["settings"].path == config
@@ -751,7 +751,7 @@ def test_every_option_at_once_is_accepted(
 ) -> None:
     import hashlib
 
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     pin = hashlib.sha256(Path(config).read_bytes()).hexdigest()
     argv = ["--config", config, "--config-sha256", pin, "--mcp-server", "z"]
     argv += ["--settings", str(tmp_path / "s.json")]
@@ -763,7 +763,7 @@ def test_the_guarded_paths_config_denial_is_the_configs_words(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     tools = {TOOL: {"vm_arg": {"path": "c", "pattern": "ssh (\\S+"}}}
-    config = write_config(tmp_path, tools=tools)
+    config = write_hook_config(tmp_path, tools=tools)
     _code, streams = run(monkeypatch, tmp_path, ["--config", config])
     answer = streams.answer()
     assert answer["permissionDecision"] == "deny"
@@ -775,7 +775,7 @@ def test_the_guarded_paths_config_denial_is_the_configs_words(
 def test_a_protected_write_logs_its_reason_and_time(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     payload = {**PAYLOAD, "tool_name": "Write", "tool_input": {"file_path": config}}
     clock = iter([1000.0, 1002.5])
     monkeypatch.setattr(hook.time, "time", lambda: next(clock, 1002.5))
@@ -790,7 +790,7 @@ def test_a_shell_write_to_the_settings_file_by_its_bare_name_is_denied(
 ) -> None:
     """`echo … > hooks.json` has no "/": only the --settings file's own name tells the hook
     to look closer, and the look finds the write."""
-    config = write_config(tmp_path)
+    config = write_hook_config(tmp_path)
     settings_file = tmp_path / "p" / ".claude" / "hooks.json"
     payload = {**PAYLOAD, "tool_name": "Bash", "tool_input": {"command": "echo x > hooks.json"}}
     argv = ["--config", config, "--settings", str(settings_file)]

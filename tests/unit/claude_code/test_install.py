@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from support.config import write_offline_config
 from zerto_rewind.claude_code.hook import LAUNCH_CODE
 from zerto_rewind.claude_code.matcher import SELF_TOOLS, compile_matcher
 from zerto_rewind.claude_code.settings_file import (
@@ -40,20 +41,6 @@ VSPHERE_MATCHER = "^mcp__vsphere__(?!(?:list_vms|get_.*)$)"
 # guard.protect_self (default on) adds Claude Code's file and shell tools.
 OWN_TOOLS = "Bash$|Write$|Edit$|MultiEdit$|NotebookEdit$"
 PROTECTED_MATCHER = f"^(?:mcp__vsphere__(?!(?:list_vms|get_.*)$)|{OWN_TOOLS})"
-
-
-def write_config(directory: Path, **extra: Any) -> Path:
-    """A valid 0600 config with the vSphere example catalog (the secret comes from $ZPW)."""
-    config = {
-        "zvm": {"url": "https://127.0.0.1:9", "username": "admin", "password_env": "ZPW"},
-        "read_only_tools": ["mcp__vsphere__list_vms", "mcp__vsphere__get_*"],
-        "tools": {"mcp__vsphere__power_off_vm": {"vm_arg": "vm"}},
-        **extra,
-    }
-    path = directory / "zerto-rewind.json"
-    path.write_text(json.dumps(config))
-    path.chmod(0o600)
-    return path
 
 
 def entry(
@@ -86,7 +73,7 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
     """A valid config file."""
-    return write_config(tmp_path)
+    return write_offline_config(tmp_path)
 
 
 def run(home: Path, *argv: str) -> int:
@@ -292,7 +279,9 @@ def test_broken_config_is_not_installed(
     home: Path, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A config that does not load (here a bad vm_arg regex) stops the install."""
-    bad = write_config(tmp_path, tools={"mcp__v__x": {"vm_arg": {"path": "a", "pattern": "("}}})
+    bad = write_offline_config(
+        tmp_path, tools={"mcp__v__x": {"vm_arg": {"path": "a", "pattern": "("}}}
+    )
     assert run(home, "claude-code", "--project", str(project), "--config", str(bad)) == 1
     err = capsys.readouterr().err
     assert "tools.mcp__v__x.vm_arg.pattern" in err
@@ -304,7 +293,7 @@ def test_timeout_is_raised_above_a_large_guard_budget(
     home: Path, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """guard.timeout_s 300 with the default 180 s host timeout installs 330 s and says so."""
-    big = write_config(tmp_path, guard={"timeout_s": 300})
+    big = write_offline_config(tmp_path, guard={"timeout_s": 300})
     assert run(home, "claude-code", "--project", str(project), "--config", str(big)) == 0
     assert read(project)["hooks"]["PreToolUse"][0]["hooks"][0]["timeout"] == 330
     assert "timeout raised from 180 s to 330 s" in capsys.readouterr().out
@@ -331,7 +320,7 @@ def test_all_tools_guards_every_tool_but_read_only(home: Path, project: Path, co
 def test_protect_self_off_leaves_the_host_tools_out_of_the_matcher(
     home: Path, project: Path, tmp_path: Path
 ) -> None:
-    quiet = write_config(tmp_path, guard={"protect_self": False})
+    quiet = write_offline_config(tmp_path, guard={"protect_self": False})
     assert run(home, "claude-code", "--project", str(project), "--config", str(quiet)) == 0
     assert read(project)["hooks"]["PreToolUse"][0]["matcher"] == VSPHERE_MATCHER
 
@@ -348,7 +337,7 @@ def test_settings_example_matches_what_install_builds(tmp_path: Path) -> None:
     assert handler["timeout"] == 180
     budget = DEFAULT_GUARD_TIMEOUT_S
     assert handler["timeout"] >= budget + required_margin(budget)
-    catalog = load_settings({}, path=str(write_config(tmp_path))).catalog
+    catalog = load_settings({}, path=str(write_offline_config(tmp_path))).catalog
     assert ours["matcher"] == compile_matcher(catalog, self_tools=SELF_TOOLS) == PROTECTED_MATCHER
     python, config = "/ABS/PATH/TO/venv/bin/python", "/ABS/PATH/TO/zerto-rewind.json"
     pin, settings = "SHA256_OF_THE_CONFIG", "/ABS/PATH/TO/project/.claude/settings.json"
@@ -371,7 +360,7 @@ def test_catalog_naming_nothing_is_refused(
     home: Path, project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A catalog with no server and no tool would never start the hook: exit 1, no file."""
-    empty = write_config(tmp_path, read_only_tools=[], tools={})
+    empty = write_offline_config(tmp_path, read_only_tools=[], tools={})
     assert run(home, "claude-code", "--project", str(project), "--config", str(empty)) == 1
     assert "--all-tools" in capsys.readouterr().err
     assert not (project / ".claude").exists()

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.config import write_config
 from zerto_rewind.config import (
     Settings,
     config_path,
@@ -26,17 +27,9 @@ ZVM = {"url": "https://127.0.0.1:9", "client_id": "rewind", "client_secret_env":
 ENV = {"HOME": "/home/op", "ZS": "from-env"}
 
 
-def write_config(directory: Path, raw: Any, *, mode: int = 0o600, name: str = "config.json") -> str:
-    """Write ``raw`` (JSON-encoded unless already text) with ``mode``; return the absolute path."""
-    path = directory / name
-    path.write_text(raw if isinstance(raw, str) else json.dumps(raw))
-    path.chmod(mode)
-    return str(path)
-
-
 def load(directory: Path, raw: Any, env: dict[str, str] | None = None, **kw: Any) -> Settings:
     """Write a config and load it with an explicit environment."""
-    return load_settings({**ENV, **(env or {})}, path=write_config(directory, raw, **kw))
+    return load_settings({**ENV, **(env or {})}, path=str(write_config(directory, raw, **kw)))
 
 
 def config_error(directory: Path, raw: Any, env: dict[str, str] | None = None) -> ConfigError:
@@ -226,7 +219,7 @@ def test_non_ascii_digit_site_type_is_a_config_error(tmp_path: Path) -> None:
 
 def test_hook_denies_when_loader_chokes(tmp_path: Path) -> None:
     """A config the loader cannot read makes the hook deny with a reason, not crash (exit 1)."""
-    path = write_config(tmp_path, {"zvm": ZVM, "guard": {"site_types": {"²": "aws"}}})
+    path = str(write_config(tmp_path, {"zvm": ZVM, "guard": {"site_types": {"²": "aws"}}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZERTO_")}
     env.update(HOME=str(tmp_path), ZERTO_HOOK_LOG=str(tmp_path / "log"), ZS="x")
     payload = json.dumps({"tool_name": "mcp__vsphere__power_off", "tool_input": {"name": "a"}})
@@ -438,7 +431,7 @@ def test_config_path_precedence(tmp_path: Path) -> None:
 
 def test_load_uses_zerto_rewind_config(tmp_path: Path) -> None:
     """Without a path argument the file named by ZERTO_REWIND_CONFIG is loaded."""
-    path = write_config(tmp_path, {"zvm": ZVM})
+    path = str(write_config(tmp_path, {"zvm": ZVM}))
     assert load_settings({**ENV, "ZERTO_REWIND_CONFIG": path}).path == path
 
 

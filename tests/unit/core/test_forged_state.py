@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from guard_fakes import Rig
 
+from unit.core.guard_fakes import Rig
 from zerto_rewind.core.decision import Outcome, Row
 from zerto_rewind.core.state import _safe_name
 

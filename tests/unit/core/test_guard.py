@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from guard_fakes import TOOL, Rig
 
+from unit.core.guard_fakes import TOOL, Rig
 from zerto_rewind.core.decision import Outcome, Row, ToolCall
 
 BUDGET_S = 20.0

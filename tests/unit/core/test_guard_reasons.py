@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from guard_fakes import TOOL, URL, Rig
 
+from unit.core.guard_fakes import TOOL, URL, Rig
 from zerto_rewind.config import load_settings
 from zerto_rewind.core.decision import Outcome, Row, ToolCall, fmt_time
 from zerto_rewind.core.guard import no_vm_decision

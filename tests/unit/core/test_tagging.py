@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from guard_fakes import Rig
 
+from unit.core.guard_fakes import Rig
 from zerto_rewind.core.cadence import overdue_after
 from zerto_rewind.core.decision import Row, ToolCall, VpgOutcome
 from zerto_rewind.core.state import TagRecord, VpgRecord

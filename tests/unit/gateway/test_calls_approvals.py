@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from test_calls import HOST_TOOL, TOOL, FakeMetrics, FakeUpstream, prompt, texts
 
+from unit.gateway.test_calls import HOST_TOOL, TOOL, FakeMetrics, FakeUpstream, prompt, texts
 from zerto_rewind.config.settings import ApprovalsSettings, GatewaySettings
 from zerto_rewind.core.approvals import Approver
 from zerto_rewind.core.decision import Decision, ToolCall

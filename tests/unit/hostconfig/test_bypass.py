@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from host_samples import (
+from unit.hostconfig.host_samples import (
     CLAUDE_USER,
     CODEX_TEXT,
     CURSOR,
@@ -16,7 +16,6 @@ from host_samples import (
     stdio,
     write,
 )
-
 from zerto_rewind.hostconfig.bypass import bypass_findings
 from zerto_rewind.hostconfig.move import move_to_gateway
 from zerto_rewind.hostconfig.specs import HOSTS, HostFile

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from host_samples import CFG, CLAUDE_PROJECT, GATEWAY_ARGS, PY, write
 
+from unit.hostconfig.host_samples import CFG, CLAUDE_PROJECT, GATEWAY_ARGS, PY, write
 from zerto_rewind.hostconfig.bypass import bypass_findings
 from zerto_rewind.hostconfig.entries import looks_like_vm_server, zerto_rewind_role
 from zerto_rewind.hostconfig.specs import HOSTS, HostFile

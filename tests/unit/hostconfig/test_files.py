@@ -8,7 +8,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from host_samples import (
+
+from unit.hostconfig.host_samples import (
     CFG,
     CLAUDE_PROJECT,
     CLAUDE_USER,
@@ -26,7 +27,6 @@ from host_samples import (
     stdio,
     write,
 )
-
 from zerto_rewind.errors import ConfigError, UsageError
 from zerto_rewind.hostconfig.entries import is_gateway_entry, vm_server_entries
 from zerto_rewind.hostconfig.files import (

@@ -5,8 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from host_samples import CODEX_TEXT, GATEWAY, PASSWORD, VSCODE_TEXT, stdio, write
-
+from unit.hostconfig.host_samples import CODEX_TEXT, GATEWAY, PASSWORD, VSCODE_TEXT, stdio, write
 from zerto_rewind.hostconfig.files import read_host_config, render_host_config
 from zerto_rewind.hostconfig.move import move_to_gateway
 from zerto_rewind.hostconfig.specs import HOSTS, HostFile

@@ -6,8 +6,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from host_samples import CLAUDE_PROJECT, GATEWAY, PASSWORD, claude_config, http, stdio
 
+from unit.hostconfig.host_samples import (
+    CLAUDE_PROJECT,
+    GATEWAY,
+    PASSWORD,
+    claude_config,
+    http,
+    stdio,
+)
 from zerto_rewind.errors import UsageError
 from zerto_rewind.hostconfig.files import locate_server
 from zerto_rewind.hostconfig.move import gateway_endpoint, move_to_gateway

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-from zvm_fakes import FakeClock, FakeZvm, make_settings
 
+from unit.zvm.zvm_fakes import FakeClock, FakeZvm, make_settings
 from zerto_rewind.zvm import TokenCache, ZvmClient
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from zvm_fakes import SECRET, FakeZvm, make_settings
 
+from unit.zvm.zvm_fakes import SECRET, FakeZvm, make_settings
 from zerto_rewind.zvm import TokenCache, ZvmClient
 from zerto_rewind.zvm.auth import CachedToken, identity_key
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-from zvm_fakes import (
+
+from unit.zvm.zvm_fakes import (
     SECRET,
     TOKEN_PATH,
     URL,
@@ -18,7 +19,6 @@ from zvm_fakes import (
     body_of,
     make_settings,
 )
-
 from zerto_rewind.errors import ApiError, AuthError, NotFound, ZvmTimeout
 from zerto_rewind.zvm import ZvmClient
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from zvm_fakes import FakeClock, make_settings
 
+from unit.zvm.zvm_fakes import FakeClock, make_settings
 from zerto_rewind.errors import (
     ApiError,
     ConfigError,

@@ -6,8 +6,8 @@ import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from zvm_fakes import VM_WIRE, VPG_WIRE
 
+from unit.zvm.zvm_fakes import VM_WIRE, VPG_WIRE
 from zerto_rewind.zvm.models import (
     VPG_STATUS_NAMES,
     VPG_SUBSTATUS_NAMES,

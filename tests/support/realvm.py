@@ -29,7 +29,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 ROOT = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = "scripts/realvm-setup"
 CACHE = ROOT / ".cache" / "realvm"
-VCSIM_SOURCE = Path(__file__).resolve().parent / "vcsim" / "main.go"
+VCSIM_SOURCE = ROOT / "tests" / "realvm" / "vcsim" / "main.go"
 VCSIM_BIN = CACHE / "bin" / "vcsim"
 VCSIM_STAMP = CACHE / "bin" / "vcsim.stamp"
 MCVSPHERE_VENV = CACHE / "mcvsphere-venv"

@@ -1,6 +1,6 @@
 """A private redis-server for tests: Debian's binary, on a free loopback port, no persistence.
 
-Each test module that needs Redis starts its own (``conftest.py`` here), so
+Each test module that needs Redis starts its own (a module fixture in its ``conftest.py``), so
 tests never share data with a developer's Redis or with each other's modules,
 and a test may stop its server to see what the guard does without it.
 """
@@ -8,7 +8,6 @@ and a test may stop its server to see what the guard does without it.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -17,14 +16,9 @@ from types import TracebackType
 import pytest
 import redis
 
+from support.ports import free_port
+
 _START_TIMEOUT_S = 10.0
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class RedisServer:
