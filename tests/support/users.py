@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 import pwd
+import secrets
 import shlex
 import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +104,26 @@ def as_user(
         return subprocess.run(
             command, env=run_env, capture_output=True, text=True, timeout=timeout, check=False
         )
+
+
+@contextmanager
+def unix_user(prefix: str) -> Iterator[pwd.struct_passwd]:
+    """A fresh unprivileged user (``useradd``, no home, no login shell); removed afterwards.
+
+    Named ``prefix`` and a random suffix, so that parallel workers never share one;
+    the tests run as root.
+    """
+    if os.geteuid() != 0:
+        import pytest
+
+        pytest.skip("creates a user with useradd: run as root (CI does)")
+    name = prefix + secrets.token_hex(3)
+    subprocess.run(
+        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        subprocess.run(["userdel", name], check=False, capture_output=True)

@@ -16,7 +16,26 @@ from ..claude_code.install import install
 from ..claude_code.install_plan import InstallOptions
 from ..claude_code.settings_file import DEFAULT_TIMEOUT_S
 
-__all__ = ["main"]
+__all__ = ["add_hook_arguments", "main"]
+
+
+def add_hook_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every hook install shares: the config, the host's timeout, --all-tools."""
+    parser.add_argument(
+        "--config", metavar="PATH", help="the zerto-rewind config (default: ZERTO_REWIND_CONFIG)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"the host's hook timeout in seconds (default {DEFAULT_TIMEOUT_S})",
+    )
+    parser.add_argument(
+        "--all-tools",
+        action="store_true",
+        help="run the hook for every tool that is not read-only, not just the catalog's servers",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,23 +57,9 @@ def _parser() -> argparse.ArgumentParser:
         "managed-settings.json), which users and projects cannot override, and a root-owned "
         "config under /etc/zerto-rewind/",
     )
-    parser.add_argument(
-        "--config", metavar="PATH", help="the zerto-rewind config (default: ZERTO_REWIND_CONFIG)"
-    )
+    add_hook_arguments(parser)
     parser.add_argument(
         "--dry-run", action="store_true", help="print the resulting settings, write nothing"
-    )
-    parser.add_argument(
-        "--all-tools",
-        action="store_true",
-        help="run the hook for every tool that is not read-only, not just the catalog's servers",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="S",
-        help=f"the host's hook timeout in seconds (default {DEFAULT_TIMEOUT_S})",
     )
     parser.add_argument(
         "--mcp-config",

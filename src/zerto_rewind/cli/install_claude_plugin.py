@@ -9,10 +9,10 @@ import sys
 from collections.abc import Mapping
 
 from ..claude_code.plugin import PLUGIN_NAME, build_plugin
-from ..claude_code.settings_file import DEFAULT_TIMEOUT_S
 from ..config.loader import load_config
 from ..config.settings import config_path
 from ..errors import ConfigError
+from .install_claude_code import add_hook_arguments
 
 __all__ = ["main"]
 
@@ -23,21 +23,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Generate the zerto-rewind Claude Code plugin (hook + MCP server).",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="the plugin directory")
-    parser.add_argument(
-        "--config", metavar="PATH", help="the zerto-rewind config (default: ZERTO_REWIND_CONFIG)"
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="S",
-        help=f"the host's hook timeout in seconds (default {DEFAULT_TIMEOUT_S})",
-    )
-    parser.add_argument(
-        "--all-tools",
-        action="store_true",
-        help="run the hook for every tool that is not read-only, not just the catalog's servers",
-    )
+    add_hook_arguments(parser)
     parser.add_argument("--name", default=PLUGIN_NAME, help=f"plugin name (default {PLUGIN_NAME})")
     return parser
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import pwd
-import secrets
 import subprocess
 import sys
 import time
@@ -38,26 +35,3 @@ def guard_service(box: Sandbox, run: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-
-
-@contextmanager
-def unix_user(prefix: str) -> Iterator[pwd.struct_passwd]:
-    """A fresh unprivileged user (``useradd``, no home, no login shell); removed afterwards.
-
-    As ``tests/integration/cli/test_doctor_as_user.py`` and ``tests/e2e/tamper_e2e.py``
-    make theirs; the tests run as root.
-    """
-    if os.geteuid() != 0:
-        import pytest
-
-        pytest.skip("creates a user with useradd: run as root (CI does)")
-    name = prefix + secrets.token_hex(3)
-    subprocess.run(
-        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "--user-group", name],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", name], check=False, capture_output=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from integration.claude_code.service_helpers import unix_user
+from support.users import unix_user
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 
 # The fake user cannot reach the venv's interpreter (under root's 0700 home): the system one.

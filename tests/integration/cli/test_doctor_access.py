@@ -5,30 +5,20 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support.users import unix_user
 from zerto_rewind.cli.doctor.access import User, access_checks, access_of, lookup_user
-
-AGENT = "zr-doctor-agent"
 
 
 @pytest.fixture(scope="module")
 def agent() -> Iterator[User]:
-    """A real user (useradd) that plays the agent; removed afterwards."""
-    assert os.geteuid() == 0, "these tests create a user: run them as root (CI does)"
-    try:
-        pwd.getpwnam(AGENT)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", AGENT],
-                       check=True)  # fmt: skip
-    try:
-        yield lookup_user(AGENT)
-    finally:
-        subprocess.run(["userdel", AGENT], check=False)
+    """A real user that plays the agent; removed afterwards."""
+    with unix_user("zr-doc-acc-") as entry:
+        yield lookup_user(entry.pw_name)
 
 
 @pytest.fixture
@@ -83,7 +73,7 @@ def test_a_sticky_directory_protects_root_files_but_not_the_agents(
 
 
 def test_group_bits_count_for_the_agents_groups(root_dir: Path, agent: User) -> None:
-    group = pwd.getpwnam(AGENT).pw_gid
+    group = pwd.getpwnam(agent.name).pw_gid
     shared = write(root_dir / "shared.sock", 0o660, group=group)
     assert access_of(str(shared), agent).write
     assert grp.getgrgid(group).gr_gid in agent.gids

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shlex
 import shutil
 import socket
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from support.users import unix_user
 from zerto_rewind.claude_code.install_managed import managed_config_path
 from zerto_rewind.claude_code.settings_file import managed_settings_file
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
@@ -31,22 +31,12 @@ from zerto_rewind.cli.doctor.access import User, lookup_user
 from zerto_rewind.cli.install_claude_code import main as install_main
 from zerto_rewind.testing import SECRET_ENV, Sandbox
 
-AGENT = "zr-doctor-agent2"
-
 
 @pytest.fixture(scope="module")
 def agent() -> Iterator[User]:
     """A real user that plays the agent; removed afterwards."""
-    assert os.geteuid() == 0, "these tests create a user: run them as root (CI does)"
-    try:
-        pwd.getpwnam(AGENT)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", AGENT],
-                       check=True)  # fmt: skip
-    try:
-        yield lookup_user(AGENT)
-    finally:
-        subprocess.run(["userdel", AGENT], check=False)
+    with unix_user("zr-doc-as-") as entry:
+        yield lookup_user(entry.pw_name)
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +186,7 @@ def test_a_single_user_install_fails_for_what_the_agent_owns(
     assert all("another user" in fix for fix in fixes)
     # The command: --as-user NAME, exit 1, the failures printed with what to do.
     capsys.readouterr()
-    code = main(["--config", str(config), "--settings", str(settings), "--as-user", AGENT,
+    code = main(["--config", str(config), "--settings", str(settings), "--as-user", agent.name,
                  "--json"], env)  # fmt: skip
     assert code == 1
     report = json.loads(capsys.readouterr().out)
@@ -235,14 +225,14 @@ def test_doctor_fails_a_socket_directory_the_agent_can_write_and_a_hook_without_
         checks = run_checks(settings_files=[str(settings)], env={"HOME": str(home)},
                             as_user=agent)  # fmt: skip
         capsys.readouterr()
-        code = main(["--settings", str(settings), "--as-user", AGENT, "--json"],
+        code = main(["--settings", str(settings), "--as-user", agent.name, "--json"],
                     {"HOME": str(home)})  # fmt: skip
     finally:
         bound.close()
     named = {c.name: c for c in checks}
     directory = named[f"guard file: service socket directory (unix:{sock})"]
     assert directory.status == "fail"
-    assert f"{run} belongs to {AGENT}" in directory.detail
+    assert f"{run} belongs to {agent.name}" in directory.detail
     assert "only root or the service's user can write" in directory.fix
     identity = named["service identity"]
     assert identity.status == "fail"
@@ -261,14 +251,14 @@ def test_doctor_fails_a_socket_owned_by_another_user_than_the_hooks_service_user
     """The hook expects the agent's uid (as if install had trusted the agent's socket); the
     socket is the real service's, root's: both the owner and the listener are reported."""
     sock = Path(service[5:])
-    settings = thin_settings(base / "thin-other-owner.json", sock, "--service-user", AGENT)
+    settings = thin_settings(base / "thin-other-owner.json", sock, "--service-user", agent.name)
     home = agent_home(base, "home-owner", agent)
     checks = run_checks(settings_files=[str(settings)], env={"HOME": str(home)}, as_user=agent)
     named = {c.name: c for c in checks}
     identity = named["service identity"]
     assert identity.status == "fail"
     assert (
-        f"{sock} belongs to root (uid 0), not to the hook's --service-user {AGENT} "
+        f"{sock} belongs to root (uid 0), not to the hook's --service-user {agent.name} "
         f"(uid {agent.uid})"
     ) in identity.detail
     assert named["guard service"].status == "fail"

@@ -25,7 +25,7 @@ from ...claude_code.settings_file import (
     required_margin,
 )
 from ...config.loader import file_sha256
-from ...config.settings import DEFAULT_GUARD_TIMEOUT_S, Settings
+from ...config.settings import DEFAULT_GUARD_TIMEOUT_S, CatalogSettings, Settings
 from ...core.catalog import MUTATING, UNLISTED, classify
 from ...errors import ConfigError
 from .check import Check
@@ -41,6 +41,7 @@ __all__ = [
     "on_failure_check",
     "parse_command",
     "timeout_check",
+    "unlisted_past_matcher",
 ]
 
 # Claude Code's default timeout for a command hook when the entry sets none.
@@ -336,12 +337,7 @@ def _matcher_check(path: str, matcher: Any, settings: Settings) -> Check:
             f"{path}: matcher {matcher!r} lets mutating tools skip the hook: {', '.join(missed)}"
         )
         return Check(name, "fail", detail, f"re-run {_INSTALL}")
-    unguarded = [
-        server
-        for server in covered_servers(catalog)
-        if classify(probe := f"mcp__{server}__zerto_rewind_probe", {}, catalog).kind == UNLISTED
-        and not test(probe)
-    ]
+    unguarded = unlisted_past_matcher(catalog, test)
     if unguarded:
         detail = (
             f"{path}: unlisted tools of {', '.join(unguarded)} skip the hook, so a tool the "
@@ -362,6 +358,16 @@ def _matcher_check(path: str, matcher: Any, settings: Settings) -> Check:
     }
     same = "" if matcher in current else "; differs from what install writes now (still safe)"
     return Check(name, "pass", f"{path}: every mutating tool starts the hook{same}")
+
+
+def unlisted_past_matcher(catalog: CatalogSettings, test: Callable[[str], bool]) -> list[str]:
+    """The catalog's servers whose unlisted tools the matcher ``test`` lets skip the hook."""
+    return [
+        server
+        for server in covered_servers(catalog)
+        if classify(probe := f"mcp__{server}__zerto_rewind_probe", {}, catalog).kind == UNLISTED
+        and not test(probe)
+    ]
 
 
 def matcher_test(matcher: Any) -> Callable[[str], bool] | str:

@@ -23,14 +23,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...claude_code.fsaccess import uid_of, user_label
-from ...claude_code.matcher import compile_matcher, covered_servers
+from ...claude_code.matcher import compile_matcher
 from ...claude_code.service import THIN_MARGIN_S, ServiceCatalog, fetch_catalog
 from ...claude_code.thin_hook import DEFAULT_BUDGET_S
 from ...config.settings import CatalogSettings
-from ...core.catalog import MUTATING, UNLISTED, classify
+from ...core.catalog import MUTATING, classify
 from ...errors import ConfigError
 from .check import Check
-from .hook import COMMAND_PROBE_TIMEOUT_S, matcher_test, on_failure_check, timeout_check
+from .hook import (
+    COMMAND_PROBE_TIMEOUT_S,
+    matcher_test,
+    on_failure_check,
+    timeout_check,
+    unlisted_past_matcher,
+)
 
 __all__ = ["thin_hook_checks", "thin_options"]
 
@@ -210,12 +216,7 @@ def _matcher_check(path: str, matcher: Any, catalog: CatalogSettings) -> Check:
             + ", ".join(missed)
         )
         return Check(name, "fail", detail, _REINSTALL)
-    unguarded = [
-        server
-        for server in covered_servers(catalog)
-        if classify(probe := f"mcp__{server}__zerto_rewind_probe", {}, catalog).kind == UNLISTED
-        and not test(probe)
-    ]
+    unguarded = unlisted_past_matcher(catalog, test)
     if unguarded:
         detail = f"{path}: unlisted tools of {', '.join(unguarded)} skip the hook"
         return Check(name, "warn", detail, _REINSTALL)
