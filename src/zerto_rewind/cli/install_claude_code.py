@@ -14,28 +14,9 @@ from collections.abc import Mapping
 
 from ..claude_code.install import install
 from ..claude_code.install_plan import InstallOptions
-from ..claude_code.settings_file import DEFAULT_TIMEOUT_S
+from .install_options import add_hook_arguments
 
-__all__ = ["add_hook_arguments", "main"]
-
-
-def add_hook_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options every hook install shares: the config, the host's timeout, --all-tools."""
-    parser.add_argument(
-        "--config", metavar="PATH", help="the zerto-rewind config (default: ZERTO_REWIND_CONFIG)"
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="S",
-        help=f"the host's hook timeout in seconds (default {DEFAULT_TIMEOUT_S})",
-    )
-    parser.add_argument(
-        "--all-tools",
-        action="store_true",
-        help="run the hook for every tool that is not read-only, not just the catalog's servers",
-    )
+__all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -12,7 +12,7 @@ from ..claude_code.plugin import PLUGIN_NAME, build_plugin
 from ..config.loader import load_config
 from ..config.settings import config_path
 from ..errors import ConfigError
-from .install_claude_code import add_hook_arguments
+from .install_options import add_hook_arguments
 
 __all__ = ["main"]
 
