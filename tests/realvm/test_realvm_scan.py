@@ -45,7 +45,8 @@ def test_scan_of_live_mcvsphere_matches_the_kept_catalog(vcenter: VCenter, tmp_p
     kept = json.loads((ROOT / "tests" / "data" / "catalogs" / "mcvsphere.catalog.json").read_text())
     scanned = json.loads(run.stdout)
     assert scanned == kept
-    assert len(scanned["read_only_tools"]) == 36
+    assert len(scanned["read_only_tools"]) == 35  # download_from_datastore has host_paths
+    assert scanned["tools"]["mcp__mcvsphere__download_from_datastore"]["host_paths"] == ["save_to"]
     assert len(scanned["read_only_tools"]) + len(scanned["tools"]) == 94
 
 

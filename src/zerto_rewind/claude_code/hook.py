@@ -256,9 +256,12 @@ class _Answer:
             self.answered.set()
             if decision.outcome == "prompt" and self.settings.guard.prompt_via == "approvals":
                 _by_approval(self.settings, decision, self.call)
+            # A prompt is read by the person asked: it may show the host paths the call
+            # names; the log line below keeps the reason, which names the arguments only.
+            shown = decision.for_approver() if decision.outcome == "prompt" else decision.reason
             text = claude_code.render(
                 decision.outcome,
-                decision.reason,
+                shown,
                 decision.context,
                 prompt_as=self.settings.guard.prompt_as,
             )
@@ -302,6 +305,7 @@ def _by_approval(settings: Settings, decision: Decision, call: ToolCall) -> None
             principal=f"hook:{getpass.getuser()}",
             expires_s=config.expires_s,
             session=call.session_id,
+            host_paths=decision.host_paths,
         )
     except Exception as exc:  # the queue cannot be used: refuse, never run it unasked
         decision.outcome = Outcome.DENY

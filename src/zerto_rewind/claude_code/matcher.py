@@ -10,7 +10,9 @@ the hook at all. The compiled matcher
 * follows the catalog's precedence exactly (see :func:`catalog.classify`):
   an exact name beats every glob; among globs the most specific (most literal
   characters) wins, and a tie between a read-only and a ``tools`` glob is
-  mutating.
+  mutating; a ``tools`` glob with ``host_paths`` beats every read-only entry
+  it matches (such a call is read-only only when it names no host path, which
+  the guard, not the matcher, can tell).
 
 Covered means: a name under ``mcp__<server>__`` for every server any catalog
 entry names literally, or a name that a ``tools`` entry matches (``Bash``,
@@ -135,6 +137,7 @@ def _exclusion(catalog: CatalogSettings, prefix: str, *, near: str | None = None
     """
     cut = len(prefix)
     tool_globs = [t for t in catalog.tools if _is_glob(t)]
+    host_globs = [t for t in tool_globs if catalog.tools[t].host_paths]
     # Every tools key is also an exact name (a glob's own text names itself).
     tool_exact = [t for t in catalog.tools if t.startswith(prefix)]
     parts: list[tuple[str, str]] = []  # (shadow lookahead, body)
@@ -147,6 +150,7 @@ def _exclusion(catalog: CatalogSettings, prefix: str, *, near: str | None = None
             entry.startswith(prefix)
             and entry not in catalog.tools
             and (not _is_glob(entry) or any(glob_match(t, entry) for t in tool_globs))
+            and not any(glob_match(t, entry) for t in host_globs)
         ):
             parts.append(("", js_escape(entry[cut:])))
         if not _is_glob(entry):
@@ -157,7 +161,7 @@ def _exclusion(catalog: CatalogSettings, prefix: str, *, near: str | None = None
             shadows += [
                 glob_to_regex(res)
                 for t in tool_globs
-                if specificity(t) >= score
+                if specificity(t) >= score or t in host_globs
                 for res in _residuals(t, prefix)
                 if globs_intersect(res, residual)
             ]

@@ -72,8 +72,14 @@ def _scan(args: argparse.Namespace, command: list[str]) -> int:
     result = catalog_from_tools(args.server, tools)
     output: dict[str, Any] = result.catalog
     if args.merge:
-        output, added = merge_into_config(_merge_target(args.merge), result.catalog)
-        sys.stderr.write(f"--merge: {len(added)} new tool(s) added; existing entries untouched\n")
+        output, added, hardened = merge_into_config(_merge_target(args.merge), result.catalog)
+        sys.stderr.write(f"--merge: {len(added)} new tool(s) added; existing entries untouched")
+        if hardened:
+            sys.stderr.write(
+                f", except host paths added to {len(hardened)} (they name files on the VM "
+                f"server's host, so calls that give one prompt): {', '.join(hardened)}"
+            )
+        sys.stderr.write("\n")
     if not args.quiet:
         render_review(result.rows, sys.stderr, server=args.server)
     if args.review_json:

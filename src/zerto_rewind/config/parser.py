@@ -400,6 +400,12 @@ class Parser:
             )
         tools = {name: self.tool(name, spec) for name, spec in tools_raw.items()}
         both = sorted(set(read_only) & set(tools))
+        if both and tools[both[0]].host_paths:
+            msg = (
+                f"{both[0]!r} names a path on the VM server's host (host_paths), so it is never "
+                "read-only; take it out of read_only_tools"
+            )
+            self.fail("read_only_tools", msg)
         if both:
             self.fail(
                 "tools", f"{both[0]!r} is also in read_only_tools; a tool is one or the other"
@@ -442,7 +448,7 @@ class Parser:
         key = f"tools.{name}"
         if not name.strip():
             self.fail("tools", "a tool name is empty")
-        spec = self.obj(spec, key, ("vm_arg", "vm_map", "vpgs", "decision"))
+        spec = self.obj(spec, key, ("vm_arg", "vm_map", "vpgs", "decision", "host_paths"))
         vm_arg = self.vm_arg(spec["vm_arg"], f"{key}.vm_arg") if "vm_arg" in spec else ()
         vm_map = self.vm_map(spec["vm_map"], f"{key}.vm_map") if "vm_map" in spec else None
         vpgs: tuple[str, ...] = ()
@@ -468,7 +474,19 @@ class Parser:
                     "checkpointed on every call; remove one of the two"
                 )
                 self.fail(f"{key}.decision", msg)
-        return ToolSpec(name, vm_arg, vm_map, vpgs=vpgs, decision=decision)
+        host_paths = self.host_paths(spec["host_paths"], key) if "host_paths" in spec else ()
+        return ToolSpec(name, vm_arg, vm_map, vpgs=vpgs, decision=decision, host_paths=host_paths)
+
+    def host_paths(self, value: Any, key: str) -> tuple[str, ...]:
+        """``tools.NAME.host_paths``: the arguments that name a file on the VM server's host."""
+        if not isinstance(value, list) or not value:
+            msg = (
+                "must be a non-empty list of argument paths (like 'save_to') that name a file "
+                "or directory on the machine where the VM server runs"
+            )
+            self.fail(f"{key}.host_paths", msg)
+        paths = [self.arg_path(v, f"{key}.host_paths[{i}]") for i, v in enumerate(value)]
+        return tuple(dict.fromkeys(paths))
 
     def vm_arg(self, value: Any, key: str) -> tuple[VmPath, ...]:
         items = value if isinstance(value, list) else [value]

@@ -174,9 +174,11 @@ class ToolSpec:
     ``vpgs`` are VPG names tagged before every call (a host-level tool changes
     many VMs and names none); ``decision`` is the per-tool policy when nothing
     can be checkpointed (no ``vm_arg`` and no ``vpgs``, or no VM in the call).
+    ``host_paths`` are argument paths that name a file or directory on the machine
+    where the VM server runs: a call that gives one needs a person, checkpoint or not.
     """
 
-    __slots__ = ("decision", "name", "vm_arg", "vm_map", "vpgs")
+    __slots__ = ("decision", "host_paths", "name", "vm_arg", "vm_map", "vpgs")
 
     def __init__(
         self,
@@ -186,12 +188,14 @@ class ToolSpec:
         *,
         vpgs: tuple[str, ...] = (),
         decision: str | None = None,
+        host_paths: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.vm_arg = vm_arg
         self.vm_map = vm_map
         self.vpgs = vpgs
         self.decision = decision
+        self.host_paths = host_paths
 
 
 class CatalogSettings:

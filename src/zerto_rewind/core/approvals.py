@@ -191,11 +191,15 @@ def arguments_digest(tool_input: Any) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-def redact_arguments(tool_input: Any, vms: Iterable[str] = ()) -> dict[str, str]:
+def redact_arguments(
+    tool_input: Any, vms: Iterable[str] = (), host_paths: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Each top-level argument as a person may see it, redacted as the log redacts.
 
-    VM names are shown; every other value is shown by its shape only
-    (``<text, 12 chars>``, ``<number>``, ``<object: a, b>``), never its content.
+    VM names are shown; so are ``host_paths`` (argument path -> value), the files
+    on the VM server's host that the approver must see to judge the call. Every
+    other value is shown by its shape only (``<text, 12 chars>``, ``<number>``,
+    ``<object: a, b>``), never its content. None of this is written to a log.
     """
     if not isinstance(tool_input, dict):
         return {"(arguments)": _shape(tool_input)}
@@ -203,6 +207,7 @@ def redact_arguments(tool_input: Any, vms: Iterable[str] = ()) -> dict[str, str]
     out: dict[str, str] = {}
     for key, value in tool_input.items():
         out[str(key)] = value if isinstance(value, str) and value in shown else _shape(value)
+    out.update(host_paths or {})
     return out
 
 
@@ -234,8 +239,9 @@ def new_request(
     host: str | None = None,
     vpg_status: Iterable[str] = (),
     now: float | None = None,
+    host_paths: Mapping[str, str] | None = None,
 ) -> ApprovalRequest:
-    """A fresh pending request for one call (not yet stored)."""
+    """A fresh pending request for one call (not yet stored); ``host_paths`` are shown."""
     now = time.time() if now is None else now
     vm_list = list(vms)
     return ApprovalRequest(
@@ -251,7 +257,7 @@ def new_request(
         session=session,
         host=host,
         vpg_status=list(vpg_status),
-        arguments=redact_arguments(tool_input, vm_list),
+        arguments=redact_arguments(tool_input, vm_list, host_paths),
     )
 
 
@@ -517,6 +523,7 @@ def prompt_by_approval(
     expires_s: float,
     session: str | None = None,
     host: str | None = None,
+    host_paths: Mapping[str, str] | None = None,
 ) -> tuple[ApprovalRequest | None, ApprovalRequest | None]:
     """A hook's prompt row, by approval: ``(used, None)`` if an approval covers this call
     (it is used now), else ``(None, request)``: the open request the hook names.
@@ -538,6 +545,7 @@ def prompt_by_approval(
         expires_s=expires_s,
         session=session,
         host=host,
+        host_paths=host_paths,
     )
     request, created = store.open_request(template)
     if created:

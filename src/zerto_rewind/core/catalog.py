@@ -9,6 +9,12 @@ patterns, the one with the most literal characters (everything but ``*`` and
 ``?``) wins. Only a true tie between a read-only and a mutating pattern falls
 to mutating (the restrictive reading); between two ``tools`` patterns of equal
 specificity the first listed wins. ``doctor`` reports read-only/mutating ties.
+
+Host paths: a ``tools`` entry's ``host_paths`` name arguments that are files on
+the machine where the VM server runs. A call that gives one carries them in
+:attr:`Classification.host_paths`, and the guard asks a person. Such an entry
+also beats a ``read_only_tools`` match for a call that gives a host path: a
+tool that touches the VM server's host is never read-only.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ __all__ = [
     "classify",
     "glob_match",
     "globs_intersect",
+    "host_path_values",
     "map_vm_name",
     "pattern_ties",
     "specificity",
@@ -36,6 +43,8 @@ MUTATING = "mutating"
 UNLISTED = "unlisted"
 # The specificity of an exact name: above every pattern's.
 EXACT = 1_000_000
+# A host path longer than this is shown cut (the approver sees where it starts).
+_SHOWN_MAX = 500
 
 
 class Classification:
@@ -43,6 +52,7 @@ class Classification:
 
     __slots__ = (
         "entry",
+        "host_paths",
         "kind",
         "origins",
         "problem",
@@ -73,6 +83,8 @@ class Classification:
         self.origins = origins or {}  # VM name -> where it came from (path, pattern + text)
         self.specificity = 0  # EXACT, or the literal characters of the pattern that matched
         self.tie: str | None = None  # a read-only pattern this mutating one tied with
+        # host_paths argument -> its value, as given: for the person who approves, never a log
+        self.host_paths: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"Classification({self.kind!r}, {self.tool_name!r}, vms={self.vms!r})"
@@ -84,7 +96,7 @@ def classify(tool_name: str, tool_input: Any, catalog: CatalogSettings) -> Class
     if spec is not None:
         return _scored(_mutating(tool_name, tool_input, spec, catalog.vm_map), EXACT)
     if tool_name in catalog.read_only:
-        return _scored(Classification(READ_ONLY, tool_name, entry=tool_name), EXACT)
+        return _read_only(tool_name, tool_input, catalog, tool_name, EXACT)
     best_tool: ToolSpec | None = None
     tool_score = -1
     for pattern, candidate in catalog.tools.items():
@@ -100,13 +112,42 @@ def classify(tool_name: str, tool_input: Any, catalog: CatalogSettings) -> Class
             if score > read_only_score:
                 best_read_only, read_only_score = pattern, score
     if best_read_only is not None and read_only_score > tool_score:
-        return _scored(Classification(READ_ONLY, tool_name, entry=best_read_only), read_only_score)
+        return _read_only(tool_name, tool_input, catalog, best_read_only, read_only_score)
     if best_tool is not None:
         verdict = _scored(_mutating(tool_name, tool_input, best_tool, catalog.vm_map), tool_score)
         if read_only_score == tool_score:
             verdict.tie = best_read_only
         return verdict
     return Classification(UNLISTED, tool_name)
+
+
+def _read_only(
+    tool_name: str, tool_input: Any, catalog: CatalogSettings, entry: str, score: int
+) -> Classification:
+    """Read-only, unless a ``tools`` pattern with ``host_paths`` matches and the call gives one."""
+    best: ToolSpec | None = None
+    best_score = -1
+    for pattern, candidate in catalog.tools.items():
+        score_here = specificity(pattern) if candidate.host_paths else -1
+        if score_here > best_score and glob_match(pattern, tool_name):
+            best, best_score = candidate, score_here
+    if best is not None and host_path_values(tool_input, best.host_paths):
+        return _scored(_mutating(tool_name, tool_input, best, catalog.vm_map), best_score)
+    return _scored(Classification(READ_ONLY, tool_name, entry=entry), score)
+
+
+def host_path_values(tool_input: Any, paths: tuple[str, ...]) -> dict[str, str]:
+    """Each of ``paths`` the call gives (any value but null), with its value as text.
+
+    An empty string counts: a server may read it as the current directory.
+    """
+    found: dict[str, str] = {}
+    for path in paths:
+        values = [v for v in _walk(tool_input, tuple(path.split("."))) if v is not None]
+        if values:
+            text = ", ".join(v if isinstance(v, str) else repr(v) for v in values)
+            found[path] = text if len(text) <= _SHOWN_MAX else text[:_SHOWN_MAX] + "…"
+    return found
 
 
 def specificity(entry: str) -> int:
@@ -169,6 +210,15 @@ def globs_intersect(a: str, b: str) -> bool:
 
 
 def _mutating(
+    tool_name: str, tool_input: Any, spec: ToolSpec, global_map: VmMap | None
+) -> Classification:
+    verdict = _mutating_vms(tool_name, tool_input, spec, global_map)
+    if spec.host_paths:
+        verdict.host_paths = host_path_values(tool_input, spec.host_paths)
+    return verdict
+
+
+def _mutating_vms(
     tool_name: str, tool_input: Any, spec: ToolSpec, global_map: VmMap | None
 ) -> Classification:
     if not spec.vm_arg:

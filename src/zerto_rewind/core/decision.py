@@ -28,6 +28,7 @@ class Row:
     CONFIG_ERROR = "config_error"
     ERROR = "error"
     PROTECTED = "protected"  # a host file/shell call that would write the guard's own files
+    HOST_PATH = "host_path"  # a VM tool that reads or writes a file on the VM server's host
 
 
 class Outcome:
@@ -89,6 +90,16 @@ class Decision:
     vpgs: list[VpgOutcome] = field(default_factory=list)
     retry_after: float | None = None
     elapsed_ms: int = 0
+    # host_path row: argument -> the path it names. Shown to the person who approves,
+    # never logged (log_record leaves it out; the reason names the argument only).
+    host_paths: dict[str, str] = field(default_factory=dict)
+
+    def for_approver(self) -> str:
+        """The reason, plus the host paths the call names: for a person's eyes, not a log."""
+        if not self.host_paths:
+            return self.reason
+        shown = "; ".join(f"{arg} = {value!r}" for arg, value in self.host_paths.items())
+        return f"{self.reason} The call names: {shown}."
 
     def log_record(self, call: ToolCall) -> dict[str, Any]:
         """The decision-log line: ids, names, times; never an argument value but VM names."""

@@ -8,6 +8,7 @@
 | mutating, tag lands after budget  | pending     | ``guard.on_pending``            |
 | mutating, VM unknown to Zerto     | vm_unknown  | prompt                          |
 | mutating, no VM in the arguments  | no_vm       | prompt                          |
+| names a file on the VM server's host | host_path | prompt (``decision: deny``: deny) |
 | unlisted tool                     | unlisted    | ``ZERTO_HOOK_UNKNOWN``          |
 | config or ZVM error               | config_error / error | deny                   |
 
@@ -32,7 +33,13 @@ if TYPE_CHECKING:
     from .state import GuardStateLike
     from .tagging import Tagger, TagPlan
 
-__all__ = ["Guard", "budget_deadline", "entity_type_names", "no_vm_decision"]
+__all__ = [
+    "Guard",
+    "budget_deadline",
+    "entity_type_names",
+    "host_path_decision",
+    "no_vm_decision",
+]
 
 # The guard answers this long before its budget runs out, so the answer (and
 # its log line) is out before the hook's own watchdog has to step in.
@@ -114,6 +121,8 @@ class Guard:
             return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
         if verdict.kind != MUTATING:
             return self._unlisted(call)
+        if verdict.host_paths:  # before any tag: a checkpoint cannot rewind the host's files
+            return host_path_decision(call, verdict)
         spec = verdict.spec
         fixed = spec.vpgs if spec is not None else ()
         if not verdict.vms and not (fixed and spec is not None and not spec.vm_arg):
@@ -410,6 +419,38 @@ def no_vm_decision(call: ToolCall, verdict: Classification) -> Decision:
         f"{configurable}."
     )
     return Decision(Row.NO_VM, Outcome.PROMPT, call.tool_name, reason=reason)
+
+
+def host_path_decision(call: ToolCall, verdict: Classification) -> Decision:
+    """The call names a file on the VM server's host: a person decides, checkpoint or not.
+
+    The reason names the arguments, never their values (it is logged); the values
+    ride in ``Decision.host_paths`` for the person who approves.
+    """
+    spec = verdict.spec
+    names = ", ".join(verdict.host_paths)
+    label = "argument" if len(verdict.host_paths) == 1 else "arguments"
+    touches = (
+        f"reads or writes a file on the machine where the VM server runs ({label} {names}), "
+        "with the rights of the guard service that runs that server"
+    )
+    if spec is not None and spec.decision == "deny":
+        reason = (
+            f"zerto-rewind denied {call.tool_name}: it {touches}. No checkpoint can rewind "
+            "that, and the catalog's policy for this tool is to deny such calls. The call was "
+            "not run."
+        )
+        outcome = Outcome.DENY
+    else:
+        reason = (
+            f"zerto-rewind: {call.tool_name} {touches}; no Zerto checkpoint can rewind that, so "
+            f"none was made. Approve only if you have checked the path in {names} and the call "
+            "may touch it."
+        )
+        outcome = Outcome.PROMPT
+    decision = Decision(Row.HOST_PATH, outcome, call.tool_name, reason=reason, vms=verdict.vms)
+    decision.host_paths = dict(verdict.host_paths)
+    return decision
 
 
 def _failed_reason(call: ToolCall, failed: list[VpgOutcome]) -> str:

@@ -124,6 +124,7 @@ class ApprovalsService:
             session=call.session_id,
             host=host,
             vpg_status=[_vpg_status(v) for v in decision.vpgs],
+            host_paths=decision.host_paths,
         )
         request, created = await anyio.to_thread.run_sync(self.store.open_request, template)
         if created:

@@ -227,6 +227,7 @@ class _LoginLimit:
 _ROWS = {
     "vm_unknown": "VM unknown to Zerto",
     "no_vm": "no VM in the arguments",
+    "host_path": "it touches files on the VM server's host",
     "unlisted": "tool not in the catalog",
     "failed": "no checkpoint can be made now",
     "pending": "no checkpoint can be made now",
@@ -569,7 +570,7 @@ def _card(request: ApprovalRequest, session: _Session, now: float, back: str) ->
         f"{timing}</dl>"
         '<table class="args"><caption>Tool <code>'
         f"{_e(request.tool)}</code>, its arguments (values shown by their shape, VM names "
-        f"as they are)</caption>{args}</table>"
+        f"and paths on the VM server's host as they are)</caption>{args}</table>"
         f"{decision}</article>"
     )
 

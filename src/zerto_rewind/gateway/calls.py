@@ -258,7 +258,7 @@ def _approved_by(request: ApprovalRequest) -> dict[str, Any]:
 def _approval_text(decision: Decision, request: ApprovalRequest) -> str:
     return (
         f"zerto-rewind needs a person to approve {decision.tool_name} (request {request.id}): "
-        f"{decision.reason}"
+        f"{decision.for_approver()}"
     )
 
 
@@ -297,7 +297,8 @@ async def _prompt(gateway: Gateway, decision: Decision, ctx: CallContext) -> tup
 
 def _question_text(decision: Decision) -> str:
     # The question first: a host may show only the first line of a long message.
-    return f"Run {decision.tool_name} with no Zerto checkpoint in front of it?\n\n{decision.reason}"
+    question = f"Run {decision.tool_name} with no Zerto checkpoint in front of it?"
+    return f"{question}\n\n{decision.for_approver()}"
 
 
 def _question(

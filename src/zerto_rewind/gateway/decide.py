@@ -106,6 +106,7 @@ async def _by_approval(gateway: Gateway, call: ToolCall, decision: Decision, pri
                 principal=principal,
                 expires_s=service.config.expires_s,
                 session=call.session_id,
+                host_paths=decision.host_paths,
             )
         )
     except Exception as exc:  # the channel is down: refuse, never run it unasked

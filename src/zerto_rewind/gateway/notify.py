@@ -58,6 +58,7 @@ _KEY = "approvals.notify.url"
 _ROWS = {
     Row.VM_UNKNOWN: "VM unknown to Zerto",
     Row.NO_VM: "no VM in the arguments",
+    Row.HOST_PATH: "it touches files on the VM server's host",
     Row.UNLISTED: "tool not in the catalog",
     Row.FAILED: "checkpoint could not be made",
     Row.PENDING: "checkpoint not landed in time",

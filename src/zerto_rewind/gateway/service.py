@@ -80,8 +80,9 @@ class Gateway:
     def learn_tools(self, upstream: str, tools: list[types.Tool]) -> None:
         """With ``catalog.from_annotations``, classify unlisted tools by the scan's rules.
 
-        Explicit catalog entries always win; tools of upstreams not yet listed stay
-        unlisted (they prompt) until their list is read.
+        Explicit catalog entries always win, except that the host paths the live schemas
+        show are always added (scan.extend_catalog); tools of upstreams not yet listed
+        stay unlisted (they prompt) until their list is read.
         """
         if not self.settings.catalog.from_annotations or upstream in self._proposals:
             return

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from ..core.catalog import MUTATING, READ_ONLY, classify
 from ..core.decision import SEVERITY, Outcome, Row, ToolCall, fmt_time
-from ..core.guard import budget_deadline, entity_type_names, no_vm_decision
+from ..core.guard import budget_deadline, entity_type_names, host_path_decision, no_vm_decision
 from ..core.tagging import (
     FAIL_OVERDUE,
     JOIN_PENDING,
@@ -182,6 +182,10 @@ def preview_call(
     spec = verdict.spec
     fixed = spec.vpgs if spec is not None else ()
     call = ToolCall(tool_name, tool_input, started_at=now)
+    if verdict.host_paths:
+        answer = host_path_decision(call, verdict)
+        check.row, check.outcome, check.summary = answer.row, answer.outcome, answer.reason
+        return check
     if not verdict.vms and not (fixed and spec is not None and not spec.vm_arg):
         answer = no_vm_decision(call, verdict)
         check.row, check.outcome, check.summary = answer.row, answer.outcome, answer.reason

@@ -16,6 +16,11 @@ property naming a *new* VM (``new_name``, ``new_vm_name``, ``newid``, or any VM
 name in a create / clone / deploy tool) is not the VM being changed, and the
 review row says so. Tools with no VM argument are mutating with no ``vm_arg``.
 
+Whatever the class, a tool whose arguments name a file on the machine where the
+VM server runs (scan/hostpaths.py) needs a person: it goes to ``tools`` with
+``host_paths``, never to ``read_only_tools``. One that was read-only apart from
+that gets ``decision: allow``, so its calls that name no host path still run.
+
 :func:`catalog_from_tools` is what ``zerto-rewind catalog scan`` prints and what
 a door that sees the live tool list uses for ``catalog.from_annotations``.
 """
@@ -28,7 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config.settings import CatalogSettings, ToolSpec, VmPath
-from ..core.catalog import UNLISTED, classify, glob_match
+from ..core.catalog import READ_ONLY as CATALOG_READ_ONLY
+from ..core.catalog import UNLISTED, classify, glob_match, specificity
+from .hostpaths import find_host_paths
 
 __all__ = [
     "MUTATING",
@@ -99,6 +106,9 @@ class ReviewRow:
     confidence: str = MEDIUM
     guessed: bool = False  # classified from the name alone
     notes: list[str] = field(default_factory=list)
+    # Arguments that name a file on the VM server's host: every call giving one prompts.
+    host_paths: list[str] = field(default_factory=list)
+    reads_otherwise: bool = False  # read-only but for its host paths: decision allow
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +119,7 @@ class ReviewRow:
             "confidence": self.confidence,
             "guessed": self.guessed,
             "notes": self.notes,
+            "host_paths": self.host_paths,
         }
 
 
@@ -137,14 +148,19 @@ def catalog_from_tools(server_name: str, tools: Sequence[Mapping[str, Any]]) -> 
     specs: dict[str, Any] = {}
     for row in rows:
         if row.kind == MUTATING:
-            specs[row.tool] = _spec(row.vm_arg)
+            specs[row.tool] = _spec(row)
     return ScanResult({"read_only_tools": read_only, "tools": specs}, rows)
 
 
-def _spec(vm_arg: list[str]) -> dict[str, Any]:
-    if not vm_arg:
-        return {}
-    return {"vm_arg": vm_arg[0] if len(vm_arg) == 1 else list(vm_arg)}
+def _spec(row: ReviewRow) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if row.vm_arg:
+        spec["vm_arg"] = row.vm_arg[0] if len(row.vm_arg) == 1 else list(row.vm_arg)
+    if row.host_paths:
+        spec["host_paths"] = list(row.host_paths)
+        if row.reads_otherwise:
+            spec["decision"] = "allow"
+    return spec
 
 
 def classify_tool(
@@ -190,7 +206,33 @@ def classify_tool(
             row.confidence = LOW
     if row.kind == MUTATING:
         _find_vm_arg(row, tool, tokens, verb)
+    _mark_host_paths(row, tool)
     return row
+
+
+def _mark_host_paths(row: ReviewRow, tool: Mapping[str, Any]) -> None:
+    """A tool that touches the VM server's host needs a person, whatever its class said."""
+    found = find_host_paths(tool)
+    if not found.touches_host:
+        return
+    row.evidence.extend(found.evidence)
+    row.host_paths = list(found.paths)
+    was_read_only = row.kind == READ_ONLY
+    row.kind = MUTATING
+    if found.paths:
+        names = ", ".join(found.paths)
+        row.notes.append(
+            f"{names}: a file on the VM server's host, which it reads or writes with the "
+            "guard's rights; every call that gives one prompts"
+        )
+        if was_read_only:
+            row.reads_otherwise = True
+            row.notes.append("read-only otherwise: calls without it run (decision allow)")
+    else:
+        row.notes.append(
+            "it says it uses files on the VM server's host, and no argument names them: "
+            "every call prompts"
+        )
 
 
 def _find_vm_arg(row: ReviewRow, tool: Mapping[str, Any], tokens: list[str], verb: str) -> None:
@@ -315,18 +357,23 @@ def _verb(tokens: list[str]) -> str:
 
 def merge_into_config(
     config: Mapping[str, Any], proposal: Mapping[str, Any]
-) -> tuple[dict[str, Any], list[str]]:
-    """Add the proposal's tools that ``config`` does not classify yet; touch nothing else.
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """Add the proposal's tools that ``config`` does not classify yet; touch nothing else,
+    except host paths.
 
     A tool counts as classified when an entry of ``read_only_tools`` or
-    ``tools`` names it exactly or matches it as a glob. Returns the new config
-    and the names added, in the proposal's order.
+    ``tools`` names it exactly or matches it as a glob. A proposed tool with
+    ``host_paths`` is the exception: a tool that touches the VM server's host is
+    never read-only, so its host paths are added to what ``config`` says
+    (:func:`_with_host_paths`). Returns the new config, the names added, and the
+    names whose host paths were added, in the proposal's order.
     """
     merged = dict(config)
     read_only = list(config.get("read_only_tools") or [])
     tools = dict(config.get("tools") or {})
     entries = [*read_only, *tools]
     added: list[str] = []
+    hardened: list[str] = []
     for name in proposal.get("read_only_tools", []):
         if not _covered(name, entries):
             read_only.append(name)
@@ -335,9 +382,46 @@ def merge_into_config(
         if not _covered(name, entries):
             tools[name] = spec
             added.append(name)
+        elif spec.get("host_paths") and _with_host_paths(name, spec, read_only, tools):
+            hardened.append(name)
     merged["read_only_tools"] = read_only
     merged["tools"] = tools
-    return merged, added
+    return merged, added, hardened
+
+
+def _with_host_paths(
+    name: str, proposed: Mapping[str, Any], read_only: list[str], tools: dict[str, Any]
+) -> bool:
+    """Give ``name`` the proposal's host paths in a config that classifies it already.
+
+    Its own ``tools`` entry gains them. A read-only tool (listed, or matched by a
+    read-only pattern more specific than any ``tools`` one) becomes a ``tools``
+    entry that allows the calls naming no host path, as read-only did; a tool
+    matched by a ``tools`` pattern gets an exact entry with that pattern's spec.
+    False when its entry already names every host path.
+    """
+    if name in tools:
+        entry = dict(tools[name]) if isinstance(tools[name], Mapping) else {}
+    elif name in read_only:
+        read_only.remove(name)
+        entry = {"decision": "allow"}
+    else:
+        tool_patterns = [p for p in tools if glob_match(p, name)]
+        best = max(tool_patterns, key=specificity, default=None)
+        ro_score = max((specificity(p) for p in read_only if glob_match(p, name)), default=-1)
+        if best is not None and specificity(best) > ro_score and isinstance(tools[best], Mapping):
+            entry = dict(tools[best])
+        else:
+            entry = {"decision": "allow"}
+    known = list(entry.get("host_paths") or [])
+    missing = [p for p in proposed["host_paths"] if p not in known]
+    if not missing and name in tools:
+        return False
+    entry["host_paths"] = known + missing
+    if entry.get("decision") == "allow" and entry.get("vm_arg"):
+        del entry["decision"]  # allow never stands with a VM to checkpoint
+    tools[name] = entry
+    return True
 
 
 def _covered(name: str, entries: Iterable[str]) -> bool:
@@ -346,17 +430,30 @@ def _covered(name: str, entries: Iterable[str]) -> bool:
 
 def extend_catalog(catalog: CatalogSettings, proposal: Mapping[str, Any]) -> CatalogSettings:
     """``catalog.from_annotations``: add a scan's classifications for tools ``catalog`` leaves
-    unlisted; every explicit entry (exact or glob) wins."""
+    unlisted; every explicit entry (exact or glob) wins, except that host paths the live
+    schema shows are always added (a tool that touches the VM server's host is never
+    read-only)."""
     read_only = list(catalog.read_only)
     tools = dict(catalog.tools)
     for name in proposal.get("read_only_tools", []):
         if classify(name, {}, catalog).kind == UNLISTED:
             read_only.append(name)
     for name, spec in dict(proposal.get("tools", {})).items():
-        if classify(name, {}, catalog).kind == UNLISTED:
+        verdict = classify(name, {}, catalog)
+        host_paths = tuple(spec.get("host_paths", ()))
+        if verdict.kind == UNLISTED:
             raw = spec.get("vm_arg", [])
             paths = [raw] if isinstance(raw, str) else list(raw)
-            tools[name] = ToolSpec(name, tuple(VmPath(p) for p in paths), None)
+            decision = spec.get("decision")
+            tools[name] = ToolSpec(
+                name,
+                tuple(VmPath(p) for p in paths),
+                None,
+                decision=decision,
+                host_paths=host_paths,
+            )
+        elif host_paths:
+            tools[name] = _hardened(name, verdict.spec, host_paths, verdict.kind)
     return CatalogSettings(
         tuple(read_only),
         tools,
@@ -364,4 +461,14 @@ def extend_catalog(catalog: CatalogSettings, proposal: Mapping[str, Any]) -> Cat
         catalog.unknown,
         catalog.unknown_source,
         from_annotations=catalog.from_annotations,
+    )
+
+
+def _hardened(name: str, spec: ToolSpec | None, host_paths: tuple[str, ...], kind: str) -> ToolSpec:
+    """An explicit entry, plus the live schema's host paths (read-only: allow without one)."""
+    if kind == CATALOG_READ_ONLY or spec is None:
+        return ToolSpec(name, (), None, decision="allow", host_paths=host_paths)
+    merged = tuple(dict.fromkeys((*spec.host_paths, *host_paths)))
+    return ToolSpec(
+        name, spec.vm_arg, spec.vm_map, vpgs=spec.vpgs, decision=spec.decision, host_paths=merged
     )

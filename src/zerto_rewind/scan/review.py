@@ -24,6 +24,8 @@ def render_review(rows: Sequence[ReviewRow], stream: TextIO, *, server: str) -> 
     for row in rows:
         short = row.tool[len(prefix) :] if row.tool.startswith(prefix) else row.tool
         kind = "read-only" if row.kind == READ_ONLY else "mutating"
+        if _touches_host(row):
+            kind = "host files"  # a person approves each call that names one
         if row.guessed:
             kind += " (guessed)"
         vm_arg = ", ".join(row.vm_arg) or ("—" if row.kind == READ_ONLY else "none")
@@ -34,9 +36,15 @@ def render_review(rows: Sequence[ReviewRow], stream: TextIO, *, server: str) -> 
     read_only = sum(1 for r in rows if r.kind == READ_ONLY)
     no_vm = sum(1 for r in rows if r.kind != READ_ONLY and not r.vm_arg)
     guessed = sum(1 for r in rows if r.guessed)
+    host = sum(1 for r in rows if _touches_host(r))
     console = Console(file=stream, width=max(120, Console(file=stream).width))
     console.print(table)
     console.print(
         f"{read_only} read-only, {len(rows) - read_only} mutating ({no_vm} with no VM argument), "
-        f"{guessed} guessed from the name. Review before installing."
+        f"{guessed} guessed from the name; {host} touch files on the VM server's host (a person "
+        "approves those calls). Review before installing."
     )
+
+
+def _touches_host(row: ReviewRow) -> bool:
+    return bool(row.host_paths) or any(e.startswith("host files:") for e in row.evidence)

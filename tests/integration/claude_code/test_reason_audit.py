@@ -170,8 +170,26 @@ def test_the_doors_fixed_texts_tell_no_one_to_change_the_guard() -> None:
     from zerto_rewind.core.state import TagRecord
 
     texts.append(overdue_reason(TagRecord("t", 0.0, 1.0, 2.0)))
+    texts.extend(_host_path_reasons())
     bad = {text: instructions(text) for text in texts if instructions(text)}
     assert bad == {}
+
+
+def _host_path_reasons() -> list[str]:
+    """The host_path row's prompt (as logged and as the approver reads it) and its deny."""
+    from zerto_rewind.config.settings import CatalogSettings, ToolSpec
+    from zerto_rewind.core.catalog import classify
+    from zerto_rewind.core.decision import ToolCall
+    from zerto_rewind.core.guard import host_path_decision
+
+    texts = []
+    for decision in ("allow", "deny"):
+        spec = ToolSpec("mcp__v__download", (), None, decision=decision, host_paths=("save_to",))
+        catalog = CatalogSettings((), {spec.name: spec}, None, "prompt", "default")
+        call = ToolCall(spec.name, {"save_to": "/etc/zerto-rewind/config.json"})
+        answer = host_path_decision(call, classify(call.tool_name, call.tool_input, catalog))
+        texts += [answer.reason, answer.for_approver()]
+    return texts
 
 
 def _identity_denials(thin_hook: Any) -> list[str]:

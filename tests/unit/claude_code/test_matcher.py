@@ -279,3 +279,20 @@ def test_javascript_regexp_test_agrees_with_python() -> None:
     js = json.loads(out.stdout)
     py = [[bool(re.search(m, n)) for n in names] for m in matchers]
     assert js == py
+
+
+def test_a_host_paths_glob_starts_the_hook_for_read_only_names_it_matches() -> None:
+    """A read-only name (exact, or a more specific glob) may still name a host path."""
+    spec = ToolSpec("mcp__vc__*load*", (), None, decision="allow", host_paths=("save_to",))
+    cat = CatalogSettings(
+        ("mcp__vc__download", "mcp__vc__upload_*", "mcp__vc__list_*"),
+        {spec.name: spec},
+        None,
+        "prompt",
+        "default",
+    )
+    matcher = compile_matcher(cat)
+    for name in ("mcp__vc__download", "mcp__vc__upload_iso", "mcp__vc__reload"):
+        assert re.search(matcher, name), name
+        assert classify(name, {"save_to": "/x"}, cat).host_paths == {"save_to": "/x"}
+    assert not re.search(matcher, "mcp__vc__list_vms")

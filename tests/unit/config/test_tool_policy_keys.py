@@ -54,3 +54,40 @@ def test_catalog_from_annotations() -> None:
         parse(catalog={"from_annotations": "yes"})
     with pytest.raises(ConfigError, match=r"catalog\.other"):
         parse(catalog={"other": 1})
+
+
+def test_host_paths_parse() -> None:
+    """tools.NAME.host_paths: argument paths, duplicates dropped; allow may go with it."""
+    settings = parse(
+        tools={
+            "mcp__v__download": {"host_paths": ["save_to", "save_to"], "decision": "allow"},
+            "mcp__v__upload": {"vm_arg": "name", "host_paths": ["opts.local_path"]},
+        }
+    )
+    tools = settings.catalog.tools
+    assert tools["mcp__v__download"].host_paths == ("save_to",)
+    assert tools["mcp__v__upload"].host_paths == ("opts.local_path",)
+    assert parse(tools={"mcp__v__t": {}}).catalog.tools["mcp__v__t"].host_paths == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [([], "non-empty list"), ("save_to", "non-empty list"), (["a..b"], "not a dotted path")],
+)
+def test_bad_host_paths_are_a_config_error(value: Any, words: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(tools={"mcp__v__t": {"host_paths": value}})
+    assert "tools.mcp__v__t.host_paths" in str(caught.value)
+    assert words in str(caught.value)
+
+
+def test_a_read_only_tool_with_host_paths_is_refused() -> None:
+    """A tool that names a file on the VM server's host is never read-only."""
+    with pytest.raises(ConfigError) as caught:
+        parse(
+            read_only_tools=["mcp__v__download"],
+            tools={"mcp__v__download": {"host_paths": ["save_to"]}},
+        )
+    assert "read_only_tools" in str(caught.value)
+    assert "host_paths" in str(caught.value)
+    assert "never read-only" in str(caught.value)

@@ -113,8 +113,9 @@ def test_merge_adds_only_unclassified_tools_and_keeps_hand_written_entries() -> 
         "read_only_tools": ["mcp__v__get_vm", "mcp__v__list_vms"],
         "tools": {"mcp__v__power_off": {"vm_arg": "name"}, "mcp__v__reset": {"vm_arg": "name"}},
     }
-    merged, added = merge_into_config(config, proposal)
+    merged, added, hardened = merge_into_config(config, proposal)
     assert added == ["mcp__v__list_vms", "mcp__v__reset"]
+    assert hardened == []
     assert merged["tools"]["mcp__v__power_off"] == {"vm_arg": ["name", "vm"]}
     assert merged["read_only_tools"] == ["mcp__v__get_*", "mcp__v__list_vms"]
     assert merged["zvm"] == config["zvm"]

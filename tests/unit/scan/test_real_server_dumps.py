@@ -2,7 +2,8 @@
 
 * mcvsphere: a reviewed expected classification of all 94 tools
   (tests/data/catalogs/mcvsphere.expected.json); the scan agrees on read-only vs
-  mutating for every tool and on vm_arg for every tool that changes an existing VM.
+  mutating for every tool, on vm_arg for every tool that changes an existing VM, and
+  on host_paths (arguments naming a file on the server's host) for every tool.
 * every dumped server: the catalog kept in tests/data/catalogs is what the scan
   gives today, and it loads through the config parser.
 """
@@ -42,7 +43,32 @@ def test_mcvsphere_matches_the_reviewed_classification() -> None:
     assert len(changes_vm) >= 40
     wrong_vm = {n: rows[n].vm_arg for n, v in changes_vm.items() if rows[n].vm_arg[:1] != [v]}
     assert wrong_vm == {}
-    assert sum(1 for e in expected.values() if e["class"] == "read_only") == 36
+    wrong_host = {
+        n: rows[n].host_paths for n, e in expected.items() if rows[n].host_paths != e["host_paths"]
+    }
+    assert wrong_host == {}
+    assert sum(1 for e in expected.values() if e["class"] == "read_only") == 35
+
+
+def test_mcvsphere_tools_that_touch_the_servers_host_need_a_person() -> None:
+    """download_from_datastore(save_to) writes, upload_to_datastore(local_path) reads, the host."""
+    kept = json.loads((DATA / "catalogs" / "mcvsphere.catalog.json").read_text())
+    prefix = "mcp__mcvsphere__"
+    assert f"{prefix}download_from_datastore" not in kept["read_only_tools"]
+    assert kept["tools"][f"{prefix}download_from_datastore"] == {
+        "host_paths": ["save_to"],
+        "decision": "allow",
+    }
+    assert kept["tools"][f"{prefix}upload_to_datastore"] == {"host_paths": ["local_path"]}
+    with_host = {n for n, spec in kept["tools"].items() if "host_paths" in spec}
+    assert with_host == {f"{prefix}download_from_datastore", f"{prefix}upload_to_datastore"}
+
+
+@pytest.mark.parametrize("package", ["vsphere-mcp-server", "esxi-mcp-server", "proxmox-mcp-server"])
+def test_other_servers_name_no_host_path(package: str) -> None:
+    """Their path arguments are the VM side's (Proxmox node, guest, storage), not the server's."""
+    kept = json.loads((DATA / "catalogs" / f"{package}.catalog.json").read_text())
+    assert [n for n, spec in kept["tools"].items() if "host_paths" in spec] == []
 
 
 @pytest.mark.parametrize("name", ["reboot_host", "enter_maintenance_mode", "shutdown_host"])
