@@ -95,7 +95,8 @@ async def run(box: _bench.Sandbox, args: argparse.Namespace, tmp: str) -> int:
     token_list = list(tokens(args.waiting + 1).values())
     argv = [sys.executable, "-m", "zerto_rewind", "gateway", "--listen", "127.0.0.1:0",
             "--ready-file", f"{tmp}/gw.json",
-            "--approvals-socket", f"{tmp}/approvals.sock"]  # fmt: skip
+            "--approvals-socket", f"{tmp}/approvals.sock",
+            "--allow-privileged-upstream"]  # fmt: skip
     gw_proc, gw_info = spawn_ready(argv, f"{tmp}/gw.json", box.env(), f"{tmp}/gw.err")
     up_proc, up_info = spawn_ready(
         [sys.executable, UPSTREAM, "http", f"{tmp}/up.json"], f"{tmp}/up.json", box.env(),

@@ -312,7 +312,7 @@ async def run(box: _bench.Sandbox, args: argparse.Namespace, tmp: str) -> int:
     token_map = tokens(args.agents)
     token_list = list(token_map.values())
     env = box.env()
-    gw_argv = [sys.executable, "-m", "zerto_rewind", "gateway"]
+    gw_argv = [sys.executable, "-m", "zerto_rewind", "gateway", "--allow-privileged-upstream"]
     gw_http, gw_info = spawn_ready(
         [*gw_argv, "--listen", "127.0.0.1:0", "--ready-file", f"{tmp}/gw.json"],
         f"{tmp}/gw.json", env, f"{tmp}/gw.err",

@@ -4,12 +4,17 @@
 # interpreter) may report exit code 0 without having run everything; only the
 # final "N passed ... in Xs" line proves the run finished.
 
-# Usage: pytest_run PYTEST [ARGS...]; returns pytest's code, or 1 when the summary is missing.
+#
+# It runs under scripts/_reap.py, which fails the run when a process the tests
+# started is still alive after pytest ended (it names and kills each one).
+
+# Usage: pytest_run PYTEST [ARGS...]; returns pytest's code, or 1 when the summary is missing
+# or a process was left behind.
 pytest_run() {
   local log rc
   log="$(mktemp)"
   set +e
-  "$@" 2>&1 | tee "$log"
+  "${REAP_PYTHON:-python3}" "$(dirname "${BASH_SOURCE[0]}")/_reap.py" "$@" 2>&1 | tee "$log"
   rc="${PIPESTATUS[0]}"
   set -e
   # pytest exits 5 when it collected no tests: a failure here too.

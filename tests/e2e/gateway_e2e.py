@@ -241,6 +241,9 @@ class GatewayRig:
     vcenter: VCenter
     box: Sandbox
     http_url: str | None = None
+    # mcvsphere's own unix user (``upstreams.vsphere.user``); None: it runs as the gateway
+    # (root), which the gateway allows only with --allow-privileged-upstream.
+    upstream_user: str | None = None
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     # ---- life cycle -----------------------------------------------------------------------
@@ -278,11 +281,13 @@ class GatewayRig:
         secret.chmod(0o600)
         zvm = {k: v for k, v in self.box.config()["zvm"].items() if k != "client_secret_env"}
         zvm["client_secret_file"] = str(secret)
-        upstream = {
+        upstream: dict[str, Any] = {
             "command": mcvsphere_command(),
             "env": self.vcenter.mcvsphere_env(),
             "timeout_s": 30,
         }
+        if self.upstream_user is not None:
+            upstream["user"] = self.upstream_user
         return self.box.write_config(
             zvm=zvm,
             upstreams={SERVER: upstream},
@@ -291,6 +296,10 @@ class GatewayRig:
             log=self.box.log_path,
             **({"approvals": approvals} if approvals is not None else {}),
         )
+
+    def gateway_flags(self) -> list[str]:
+        """The gateway's options for this rig's upstream: a root mcvsphere needs the allowance."""
+        return [] if self.upstream_user is not None else ["--allow-privileged-upstream"]
 
     def gateway_env(self) -> dict[str, str]:
         """All the gateway needs from its environment: where its config is."""
@@ -304,7 +313,7 @@ class GatewayRig:
         with stderr.open("wb") as err:
             self._proc = subprocess.Popen(
                 [PYTHON, "-m", "zerto_rewind", "gateway", "--listen", "127.0.0.1:0",
-                 "--ready-file", str(ready)],
+                 "--ready-file", str(ready), *self.gateway_flags()],
                 env=env, cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=err,
             )  # fmt: skip
@@ -331,7 +340,8 @@ class GatewayRig:
 
     def stdio_command(self, capture: Path | None = None) -> list[str]:
         """The gateway as a stdio MCP server; with ``capture``, behind a tee logging requests."""
-        gateway = [PYTHON, "-m", "zerto_rewind", "gateway", "--stdio", "--upstream", SERVER]
+        gateway = [PYTHON, "-m", "zerto_rewind", "gateway", "--stdio", "--upstream", SERVER,
+                   *self.gateway_flags()]  # fmt: skip
         if capture is None:
             return gateway
         return [PYTHON, "-c", _TEE, str(capture), "--", *gateway]

@@ -320,7 +320,7 @@ class GuardService(GatewayRig):
             self._proc = subprocess.Popen(
                 [PYTHON, "-m", "zerto_rewind", "gateway", "--listen", "127.0.0.1:0",
                  "--also-socket", str(self.socket_path), "--socket-mode", "0666",
-                 "--ready-file", str(ready)],
+                 "--ready-file", str(ready), "--allow-privileged-upstream"],
                 env=env, cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=err,
             )  # fmt: skip

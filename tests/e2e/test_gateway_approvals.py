@@ -159,7 +159,7 @@ def guard(
     ready_file = rig.root / f"gateway-{n}-ready.json"
     stderr = rig.root / f"gateway-{n}.stderr"
     args = [PYTHON, "-m", "zerto_rewind", "gateway", "--listen", "127.0.0.1:0",
-            "--ready-file", str(ready_file)]  # fmt: skip
+            "--ready-file", str(ready_file), "--allow-privileged-upstream"]  # fmt: skip
     if socket is not None:
         args += ["--approvals-socket", str(socket)]
     if page:

@@ -144,7 +144,7 @@ def fault_gw(
     with (root / "gateway.stderr").open("wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "zerto_rewind", "gateway", "--listen", "127.0.0.1:0",
-             "--ready-file", str(ready)],
+             "--ready-file", str(ready), "--allow-privileged-upstream"],
             env=box.env(ZERTO_HOOK_LOG=str(root / "decisions.log"),
                         ZERTO_REWIND_STATE_DIR=str(root / "state")),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,

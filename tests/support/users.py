@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["as_user", "namespace_command", "stage_mounts"]
+__all__ = ["as_user", "namespace_command", "reachable_command", "stage_mounts"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,6 +89,17 @@ def namespace_command(
     lines.append(f'exec setpriv --reuid={uid} --regid={gid} --clear-groups -- "$@"')
     return ["unshare", "--mount", "--propagation", "private", "--",
             "/bin/sh", "-c", "\n".join(lines), "as-user", *argv]  # fmt: skip
+
+
+def reachable_command(argv: Sequence[str], *, stage: Path) -> list[str]:
+    """``argv``, still as root, in a mount namespace where other users reach this checkout.
+
+    For a root process that starts children as other users itself (the gateway with
+    ``upstreams.NAME.user``): those children find this checkout's Python.
+    """
+    lines = ["set -e", *stage_mounts(stage), 'exec "$@"']
+    return ["unshare", "--mount", "--propagation", "private", "--",
+            "/bin/sh", "-c", "\n".join(lines), "reachable", *argv]  # fmt: skip
 
 
 def as_user(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -38,3 +39,35 @@ def _quote(text: str) -> str:
 def test_pytest_run_demands_the_summary_line(output: str, code: int, expected: int) -> None:
     """The exit code is pytest's, except that a silent early end turns 0 into 1."""
     assert run_helper(output, code) == expected
+
+
+def test_a_process_left_behind_fails_the_run() -> None:
+    """A command that passes but orphans a process: named (program only), killed, exit 1."""
+    marker = "zr-reap-" + os.urandom(4).hex()
+    script = f'set -euo pipefail; source "{HELPER}"; pytest_run bash -c "$1"'
+    # An argument the report must not show: arguments may hold secrets.
+    fake = f"(setsid bash -c 'sleep 300; :' {marker} &); printf '%s\\n' '7 passed in 2.48s'; exit 0"
+    done = subprocess.run(
+        ["bash", "-c", script, "test", fake], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1
+    assert "outlived them" in done.stdout
+    assert " sleep" in done.stdout
+    assert " bash" in done.stdout
+    assert marker not in done.stdout
+    assert not _running(marker)
+
+
+def test_a_clean_run_passes_the_reaper() -> None:
+    assert run_helper("7 passed in 2.48s", 0) == 0
+
+
+def _running(marker: str) -> bool:
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if marker.encode() in fh.read():
+                    return True
+        except OSError:
+            continue
+    return False

@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
         help="serve the approvals page for approver logins (TLS beyond loopback)",
     )
     parser.add_argument(
+        "--allow-privileged-upstream",
+        action="store_true",
+        help="start stdio upstreams even as root or as the user owning the guard's files "
+        "(they could then read its secrets and rewrite its log; docs/gateway.md)",
+    )
+    parser.add_argument(
         "--socket-mode",
         default="0660",
         metavar="OCTAL",
@@ -95,7 +101,14 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
             if not args.upstream:
                 sys.stderr.write("zerto-rewind gateway: --stdio needs --upstream NAME\n")
                 return 2
-            anyio.run(lambda: serve_stdio(settings, args.upstream, approvals=channels))
+            anyio.run(
+                lambda: serve_stdio(
+                    settings,
+                    args.upstream,
+                    approvals=channels,
+                    allow_privileged_upstream=args.allow_privileged_upstream,
+                )
+            )
         else:
             host, port = _host_port(args.listen) if args.listen else (None, 0)
             unix = args.socket or args.also_socket
@@ -109,6 +122,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
                     unix_socket=unix,
                     socket_mode=mode,
                     approvals=channels,
+                    allow_privileged_upstream=args.allow_privileged_upstream,
                 )
             )
     except KeyboardInterrupt:

@@ -143,7 +143,11 @@ class Parser:
             key = f"upstreams.{name}"
             if not name or not all(ch.isalnum() or ch in "-_" for ch in name):
                 self.fail(key, "a server name may hold only letters, digits, - and _")
-            spec = self.obj(spec, key, ("command", "env", "url", "headers", "timeout_s"))
+            spec = self.obj(
+                spec,
+                key,
+                ("command", "env", "url", "headers", "timeout_s", "user", "group", "workdir"),
+            )
             if ("command" in spec) == ("url" in spec):
                 self.fail(key, "give exactly one of command (a stdio server) or url (HTTP)")
             secrets = spec.get("env") or spec.get("headers")
@@ -159,14 +163,38 @@ class Parser:
                     self.fail(f"{key}.command", "must be a non-empty list of strings")
                 argv = [self.string(part, f"{key}.command") for part in command]
                 env = self.string_map(spec.get("env", {}), f"{key}.env")
-                found[name] = UpstreamSettings(name, command=argv, env=env, timeout_s=timeout)
+                user, group, workdir = self.confinement(spec, key)
+                found[name] = UpstreamSettings(
+                    name, command=argv, env=env, timeout_s=timeout,
+                    user=user, group=group, workdir=workdir,
+                )  # fmt: skip
             else:
+                for local in ("user", "group", "workdir"):
+                    if local in spec:
+                        self.fail(f"{key}.{local}", "applies to a stdio server (command) only")
                 url = self.string(spec["url"], f"{key}.url")
                 if not url.startswith(("https://", "http://")):
                     self.fail(f"{key}.url", "must be an http(s):// URL of the MCP endpoint")
                 headers = self.string_map(spec.get("headers", {}), f"{key}.headers")
                 found[name] = UpstreamSettings(name, url=url, headers=headers, timeout_s=timeout)
         return found
+
+    def confinement(
+        self, spec: dict[str, Any], key: str
+    ) -> tuple[str | None, str | None, str | None]:
+        """A stdio upstream's user, group and private directory (see gateway/identity.py)."""
+        found: dict[str, str | None] = {"user": None, "group": None, "workdir": None}
+        for part in ("user", "group"):
+            if part in spec:
+                value = self.string(spec[part], f"{key}.{part}")
+                if value != value.strip() or ":" in value or "/" in value:
+                    self.fail(f"{key}.{part}", f"must be a {part} name or a numeric id")
+                found[part] = value
+        if found["group"] is not None and found["user"] is None:
+            self.fail(f"{key}.group", "give user as well: the group alone changes no identity")
+        if "workdir" in spec:
+            found["workdir"] = self.file_path(spec["workdir"], f"{key}.workdir")
+        return found["user"], found["group"], found["workdir"]
 
     def gateway(self, raw: Any) -> GatewaySettings:
         allowed = (

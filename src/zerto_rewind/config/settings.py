@@ -268,7 +268,17 @@ class GuardSettings:
 class UpstreamSettings:
     """One VM MCP server behind the gateway: a stdio command or a streamable-HTTP URL."""
 
-    __slots__ = ("command", "env", "headers", "name", "timeout_s", "url")
+    __slots__ = (
+        "command",
+        "env",
+        "group",
+        "headers",
+        "name",
+        "timeout_s",
+        "url",
+        "user",
+        "workdir",
+    )
 
     def __init__(
         self,
@@ -279,6 +289,9 @@ class UpstreamSettings:
         url: str | None = None,
         headers: dict[str, str] | None = None,
         timeout_s: float = 60.0,
+        user: str | None = None,
+        group: str | None = None,
+        workdir: str | None = None,
     ) -> None:
         self.name = name
         self.command = command
@@ -286,6 +299,11 @@ class UpstreamSettings:
         self.url = url
         self.headers = headers or {}
         self.timeout_s = timeout_s
+        # A stdio server's own identity (names or numeric ids) and private directory;
+        # None: the gateway's user, a fresh directory per start (gateway/confine.py).
+        self.user = user
+        self.group = group
+        self.workdir = workdir
 
     def __repr__(self) -> str:
         # env and headers hold credentials: never in a repr, a log or an error

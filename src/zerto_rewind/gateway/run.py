@@ -18,6 +18,7 @@ import anyio
 from ..errors import ConfigError
 from ..fsutil import atomic_write_text
 from .http import build_app, check_bind
+from .identity import check_upstreams
 from .proxy import PEER_USER_KEY, build_proxy
 from .service import Gateway
 from .stdio_pipes import event_loop_stdio
@@ -134,12 +135,21 @@ def _tcp_listener(host: str, port: int) -> socket.socket:
 
 
 async def serve_stdio(
-    settings: Settings, name: str, *, approvals: ApprovalChannels | None = None
+    settings: Settings,
+    name: str,
+    *,
+    approvals: ApprovalChannels | None = None,
+    allow_privileged_upstream: bool = False,
 ) -> None:
-    """Serve upstream ``name`` on this process's stdin/stdout until the client hangs up."""
+    """Serve upstream ``name`` on this process's stdin/stdout until the client hangs up.
+
+    ``allow_privileged_upstream``: start it even as root or as the guard files' owner
+    (:func:`.identity.check_upstreams`).
+    """
     from mcp.server.stdio import stdio_server
 
     _upstream(settings, name)
+    check_upstreams(settings, [name], allow_privileged=allow_privileged_upstream)
     gateway = Gateway(settings)
     try:
         async with anyio.create_task_group() as tg:
@@ -164,11 +174,13 @@ async def serve_http(
     unix_socket: str | None = None,
     socket_mode: int = 0o660,
     approvals: ApprovalChannels | None = None,
+    allow_privileged_upstream: bool = False,
 ) -> None:
     """Serve every upstream at ``/mcp/<name>`` and ``/v1/decide`` until SIGINT or SIGTERM.
 
     ``host`` (TCP, bearer tokens) and ``unix_socket`` (a local socket whose file
     mode decides who may connect) may each be given, or both.
+    ``allow_privileged_upstream`` as for :func:`serve_stdio`.
     """
     import uvicorn
 
@@ -183,6 +195,7 @@ async def serve_http(
             raise ConfigError(msg, path=settings.path)
         check_bind(host, tls=tls, allow_insecure=g.allow_insecure_bind)
     check_trust(settings, http_with_tokens=host is not None and bool(g.clients))
+    check_upstreams(settings, settings.upstreams, allow_privileged=allow_privileged_upstream)
     gateway = Gateway(settings)
     app = build_app(gateway, host=host or "127.0.0.1", unix_only=host is None)
     sockets = []

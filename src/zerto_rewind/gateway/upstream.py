@@ -20,6 +20,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from ..errors import ZertoRewindError
+from .confine import launcher_argv
+from .identity import private_dir, upstream_identity
 
 if TYPE_CHECKING:
     from ..config.settings import UpstreamSettings
@@ -29,8 +31,9 @@ __all__ = ["Upstream", "UpstreamError"]
 log = logging.getLogger("zerto_rewind.gateway")
 
 # Only these variables of the gateway's own environment reach a stdio server;
-# the rest (the gateway's secrets among them) stay here.
-_INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR")
+# the rest (the gateway's secrets among them) stay here. HOME and TMPDIR are the
+# server's private directory, never the gateway's (identity.private_dir).
+_INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "SSL_CERT_FILE", "SSL_CERT_DIR")
 _BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 _PING_TIMEOUT_S = 3.0
 
@@ -118,12 +121,22 @@ class Upstream:
                     yield client
             return
         assert s.command is not None  # the parser requires command or url
-        env = {k: os.environ[k] for k in _INHERITED_ENV if k in os.environ}
-        params = StdioServerParameters(
-            command=s.command[0], args=s.command[1:], env={**env, **s.env}
-        )
-        async with Client(params, cache=None) as client:
-            yield client
+        identity = upstream_identity(s)
+        with private_dir(s, identity) as home:
+            env = {k: os.environ[k] for k in _INHERITED_ENV if k in os.environ}
+            # Over the SDK's own defaults (HOME, USER, LOGNAME of the gateway's user).
+            env.update(HOME=home, TMPDIR=home, USER=identity.name, LOGNAME=identity.name)
+            # Through the launcher: its own user, its own directory, dies with the gateway.
+            argv = launcher_argv(
+                s.command,
+                uid=identity.uid if identity.switch else None,
+                gid=identity.gid if identity.switch else None,
+                cwd=home,
+                parent=os.getpid(),
+            )
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env={**env, **s.env})
+            async with Client(params, cache=None) as client:
+                yield client
 
     async def _live(self, timeout_s: float) -> Client:
         with anyio.move_on_after(timeout_s):

@@ -102,6 +102,7 @@ def gateway_process(
                 listen,
                 "--ready-file",
                 str(ready),
+                "--allow-privileged-upstream",  # the stand-in upstreams run as the tests' user
                 *extra_args,
             ],
             env=env if env is not None else box.env(),

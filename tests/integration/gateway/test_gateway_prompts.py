@@ -188,7 +188,15 @@ def test_trusting_client_answers_with_tokens_over_http_does_not_start(
 ) -> None:
     configure(box, actions_log, wait_s=1, trust_client_answers=True)
     proc = subprocess.run(
-        [sys.executable, "-m", "zerto_rewind", "gateway", "--listen", "127.0.0.1:0"],
+        [
+            sys.executable,
+            "-m",
+            "zerto_rewind",
+            "gateway",
+            "--listen",
+            "127.0.0.1:0",
+            "--allow-privileged-upstream",
+        ],
         env=box.env(),
         capture_output=True,
         text=True,
@@ -203,7 +211,15 @@ def test_trusting_client_answers_with_tokens_over_http_does_not_start(
 def stdio_gateway(box: Sandbox, callback: Any) -> Client:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "zerto_rewind", "gateway", "--stdio", "--upstream", "vsphere"],
+        args=[
+            "-m",
+            "zerto_rewind",
+            "gateway",
+            "--stdio",
+            "--upstream",
+            "vsphere",
+            "--allow-privileged-upstream",
+        ],
         env=box.env(),
     )
     return Client(params, cache=None, elicitation_callback=callback)

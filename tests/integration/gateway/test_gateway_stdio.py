@@ -18,7 +18,15 @@ pytestmark = pytest.mark.anyio
 def stdio_gateway(box: Sandbox) -> Client:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "zerto_rewind", "gateway", "--stdio", "--upstream", "vsphere"],
+        args=[
+            "-m",
+            "zerto_rewind",
+            "gateway",
+            "--stdio",
+            "--upstream",
+            "vsphere",
+            "--allow-privileged-upstream",
+        ],
         env=box.env(),
     )
     return Client(params, cache=None)

@@ -29,6 +29,7 @@ from zerto_rewind.cli.doctor.gateway import doctor_bypass_checks
 from zerto_rewind.cli.install_mcp_host import main
 from zerto_rewind.config.loader import load_settings
 from zerto_rewind.gateway.http import token_digest
+from zerto_rewind.gateway.identity import ALLOW_FLAG as ALLOW  # the stand-in runs as root
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -134,7 +135,7 @@ async def test_claude_code_stdio_end_to_end(
     assert "already reaches the gateway" in out
 
     params = StdioServerParameters(
-        command=entry["command"], args=entry["args"], env=host_env(box, entry)
+        command=entry["command"], args=[*entry["args"], ALLOW], env=host_env(box, entry)
     )
     async with Client(params, cache=None) as c:
         listed = await c.call_tool("list_vms", {})
@@ -190,7 +191,7 @@ async def test_codex_stdio_end_to_end(
     assert gateway_upstream(box)["env"]["VCENTER_PASSWORD"] == PASSWORD
 
     params = StdioServerParameters(
-        command=moved["command"], args=moved["args"], env=host_env(box, moved)
+        command=moved["command"], args=[*moved["args"], ALLOW], env=host_env(box, moved)
     )
     async with Client(params, cache=None) as c:
         listed = await c.call_tool("list_vms", {})

@@ -13,6 +13,7 @@ One module per concern:
 * :mod:`.thin`: a thin hook and the guard service it asks;
 * :mod:`.mcp`: the MCP servers of Claude Code's configs, against catalog and matcher;
 * :mod:`.gateway`: host configs that reach a VM server around the gateway;
+* :mod:`.upstreams`: who each stdio VM server runs as, and what of the guard it can reach;
 * :mod:`.live`: the catalog against a server's live ``tools/list``, and pattern ties;
 * :mod:`.files` and :mod:`.access`: ``--as-user``, which guard files the agent's user
   can change and which credentials it can read.
@@ -45,6 +46,7 @@ from .hook import SettingsFile, hook_config, host_checks, installed_matchers
 from .live import live_checks, tie_check
 from .mcp import mcp_server_checks
 from .thin import thin_hook_checks
+from .upstreams import upstream_checks
 
 __all__ = ["Check", "default_settings_files", "main", "run_checks"]
 
@@ -69,6 +71,7 @@ def run_checks(
     mcp_files: Sequence[str] = (),
     managed_files: Sequence[str] = (),
     as_user: User | None = None,
+    allow_privileged_upstream: bool = False,
 ) -> list[Check]:
     """Run every check; ``settings_files=None`` looks in ./.claude and ~/.claude.
 
@@ -78,6 +81,7 @@ def run_checks(
     ``managed_files`` are Claude Code's managed settings, checked like the others.
     With ``as_user`` (the user who runs the agent), every guard file that user could
     change and every credential it could read is a failure (:mod:`.files`).
+    ``allow_privileged_upstream``: the gateway runs with that flag (a root upstream warns).
     """
     env = dict(os.environ if env is None else env)
     explicit = settings_files is not None
@@ -111,6 +115,7 @@ def run_checks(
         checks += [vm_arg_check(settings), tls_check(settings), pending_check(settings)]
         if settings.upstreams or settings.guard.prompt_via == "approvals":
             checks.append(approvals_check(settings))
+        checks += upstream_checks(settings, allow_privileged=allow_privileged_upstream)
         checks.append(tie_check(settings))
     checks += host_checks(hosts, settings, config_path(env), thin=thin_hook_checks)
     sources = read_sources(env, projects=project_dirs, extra_files=mcp_files)
@@ -181,6 +186,11 @@ def _parser() -> argparse.ArgumentParser:
         help="judge for the user who runs the agent: every guard file it can change and every "
         "credential it can read fails (default: the current user, unless root)",
     )
+    parser.add_argument(
+        "--allow-privileged-upstream",
+        action="store_true",
+        help="the gateway runs with this flag: an upstream as root or as the guard's owner warns",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     return parser
 
@@ -220,6 +230,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         mcp_files=args.mcp_config,
         managed_files=managed_files,
         as_user=as_user,
+        allow_privileged_upstream=args.allow_privileged_upstream,
     )
     if args.server:
         checks += _live(args, command, env)

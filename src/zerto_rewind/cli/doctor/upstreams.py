@@ -1,0 +1,84 @@
+"""The doctor's upstream checks: who each stdio VM server runs as, and what it can reach.
+
+Whatever the agent makes a VM server do (write a local path, upload a local
+file), the server does as its own user. Per stdio upstream: the user and group it
+runs as (:mod:`zerto_rewind.gateway.identity`, as the gateway resolves them); a
+failure when that is root or the owner of the guard's files without the
+allowance; a failure when that user, with no supplementary groups (as the
+launcher starts it), can read the guard's config or ZVM secret file, or change
+its state dir or decision log (:func:`~zerto_rewind.claude_code.fsaccess.access_of`,
+POSIX modes only).
+"""
+
+from __future__ import annotations
+
+from ...claude_code.fsaccess import User, access_of
+from ...config.settings import Settings
+from ...errors import ConfigError
+from ...gateway.identity import ALLOW_FLAG, privileged_reason, upstream_identity
+from .check import Check
+
+__all__ = ["upstream_checks"]
+
+
+def upstream_checks(settings: Settings, *, allow_privileged: bool = False) -> list[Check]:
+    """One check per stdio upstream of the config."""
+    checks: list[Check] = []
+    for name, spec in settings.upstreams.items():
+        if spec.command is None:
+            continue
+        label = f"upstream {name}: identity"
+        key = f"upstreams.{name}.user"
+        try:
+            identity = upstream_identity(spec, settings.path)
+        except ConfigError as exc:
+            checks.append(Check(label, "fail", str(exc), f"fix {key} in {settings.path}"))
+            continue
+        runs_as = f"runs as {identity.label}, gid {identity.gid}, no supplementary groups"
+        if not identity.switch:
+            runs_as += f" (no {key}: the gateway's own user)"
+        reason = privileged_reason(settings, identity)
+        if reason is not None:
+            fix = (
+                f"set {key} to a user of its own (useradd --system --no-create-home NAME) "
+                "that cannot read the guard's config or secret"
+            )
+            if allow_privileged:
+                detail = f"{runs_as}; {reason}, allowed by {ALLOW_FLAG}"
+                checks.append(Check(label, "warn", detail, fix))
+            else:
+                detail = f"{runs_as}; {reason}: the gateway refuses to start it"
+                checks.append(
+                    Check(label, "fail", detail, f"{fix}, or accept it with {ALLOW_FLAG}")
+                )
+            continue
+        problems = _reach(settings, User(identity.name, identity.uid, frozenset({identity.gid})))
+        if problems:
+            fix = (
+                "make those files root's (or the gateway user's) with mode 0600, in directories "
+                "the upstream's user cannot write"
+            )
+            checks.append(Check(label, "fail", f"{runs_as}; it " + "; ".join(problems), fix))
+        else:
+            detail = f"{runs_as}; it cannot read the config or secret, nor change state or log"
+            checks.append(Check(label, "pass", detail))
+    return checks
+
+
+def _reach(settings: Settings, user: User) -> list[str]:
+    """What of the guard's ``user`` could read or change, in words."""
+    found: list[str] = []
+    readable = {"config": settings.path}
+    if settings.zvm.secret_kind == "file":  # noqa: S105 - a kind, not a secret
+        readable["ZVM secret file"] = settings.zvm.secret_hint
+    for label, path in readable.items():
+        access = access_of(path, user)
+        if access.read:
+            found.append(f"can read the {label} {path}")
+        elif access.write:
+            found.append(f"can change the {label}: {access.why}")
+    for label, path in {"state dir": settings.state_dir, "decision log": settings.log_path}.items():
+        access = access_of(path, user)
+        if access.write:
+            found.append(f"can change the {label}: {access.why}")
+    return found
