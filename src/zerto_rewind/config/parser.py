@@ -182,7 +182,7 @@ class Parser:
     def confinement(
         self, spec: dict[str, Any], key: str
     ) -> tuple[str | None, str | None, str | None]:
-        """A stdio upstream's user, group and private directory (see gateway/identity.py)."""
+        """A stdio upstream's user, group and private directory (see gateway/upstream_user.py)."""
         found: dict[str, str | None] = {"user": None, "group": None, "workdir": None}
         for part in ("user", "group"):
             if part in spec:

@@ -18,10 +18,10 @@ import anyio
 from ..errors import ConfigError
 from ..fsutil import atomic_write_text
 from .http import build_app, check_bind
-from .identity import check_upstreams
 from .proxy import PEER_USER_KEY, build_proxy
 from .service import Gateway
 from .stdio_pipes import event_loop_stdio
+from .upstream_user import check_upstreams
 
 if TYPE_CHECKING:
     from ..config.settings import Settings

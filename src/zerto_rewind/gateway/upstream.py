@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from ..errors import ZertoRewindError
 from .confine import launcher_argv
-from .identity import private_dir, upstream_identity
+from .upstream_user import private_dir, upstream_identity
 
 if TYPE_CHECKING:
     from ..config.settings import UpstreamSettings

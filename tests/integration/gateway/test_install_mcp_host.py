@@ -29,7 +29,7 @@ from zerto_rewind.cli.doctor.gateway import doctor_bypass_checks
 from zerto_rewind.cli.install_mcp_host import main
 from zerto_rewind.config.loader import load_settings
 from zerto_rewind.gateway.http import token_digest
-from zerto_rewind.gateway.identity import ALLOW_FLAG as ALLOW  # the stand-in runs as root
+from zerto_rewind.gateway.upstream_user import ALLOW_FLAG as ALLOW  # the stand-in runs as root
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio

@@ -2,7 +2,7 @@
 
 Whatever the agent makes a VM server do (write a local path, upload a local
 file), the server does as its own user. Per stdio upstream: the user and group it
-runs as (:mod:`zerto_rewind.gateway.identity`, as the gateway resolves them); a
+runs as (:mod:`zerto_rewind.gateway.upstream_user`, as the gateway resolves them); a
 failure when that is root or the owner of the guard's files without the
 allowance; a failure when that user, with no supplementary groups (as the
 launcher starts it), can read the guard's config or ZVM secret file, or change
@@ -15,7 +15,7 @@ from __future__ import annotations
 from ...claude_code.fsaccess import User, access_of
 from ...config.settings import Settings
 from ...errors import ConfigError
-from ...gateway.identity import ALLOW_FLAG, privileged_reason, upstream_identity
+from ...gateway.upstream_user import ALLOW_FLAG, privileged_reason, upstream_identity
 from .check import Check
 
 __all__ = ["upstream_checks"]
