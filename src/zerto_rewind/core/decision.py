@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Decision", "Outcome", "Row", "ToolCall", "VpgOutcome", "fmt_time"]
+__all__ = ["Decision", "Outcome", "Row", "ToolCall", "VmIdentity", "VpgOutcome", "fmt_time"]
 
 
 class Row:
@@ -23,6 +23,8 @@ class Row:
     FAILED = "failed"
     PENDING = "pending"
     VM_UNKNOWN = "vm_unknown"
+    VM_AMBIGUOUS = "vm_ambiguous"  # Zerto lists several VMs (identifiers) of that exact name
+    VM_IDENTITY = "vm_identity"  # the gateway's identity check: the server means another VM
     NO_VM = "no_vm"
     UNLISTED = "unlisted"
     CONFIG_ERROR = "config_error"
@@ -41,7 +43,14 @@ class Outcome:
 
 
 # Most restrictive first: combining several VPGs keeps the worst.
-SEVERITY = {Row.FAILED: 4, Row.ERROR: 4, Row.PENDING: 3, Row.VM_UNKNOWN: 2, Row.CONFIRMED: 1}
+SEVERITY = {
+    Row.FAILED: 4,
+    Row.ERROR: 4,
+    Row.PENDING: 3,
+    Row.VM_UNKNOWN: 2,
+    Row.VM_AMBIGUOUS: 2,
+    Row.CONFIRMED: 1,
+}
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,14 @@ class ToolCall:
     tool_use_id: str | None = None
     origin: str = "hook"  # hook | mcp | demo
     started_at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class VmIdentity:
+    """The VM Zerto means by a name: its identifiers, for the gateway's identity check."""
+
+    vm_id: str  # VmIdentifier, ``<server id>.vm-42``
+    instance_id: str | None = None  # Link.instance_identifier (UNCONFIRMED content)
 
 
 @dataclass
@@ -89,6 +106,10 @@ class Decision:
     vpgs: list[VpgOutcome] = field(default_factory=list)
     retry_after: float | None = None
     elapsed_ms: int = 0
+    # VM name -> the VM Zerto's record means; set on a confirmed decision.
+    identities: dict[str, VmIdentity] = field(default_factory=dict)
+    # VM name -> the name as the call gave it (before vm_map). Neither is logged.
+    vm_args: dict[str, str] = field(default_factory=dict)
 
     def log_record(self, call: ToolCall) -> dict[str, Any]:
         """The decision-log line: ids, names, times; never an argument value but VM names."""

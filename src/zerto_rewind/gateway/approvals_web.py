@@ -226,6 +226,8 @@ class _LoginLimit:
 
 _ROWS = {
     "vm_unknown": "VM unknown to Zerto",
+    "vm_ambiguous": "several VMs of that name",
+    "vm_identity": "the VM server means another VM",
     "no_vm": "no VM in the arguments",
     "unlisted": "tool not in the catalog",
     "failed": "no checkpoint can be made now",
