@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Decision", "Outcome", "Row", "ToolCall", "VmIdentity", "VpgOutcome", "fmt_time"]
+__all__ = [
+    "Decision",
+    "Outcome",
+    "Row",
+    "ToolCall",
+    "VmIdentity",
+    "VpgOutcome",
+    "fmt_time",
+    "shown_vm",
+]
 
 
 class Row:
@@ -134,6 +143,17 @@ class Decision:
             "elapsed_ms": self.elapsed_ms,
             "reason": self.reason,
         }
+
+
+def shown_vm(name: str) -> str:
+    """A VM name for a person to read: quoted and escaped when it hides something.
+
+    ``web-01`` + NBSP, or a leading space, is another VM to vCenter; printed bare it
+    would look like the protected one to the approver.
+    """
+    if name.isprintable() and name.strip() == name and name:
+        return name
+    return ascii(name)
 
 
 def fmt_time(epoch: float) -> str:

@@ -37,6 +37,7 @@ from .decision import (
     VmIdentity,
     VpgOutcome,
     fmt_time,
+    shown_vm,
 )
 
 if TYPE_CHECKING:
@@ -161,14 +162,17 @@ class Guard:
         if unknown:
             origins = verdict.origins if verdict is not None else {}
             names = ", ".join(
-                f"{vm} (from {origins[vm]})" if "pattern" in origins.get(vm, "") else vm
+                f"{shown_vm(vm)} (from {origins[vm]})"
+                if "pattern" in origins.get(vm, "")
+                else shown_vm(vm)
                 for vm in unknown
             )
             reason = (
                 f"zerto-rewind: no VPG protects {names} (the ZVM at {self.settings.zvm.url} does "
-                f"not know it), so there is nothing to rewind {call.tool_name} to. Approve only "
-                "if the change needs no rewind point. If the VM name is wrong, an operator can "
-                "check how the guard's catalog reads it from this tool's arguments."
+                f"not know it; names match exactly, case and spaces included), so there is "
+                f"nothing to rewind {call.tool_name} to. Approve only if the change needs no "
+                "rewind point. If the VM name is wrong, an operator can check how the guard's "
+                "catalog reads it from this tool's arguments."
             )
             return Decision(Row.VM_UNKNOWN, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms)
         for vpg_name in fixed:

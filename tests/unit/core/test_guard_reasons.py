@@ -134,10 +134,10 @@ def test_vm_unknown_names_the_vm_and_the_zvm(rig: Rig) -> None:
         ("jp-ubuntu", "ghost"),
     )
     assert decision.reason == (
-        f"zerto-rewind: no VPG protects ghost (the ZVM at {URL} does not know it), so there is "
-        f"nothing to rewind {TOOL} to. Approve only if the change needs no rewind point. If the "
-        "VM name is wrong, an operator can check how the guard's catalog reads it from this "
-        "tool's arguments."
+        f"zerto-rewind: no VPG protects ghost (the ZVM at {URL} does not know it; names match "
+        f"exactly, case and spaces included), so there is nothing to rewind {TOOL} to. Approve "
+        "only if the change needs no rewind point. If the VM name is wrong, an operator can "
+        "check how the guard's catalog reads it from this tool's arguments."
     )
 
 

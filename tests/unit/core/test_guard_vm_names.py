@@ -105,3 +105,11 @@ def test_zerto_twins_by_case_are_two_vms_each_matched_exactly(tmp_path: Path) ->
     assert upper.identities["Web"] == VmIdentity(upper.identities["Web"].vm_id, None)
     assert upper.identities["Web"].vm_id.endswith(".vm-7")
     assert lower.identities["web"].vm_id.endswith(".vm-8")
+
+
+def test_the_prompt_shows_a_hidden_character_to_the_approver(rig: Rig) -> None:
+    """Printed bare, ``jp-ubuntu`` + NBSP would read as the protected VM."""
+    decision = rig.decide("jp-ubuntu" + NBSP)
+    assert "no VPG protects 'jp-ubuntu\\xa0' (" in decision.reason
+    plain = rig.decide("JP-Ubuntu")
+    assert "no VPG protects JP-Ubuntu (" in plain.reason
