@@ -24,6 +24,8 @@ the identity check passes, exactly the VM whose moref Zerto recorded does.
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,9 +35,10 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from e2e.gateway_e2e import TOKEN, GatewayRig, tool
+from e2e.gateway_e2e import PYTHON, SERVER, TOKEN, GatewayRig, tool
 from e2e.vm_twins import VmRecord, inventory, make_twin, rename
 from support.realvm import VCenter
 
@@ -112,6 +115,25 @@ class Rigged:
         assert self.rig.http_url is not None
         return anyio.run(_call, self.rig.http_url, "power_off", {"name": name})
 
+    def power_off_unchecked(self, name: str) -> types.CallToolResult:
+        """The same call through a stdio gateway whose config has no ``catalog.resolvers``:
+        the control that shows the identity check is what stops a look-alike."""
+        rig = self.rig
+        control = rig.root / "control-config.json"
+        kept = rig.box.catalog
+        rig.box.catalog = {k: v for k, v in kept.items() if k != "catalog"}
+        try:
+            rig.write_config()
+            shutil.copy(rig.box.config_path, control)  # 0600, as the original
+        finally:
+            rig.box.catalog = kept
+            rig.write_config()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ZERTO_")}
+        env["ZERTO_REWIND_CONFIG"] = str(control)
+        argv = ["-m", "zerto_rewind", "gateway", "--stdio", "--upstream", SERVER]
+        params = StdioServerParameters(command=PYTHON, args=argv, env=env, cwd=str(rig.root))
+        return anyio.run(_call_stdio, params, "power_off", {"name": name})
+
     def changed(self, before: dict[str, VmRecord]) -> set[str]:
         """Morefs whose power state differs from ``before``."""
         after = self.states()
@@ -148,6 +170,13 @@ async def _client(url: str) -> AsyncIterator[Client]:
 
 async def _call(url: str, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
     async with _client(url) as client:
+        return await client.call_tool(name, arguments, read_timeout_seconds=90)
+
+
+async def _call_stdio(
+    params: StdioServerParameters, name: str, arguments: dict[str, Any]
+) -> types.CallToolResult:
+    async with Client(params, cache=None) as client:
         return await client.call_tool(name, arguments, read_timeout_seconds=90)
 
 
@@ -236,3 +265,7 @@ def test_a_twin_renamed_to_a_protected_vms_name_is_not_powered_off(rigged: Rigge
     assert line["row"] == "vm_identity"
     assert "different VMs" in line["reason"]
     assert "cannot confirm" in text_of(result)
+    # Control: without the identity check the same call changes the twin, not Zerto's VM.
+    unchecked = rigged.power_off_unchecked(RENAMED)
+    assert not unchecked.is_error, text_of(unchecked)
+    assert rigged.changed(before) == {world.twins["rename"]}
