@@ -3,8 +3,10 @@
     python _gw_upstream.py stdio
     python _gw_upstream.py http READY_FILE    # streamable HTTP on 127.0.0.1:<free port>
 
-Tools: ``get_vm(name)`` (read-only in the sandbox catalog) and
-``power_off_vm(name)`` (mutating). Both answer at once: no I/O, no sleep, so
+Tools: ``get_vm(name)`` (read-only in the sandbox catalog),
+``power_off_vm(name)`` (mutating), and for bench_identity.py ``get_vm_id(name)``
+(the identity check's resolver: the VM's moref) and ``get_call_counts()`` (how
+often each tool ran in this process). Both answer at once: no I/O, no sleep, so
 what the benchmark times is the transport and the gateway, not the tool. Over
 HTTP it serves the SDK's defaults (stateful sessions, SSE answers), as the
 gateway's own HTTP endpoint does, with uvicorn's access log off as there.
@@ -20,18 +22,40 @@ import sys
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("bench-vm", log_level="WARNING")
+# The morefs bench_identity.py gives these VMs in the simulator's estate.
+MOREFS = {"jp-ubuntu": "vm-42"}
+COUNTS: dict[str, int] = {}
+
+
+def _count(tool: str) -> None:
+    COUNTS[tool] = COUNTS.get(tool, 0) + 1
 
 
 @server.tool()
 def get_vm(name: str) -> str:
     """One VM's state (read-only)."""
+    _count("get_vm")
     return f"{name}: poweredOn, 2 vCPU, 4096 MB"
 
 
 @server.tool()
 def power_off_vm(name: str) -> str:
     """Power a VM off (mutating; this stand-in changes nothing)."""
+    _count("power_off_vm")
     return f"{name} is off"
+
+
+@server.tool()
+def get_vm_id(name: str) -> dict[str, str | None]:
+    """The VM's vCenter identity (read-only): what the identity check compares with Zerto."""
+    _count("get_vm_id")
+    return {"name": name, "moid": MOREFS.get(name)}
+
+
+@server.tool()
+def get_call_counts() -> dict[str, int]:
+    """How often each tool ran in this process (read-only)."""
+    return dict(COUNTS)
 
 
 def serve_http(ready_file: str) -> None:

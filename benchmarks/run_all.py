@@ -22,6 +22,7 @@ SCRIPTS = {
     "bench_concurrency.py": [],
     "bench_tokens.py": [],
     "bench_gateway.py": ["--rounds", "50", "--blocks", "2", "--runs", "2"],
+    "bench_identity.py": ["--runs", "3"],
     "bench_service.py": ["--rounds", "20", "--runs", "2"],
     "bench_approvals.py": ["--rounds", "40", "--waiting", "10", "--runs", "2"],
 }

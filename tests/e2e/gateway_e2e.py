@@ -32,7 +32,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -250,28 +250,40 @@ class GatewayRig:
 
     @classmethod
     @contextlib.contextmanager
-    def running(cls, root: Path, *, http: bool) -> Iterator[GatewayRig]:
+    def running(
+        cls,
+        root: Path,
+        *,
+        http: bool,
+        estate: Callable[[VCenter], dict[str, Any]] | None = None,
+        catalog_options: dict[str, Any] | None = None,
+    ) -> Iterator[GatewayRig]:
+        """``estate``: the ZVM simulator's estate made from the running vCenter (e.g. with
+        its morefs), instead of ``ESTATE``; ``catalog_options``: the config's ``catalog``."""
         problems = setup_problems()
         if problems:
             raise AssertionError(
                 f"the real VM side is not set up: {'; '.join(problems)}. Run {SETUP_SCRIPT}"
             )
         root.mkdir(parents=True, exist_ok=True)
-        estate = write_json(root / "estate.json", ESTATE)
-        sim = fast_sim_config(cadences=dict(SIM_CADENCES), estate_file=estate, seed=7)
-        with (
-            start_vcsim(root / "vcsim") as vcsim,
-            Sandbox(str(root / "zerto"), sim_config=sim, guard=dict(GUARD),
-                    catalog=catalog()) as box,
-        ):  # fmt: skip
-            rig = cls(root, vcsim.vcenter, box)
-            rig.write_config()
-            try:
-                if http:
-                    rig._start_http()
-                yield rig
-            finally:
-                rig._stop_http()
+        kept = catalog()
+        if catalog_options is not None:
+            kept["catalog"] = catalog_options
+        with start_vcsim(root / "vcsim") as vcsim:
+            made = ESTATE if estate is None else estate(vcsim.vcenter)
+            estate_file = write_json(root / "estate.json", made)
+            sim = fast_sim_config(cadences=dict(SIM_CADENCES), estate_file=estate_file, seed=7)
+            with Sandbox(
+                str(root / "zerto"), sim_config=sim, guard=dict(GUARD), catalog=kept
+            ) as box:
+                rig = cls(root, vcsim.vcenter, box)
+                try:
+                    rig.write_config()
+                    if http:
+                        rig._start_http()
+                    yield rig
+                finally:
+                    rig._stop_http()
 
     def write_config(self, *, approvals: dict[str, Any] | None = None, **gateway: Any) -> str:
         """The gateway's config: mcvsphere upstream, one client token, ZVM secret in a file;

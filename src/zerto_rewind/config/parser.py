@@ -16,10 +16,12 @@ from .settings import (
     SITE_KINDS,
     TOOL_DECISIONS,
     UNKNOWN_CHOICES,
+    ZERTO_ID_FIELDS,
     ApprovalsSettings,
     CatalogSettings,
     GatewaySettings,
     GuardSettings,
+    ResolverSpec,
     Settings,
     ToolSpec,
     UpstreamSettings,
@@ -440,13 +442,74 @@ class Parser:
             )
         vm_map = self.vm_map(top["vm_map"], "vm_map") if "vm_map" in top else None
         unknown, source = self.unknown(top, env)
-        options = self.obj(top.get("catalog", {}), "catalog", ("from_annotations",))
+        options = self.obj(top.get("catalog", {}), "catalog", ("from_annotations", "resolvers"))
         from_annotations = self.boolean(
             options.get("from_annotations", False), "catalog.from_annotations"
         )
+        resolvers = self.resolvers(options.get("resolvers", {}), tools)
         return CatalogSettings(
-            tuple(read_only), tools, vm_map, unknown, source, from_annotations=from_annotations
+            tuple(read_only),
+            tools,
+            vm_map,
+            unknown,
+            source,
+            from_annotations=from_annotations,
+            resolvers=resolvers,
         )
+
+    # ---- catalog.resolvers: the gateway's identity check, one block per VM server
+    def resolvers(self, raw: Any, tools: dict[str, ToolSpec]) -> dict[str, ResolverSpec]:
+        if not isinstance(raw, dict):
+            self.fail(
+                "catalog.resolvers",
+                f"must be a JSON object of server -> resolver, not {_kind(raw)}",
+            )
+        return {
+            self.string(server, "catalog.resolvers"): self.resolver(server, spec, tools)
+            for server, spec in raw.items()
+        }
+
+    def resolver(self, server: str, raw: Any, tools: dict[str, ToolSpec]) -> ResolverSpec:
+        key = f"catalog.resolvers.{server}"
+        keys = ("tool", "arg", "id_path", "zerto_field", "zerto_pattern", "timeout_s")
+        spec = self.obj(raw, key, keys)
+        for required in ("tool", "arg", "id_path"):
+            if required not in spec:
+                self.fail(f"{key}.{required}", "is required")
+        tool = self.string(spec["tool"], f"{key}.tool")
+        if f"mcp__{server}__{tool}" in tools:
+            msg = (
+                f"names {tool!r}, which the catalog lists as a mutating tool; the resolver is "
+                "called before every checkpointed call, so it must be a read-only tool"
+            )
+            self.fail(f"{key}.tool", msg)
+        arg = self.string(spec["arg"], f"{key}.arg")
+        id_path = self.arg_path(spec["id_path"], f"{key}.id_path")
+        if "[]" in id_path:
+            self.fail(f"{key}.id_path", "must name one value (no '[]' fan-out)")
+        field = self.string(
+            spec.get("zerto_field", "vm_identifier"), f"{key}.zerto_field", choices=ZERTO_ID_FIELDS
+        )
+        pattern = self.id_pattern(spec.get("zerto_pattern"), f"{key}.zerto_pattern")
+        timeout = self.number(spec.get("timeout_s", 10.0), f"{key}.timeout_s")
+        extra = {"zerto_pattern": pattern} if pattern is not None else {}
+        return ResolverSpec(
+            server, tool, arg, id_path, zerto_field=field, timeout_s=timeout, **extra
+        )
+
+    def id_pattern(self, value: Any, key: str) -> str | None:
+        if value is None:
+            return None
+        import re  # only a config with resolvers pays for it
+
+        pattern = self.string(value, key)
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            self.fail(key, f"is not a valid regular expression: {exc}")
+        if "id" not in compiled.groupindex:
+            self.fail(key, "needs a named group (?P<id>...) that captures the vCenter identity")
+        return pattern
 
     def unknown(self, top: dict[str, Any], env: Mapping[str, str]) -> tuple[str, str]:
         named = env.get("ZERTO_HOOK_UNKNOWN", "").strip().lower()
@@ -547,15 +610,14 @@ class Parser:
         aliases_raw = spec.get("aliases", {})
         if not isinstance(aliases_raw, dict):
             self.fail(f"{key}.aliases", "must be an object of alias -> VM name")
+        # Exact, as the VM server matches names: an alias never folds case or whitespace.
         aliases = {
-            self.string(k, f"{key}.aliases").lower(): self.string(v, f"{key}.aliases.{k}")
+            self.string(k, f"{key}.aliases"): self.string(v, f"{key}.aliases.{k}")
             for k, v in aliases_raw.items()
         }
         strip = spec.get("strip_domain", False)
         if isinstance(strip, list):
-            domains = tuple(
-                self.string(d, f"{key}.strip_domain").lower().lstrip(".") for d in strip
-            )
+            domains = tuple(self.string(d, f"{key}.strip_domain").lstrip(".") for d in strip)
             return VmMap(aliases, domains)
         return VmMap(aliases, self.boolean(strip, f"{key}.strip_domain"))
 

@@ -33,6 +33,7 @@ __all__ = [
     "CatalogSettings",
     "GatewaySettings",
     "GuardSettings",
+    "ResolverSpec",
     "Settings",
     "ToolSpec",
     "UpstreamSettings",
@@ -161,7 +162,7 @@ class VmMap:
     __slots__ = ("aliases", "strip_domain")
 
     def __init__(self, aliases: dict[str, str], strip_domain: bool | tuple[str, ...]) -> None:
-        self.aliases = aliases  # keys lower-cased
+        self.aliases = aliases  # keys exactly as configured: matching never folds case
         self.strip_domain = strip_domain
 
 
@@ -198,10 +199,55 @@ class ToolSpec:
         self.host_paths = host_paths
 
 
+# The vCenter part of a Zerto VM identifier (``<server id>.vm-42``, documented as
+# ``serverid.moref``); UNCONFIRMED on real ZVMs, so ``catalog.resolvers.*.zerto_pattern``
+# can replace it.
+DEFAULT_ZERTO_ID_PATTERN = r"^.+\.(?P<id>vm-[0-9]+)$"
+ZERTO_ID_FIELDS = ("vm_identifier", "instance_identifier")
+
+
+class ResolverSpec:
+    """How the gateway asks one VM server which VM a name means (the identity check).
+
+    ``tool`` (read-only) is called with ``{arg: <the call's VM argument>}``; the
+    value at ``id_path`` of its JSON result must equal group ``id`` of
+    ``zerto_pattern`` applied to Zerto's ``zerto_field`` for that VM.
+    """
+
+    __slots__ = ("arg", "id_path", "server", "timeout_s", "tool", "zerto_field", "zerto_pattern")
+
+    def __init__(
+        self,
+        server: str,
+        tool: str,
+        arg: str,
+        id_path: str,
+        *,
+        zerto_field: str = "vm_identifier",
+        zerto_pattern: str = DEFAULT_ZERTO_ID_PATTERN,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.server = server
+        self.tool = tool
+        self.arg = arg
+        self.id_path = id_path
+        self.zerto_field = zerto_field
+        self.zerto_pattern = zerto_pattern
+        self.timeout_s = timeout_s
+
+
 class CatalogSettings:
     """The seed's catalog: read-only tools, mutating tools, and the unlisted rule."""
 
-    __slots__ = ("from_annotations", "read_only", "tools", "unknown", "unknown_source", "vm_map")
+    __slots__ = (
+        "from_annotations",
+        "read_only",
+        "resolvers",
+        "tools",
+        "unknown",
+        "unknown_source",
+        "vm_map",
+    )
 
     def __init__(
         self,
@@ -212,6 +258,7 @@ class CatalogSettings:
         unknown_source: str,
         *,
         from_annotations: bool = False,
+        resolvers: dict[str, ResolverSpec] | None = None,
     ) -> None:
         self.read_only = read_only
         self.tools = tools
@@ -221,6 +268,9 @@ class CatalogSettings:
         # catalog.from_annotations: a door that sees the live tools/list (the gateway) may
         # classify tools the catalog does not list with the scan's rules; explicit entries win.
         self.from_annotations = from_annotations
+        # catalog.resolvers: server name -> the identity check the gateway runs before it
+        # forwards a checkpointed call to that server (docs/gateway.md).
+        self.resolvers = resolvers or {}
 
 
 class GuardSettings:

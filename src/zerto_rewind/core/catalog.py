@@ -4,6 +4,10 @@ Pure: no I/O, no clock. It runs on every hook call, so it avoids ``re`` and
 ``fnmatch`` (several milliseconds to import) and matches globs itself; ``re``
 is imported only to apply a ``vm_arg`` pattern, i.e. on the mutating path.
 
+VM names are taken exactly as the call gives them, as the VM server matches
+them: no case folding, no stripping of whitespace; only an operator's explicit
+``vm_map`` (aliases, ``strip_domain``) changes a name, and it too matches exactly.
+
 Precedence, specific beats general: an exact name beats every pattern; among
 patterns, the one with the most literal characters (everything but ``*`` and
 ``?``) wins. Only a true tie between a read-only and a mutating pattern falls
@@ -51,6 +55,7 @@ class Classification:
     """What the catalog says about one call."""
 
     __slots__ = (
+        "args",
         "entry",
         "host_paths",
         "kind",
@@ -73,6 +78,7 @@ class Classification:
         problem: str | None = None,
         spec: ToolSpec | None = None,
         origins: dict[str, str] | None = None,
+        args: dict[str, str] | None = None,
     ) -> None:
         self.kind = kind
         self.tool_name = tool_name
@@ -81,6 +87,9 @@ class Classification:
         self.problem = problem  # why no VM was found, for the prompt's reason
         self.spec = spec  # the tools entry of a mutating call
         self.origins = origins or {}  # VM name -> where it came from (path, pattern + text)
+        # VM name -> the name as the call gives it (before vm_map): what the VM server will
+        # look up, so the gateway's identity check asks the server with exactly that.
+        self.args = args or {}
         self.specificity = 0  # EXACT, or the literal characters of the pattern that matched
         self.tie: str | None = None  # a read-only pattern this mutating one tied with
         # host_paths argument -> its value, as given: for the person who approves, never a log
@@ -234,11 +243,20 @@ def _mutating_vms(
         raw = _extract(tool_input, vm_path, spec.name)
         if raw:
             origins: dict[str, str] = {}
+            args: dict[str, str] = {}
             for name, origin in raw:
-                origins.setdefault(map_vm_name(name, vm_map), origin)
+                mapped = map_vm_name(name, vm_map)
+                origins.setdefault(mapped, origin)
+                args.setdefault(mapped, name)
             names = _unique(origins)
             return Classification(
-                MUTATING, tool_name, entry=spec.name, vms=names, spec=spec, origins=origins
+                MUTATING,
+                tool_name,
+                entry=spec.name,
+                vms=names,
+                spec=spec,
+                origins=origins,
+                args=args,
             )
     tried = ", ".join(p.path + (" (pattern)" if p.pattern else "") for p in spec.vm_arg)
     problem = f"no VM name found in the arguments at {tried}"
@@ -252,7 +270,7 @@ def _extract(tool_input: Any, vm_path: VmPath, tool: str) -> list[tuple[str, str
     for value in values:
         if isinstance(value, bool) or not isinstance(value, str | int):
             continue
-        text = str(value).strip()
+        text = str(value)  # never stripped: " web-01" is another VM to the server
         if vm_path.pattern is None:
             if text:
                 names.append((text, f"argument {vm_path.path}"))
@@ -301,15 +319,17 @@ def _pattern_names(pattern: str, text: str, tool: str) -> list[tuple[str, str]]:
 
 
 def map_vm_name(name: str, vm_map: VmMap | None) -> str:
-    """Apply aliases and domain stripping (aliases are looked up before and after)."""
-    name = name.strip()
+    """Apply aliases and domain stripping (aliases are looked up before and after).
+
+    Exact: an alias or a domain matches only as written, case and whitespace included.
+    """
     if vm_map is None:
         return name
-    alias = vm_map.aliases.get(name.lower())
+    alias = vm_map.aliases.get(name)
     if alias is not None:
         return alias
     stripped = _strip_domain(name, vm_map.strip_domain)
-    return vm_map.aliases.get(stripped.lower(), stripped)
+    return vm_map.aliases.get(stripped, stripped)
 
 
 def _strip_domain(name: str, rule: bool | tuple[str, ...]) -> str:
@@ -317,9 +337,8 @@ def _strip_domain(name: str, rule: bool | tuple[str, ...]) -> str:
         return name.split(".", 1)[0]
     if rule is False:
         return name
-    lowered = name.lower()
     for domain in rule:
-        if lowered.endswith("." + domain):
+        if name.endswith("." + domain):
             return name[: -len(domain) - 1]
     return name
 

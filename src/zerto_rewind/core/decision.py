@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Decision", "Outcome", "Row", "ToolCall", "VpgOutcome", "fmt_time"]
+__all__ = [
+    "Decision",
+    "Outcome",
+    "Row",
+    "ToolCall",
+    "VmIdentity",
+    "VpgOutcome",
+    "fmt_time",
+    "shown_vm",
+]
 
 
 class Row:
@@ -23,6 +32,8 @@ class Row:
     FAILED = "failed"
     PENDING = "pending"
     VM_UNKNOWN = "vm_unknown"
+    VM_AMBIGUOUS = "vm_ambiguous"  # Zerto lists several VMs (identifiers) of that exact name
+    VM_IDENTITY = "vm_identity"  # the gateway's identity check: the server means another VM
     NO_VM = "no_vm"
     UNLISTED = "unlisted"
     CONFIG_ERROR = "config_error"
@@ -42,7 +53,14 @@ class Outcome:
 
 
 # Most restrictive first: combining several VPGs keeps the worst.
-SEVERITY = {Row.FAILED: 4, Row.ERROR: 4, Row.PENDING: 3, Row.VM_UNKNOWN: 2, Row.CONFIRMED: 1}
+SEVERITY = {
+    Row.FAILED: 4,
+    Row.ERROR: 4,
+    Row.PENDING: 3,
+    Row.VM_UNKNOWN: 2,
+    Row.VM_AMBIGUOUS: 2,
+    Row.CONFIRMED: 1,
+}
 
 
 @dataclass(frozen=True)
@@ -55,6 +73,14 @@ class ToolCall:
     tool_use_id: str | None = None
     origin: str = "hook"  # hook | mcp | demo
     started_at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class VmIdentity:
+    """The VM Zerto means by a name: its identifiers, for the gateway's identity check."""
+
+    vm_id: str  # VmIdentifier, ``<server id>.vm-42``
+    instance_id: str | None = None  # Link.instance_identifier (UNCONFIRMED content)
 
 
 @dataclass
@@ -94,6 +120,11 @@ class Decision:
     # never logged (log_record leaves it out; the reason names the argument only).
     host_paths: dict[str, str] = field(default_factory=dict)
 
+    # VM name -> the VM Zerto's record means; set on a confirmed decision.
+    identities: dict[str, VmIdentity] = field(default_factory=dict)
+    # VM name -> the name as the call gave it (before vm_map). Neither is logged.
+    vm_args: dict[str, str] = field(default_factory=dict)
+
     def for_approver(self) -> str:
         """The reason, plus the host paths the call names: for a person's eyes, not a log."""
         if not self.host_paths:
@@ -124,6 +155,17 @@ class Decision:
             "elapsed_ms": self.elapsed_ms,
             "reason": self.reason,
         }
+
+
+def shown_vm(name: str) -> str:
+    """A VM name for a person to read: quoted and escaped when it hides something.
+
+    ``web-01`` + NBSP, or a leading space, is another VM to vCenter; printed bare it
+    would look like the protected one to the approver.
+    """
+    if name.isprintable() and name.strip() == name and name:
+        return name
+    return ascii(name)
 
 
 def fmt_time(epoch: float) -> str:

@@ -7,6 +7,7 @@
 | mutating, tag cannot be made      | failed      | deny                            |
 | mutating, tag lands after budget  | pending     | ``guard.on_pending``            |
 | mutating, VM unknown to Zerto     | vm_unknown  | prompt                          |
+| mutating, Zerto has several VMs of that name | vm_ambiguous | prompt               |
 | mutating, no VM in the arguments  | no_vm       | prompt                          |
 | names a file on the VM server's host | host_path | prompt (``decision: deny``: deny) |
 | unlisted tool                     | unlisted    | ``ZERTO_HOOK_UNKNOWN``          |
@@ -14,6 +15,9 @@
 
 Several VMs in one call: every VPG involved is tagged; the most restrictive
 row wins, and a landed tag is only counted as used when the call is allowed.
+
+VM names match Zerto's exactly, as the VM server matches them (no case folding,
+no stripping): ``Web-01`` or ``web-01`` + NBSP is another VM, unknown to Zerto.
 """
 
 from __future__ import annotations
@@ -25,7 +29,17 @@ from typing import TYPE_CHECKING
 from ..config.settings import Settings
 from ..errors import ConfigError, NotFound, ZertoRewindError
 from .catalog import MUTATING, READ_ONLY, Classification, classify
-from .decision import SEVERITY, Decision, Outcome, Row, ToolCall, VpgOutcome, fmt_time
+from .decision import (
+    SEVERITY,
+    Decision,
+    Outcome,
+    Row,
+    ToolCall,
+    VmIdentity,
+    VpgOutcome,
+    fmt_time,
+    shown_vm,
+)
 
 if TYPE_CHECKING:
     from ..zvm.client import ZvmClient
@@ -150,18 +164,24 @@ class Guard:
         fixed: tuple[str, ...] = (),
         verdict: Classification | None = None,
     ) -> Decision:
-        groups, unknown = self._resolve(vms, deadline)
+        groups, unknown, identities = self._resolve(vms, deadline)
+        ambiguous = {vm: ids for vm, ids in identities.items() if len(ids) > 1}
+        if ambiguous and not unknown:
+            return _ambiguous(call, vms, ambiguous, self.settings.zvm.url)
         if unknown:
             origins = verdict.origins if verdict is not None else {}
             names = ", ".join(
-                f"{vm} (from {origins[vm]})" if "pattern" in origins.get(vm, "") else vm
+                f"{shown_vm(vm)} (from {origins[vm]})"
+                if "pattern" in origins.get(vm, "")
+                else shown_vm(vm)
                 for vm in unknown
             )
             reason = (
                 f"zerto-rewind: no VPG protects {names} (the ZVM at {self.settings.zvm.url} does "
-                f"not know it), so there is nothing to rewind {call.tool_name} to. Approve only "
-                "if the change needs no rewind point. If the VM name is wrong, an operator can "
-                "check how the guard's catalog reads it from this tool's arguments."
+                f"not know it; names match exactly, case and spaces included), so there is "
+                f"nothing to rewind {call.tool_name} to. Approve only if the change needs no "
+                "rewind point. If the VM name is wrong, an operator can check how the guard's "
+                "catalog reads it from this tool's arguments."
             )
             return Decision(Row.VM_UNKNOWN, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms)
         for vpg_name in fixed:
@@ -189,29 +209,48 @@ class Guard:
                 break
             # Another call used the tag between its landing and now: tag again.
             inspected = [(vpg, _reset(outcome)) for vpg, outcome in inspected]
-        return self._combine(call, vms, outcomes)
+        decision = self._combine(call, vms, outcomes)
+        if decision.row == Row.CONFIRMED:
+            decision.identities = {vm: ids[0] for vm, ids in identities.items()}
+            decision.vm_args = dict(verdict.args) if verdict is not None else {}
+        return decision
 
     def _resolve(
         self, vms: tuple[str, ...], deadline: float
-    ) -> tuple[dict[str, list[str]], list[str]]:
-        """VM names → {vpg_id: [vm names]}, plus the names no VPG protects."""
+    ) -> tuple[dict[str, list[str]], list[str], dict[str, list[VmIdentity]]]:
+        """VM names → {vpg_id: [vm names]}, the names no VPG protects, each name's VMs."""
         groups: dict[str, list[str]] = {}
         unknown: list[str] = []
+        identities: dict[str, list[VmIdentity]] = {}
         for vm in vms:
             refs = self._vpgs_of(vm, deadline)
             if not refs:
                 unknown.append(vm)
-            for vpg_id, _name in refs:
+            seen: dict[str, VmIdentity] = {}
+            for vpg_id, _name, vm_id, instance_id in refs:
                 groups.setdefault(vpg_id, []).append(vm)
-        return groups, unknown
+                seen.setdefault(vm_id, VmIdentity(vm_id, instance_id or None))
+            if seen:
+                identities[vm] = list(seen.values())
+        return groups, unknown, identities
 
-    def _vpgs_of(self, vm: str, deadline: float) -> list[tuple[str, str]]:
-        state, key = self.state(), f"{self.settings.zvm.url}|{vm.casefold()}"
+    def _vpgs_of(self, vm: str, deadline: float) -> list[tuple[str, str, str, str]]:
+        """(vpg id, vpg name, vm id, instance id or "") of each row Zerto lists for ``vm``.
+
+        Keyed by the exact name: ``Web-01`` never reads ``web-01``'s cached rows.
+        """
+        state, key = self.state(), f"{self.settings.zvm.url}|{vm}"
         cached = state.cached("vms", key, self.settings.guard.vm_cache_ttl_s)
-        if isinstance(cached, list) and all(isinstance(i, list) and len(i) == 2 for i in cached):
-            return [(str(a), str(b)) for a, b in cached]
+        if isinstance(cached, list) and all(
+            isinstance(i, list) and len(i) == 4 and all(isinstance(x, str) for x in i)
+            for i in cached
+        ):
+            return [(a, b, c, d) for a, b, c, d in cached]
         refs = sorted(
-            {(r.vpg_id, r.vpg_name) for r in self.client().find_vms(vm, deadline=deadline)}
+            {
+                (r.vpg_id, r.vpg_name, r.vm_id, r.instance_id or "")
+                for r in self.client().find_vms(vm, deadline=deadline)
+            }
         )
         if refs:
             state.store("vms", key, [list(r) for r in refs])
@@ -379,6 +418,27 @@ def _deny(call: ToolCall, row: str, reason: str, vms: tuple[str, ...]) -> Decisi
 
 def _reset(outcome: VpgOutcome) -> VpgOutcome:
     return VpgOutcome(outcome.vpg_id, outcome.vpg_name, outcome.vms, site_kind=outcome.site_kind)
+
+
+def _ambiguous(
+    call: ToolCall,
+    vms: tuple[str, ...],
+    ambiguous: dict[str, list[VmIdentity]],
+    zvm_url: str,
+) -> Decision:
+    """Zerto lists several VMs of one name: the guard cannot tell which one the server changes."""
+    parts = [
+        f"{vm!r} ({len(ids)} VMs: {', '.join(i.vm_id for i in ids)})"
+        for vm, ids in ambiguous.items()
+    ]
+    reason = (
+        f"zerto-rewind cannot tell which VM {call.tool_name} changes: the ZVM at {zvm_url} lists "
+        f"several VMs of the name {', '.join(parts)} (vCenter allows one name in several "
+        "folders), and the VM server picks one by itself. No checkpoint was made. Approve only "
+        "if you know which VM the call changes and accept it without a rewind point; an "
+        "operator can rename one of the VMs so each name is unique."
+    )
+    return Decision(Row.VM_AMBIGUOUS, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms)
 
 
 def _error_reason(call: ToolCall, vms: tuple[str, ...], exc: ZertoRewindError) -> str:

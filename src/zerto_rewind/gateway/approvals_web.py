@@ -226,6 +226,8 @@ class _LoginLimit:
 
 _ROWS = {
     "vm_unknown": "VM unknown to Zerto",
+    "vm_ambiguous": "several VMs of that name",
+    "vm_identity": "the VM server means another VM",
     "no_vm": "no VM in the arguments",
     "host_path": "it touches files on the VM server's host",
     "unlisted": "tool not in the catalog",

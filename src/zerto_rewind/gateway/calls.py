@@ -2,7 +2,9 @@
 
 * none (read-only): forward.
 * context (checkpoint confirmed): forward; the result names the checkpoint
-  (an added text block, and ``_meta``).
+  (an added text block, and ``_meta``). With ``catalog.resolvers`` for the
+  server, first the identity check (``gateway.identity``): the server must mean
+  the VM Zerto checkpointed, else the call prompts.
 * deny (failed, pending, errors): not forwarded; ``isError`` with the guard's reason.
 * prompt (VM unknown, no VM, unlisted): a person decides, on a channel the agent
   cannot answer. The call opens an approval request in the service's state
@@ -41,6 +43,7 @@ from ..core.approvals import (
 from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.decisions_log import write_record
 from ..errors import StateError
+from .identity import check_identity
 from .request_state import APPROVAL_FIELD, APPROVAL_KEY, APPROVAL_SCHEMA
 from .upstream import UpstreamError
 
@@ -113,6 +116,9 @@ async def handle_call(
         started_at=started_wall,
     )
     decision = await gateway.decide(call)
+    if decision.outcome == Outcome.CONTEXT:
+        # Does the VM server mean the VM Zerto checkpointed? (catalog.resolvers)
+        decision = await check_identity(gateway.settings.catalog, upstream, decision)
     answer: str | None = None
     forward = decision.outcome in (Outcome.NONE, Outcome.CONTEXT)
     extra: dict[str, Any] = {}

@@ -94,7 +94,7 @@ class ToolCheck(BaseModel):
     catalog_entry: str | None = Field(description="the catalog name or pattern that matched")
     row: str = Field(
         description=(
-            "read_only, confirmed, pending, failed, vm_unknown, no_vm or unlisted; "
+            "read_only, confirmed, pending, failed, vm_unknown, vm_ambiguous, no_vm or unlisted; "
             "confirmed means the guard would confirm a checkpoint and allow the call"
         )
     )
@@ -215,12 +215,22 @@ def _mutating(
     fixed: tuple[str, ...] = (),
 ) -> ToolCheck:
     groups: dict[str, list[str]] = {}
+    ambiguous: list[str] = []
     for vm in check.vms:
-        refs = client.find_vms(vm, deadline=deadline)
+        refs = client.find_vms(vm, deadline=deadline)  # exact, as the guard matches
         if not refs:
             check.unknown_vms.append(vm)
+        if len({r.vm_id for r in refs}) > 1:
+            ambiguous.append(vm)
         for vpg_id in sorted({r.vpg_id for r in refs}):
             groups.setdefault(vpg_id, []).append(vm)
+    if ambiguous and not check.unknown_vms:
+        check.row, check.outcome = Row.VM_AMBIGUOUS, Outcome.PROMPT
+        check.summary = (
+            f"the ZVM lists several VMs named {', '.join(map(repr, ambiguous))}: the guard cannot "
+            "tell which one the VM server would change, so the host would ask a human."
+        )
+        return check
     if check.unknown_vms:
         check.row, check.outcome = Row.VM_UNKNOWN, Outcome.PROMPT
         check.summary = (

@@ -173,9 +173,16 @@ def vm_refs(client: ZvmClient, vm: str, *, deadline: float | None = None) -> lis
         url = f"{client.settings.url}/v1/vms?vmName={vm}"
         msg = (
             f"no VPG protects a VM named {vm!r} on the ZVM at {client.settings.url}; "
-            "check the name as the Zerto UI shows it (names match whole, case-insensitively)"
+            "check the name as the Zerto UI shows it (names match exactly: case and spaces count)"
         )
         raise NotFound(msg, method="GET", url=url, status=None)
+    if len({r.vm_id for r in refs}) > 1:
+        ids = ", ".join(sorted({r.vm_id for r in refs}))
+        msg = (
+            f"the ZVM at {client.settings.url} lists several VMs named {vm!r} ({ids}); "
+            "the name does not say which one is meant, so nothing was done"
+        )
+        raise AmbiguousVm(msg)
     return sorted(refs, key=lambda r: (r.vpg_name.casefold(), r.vpg_id))
 
 

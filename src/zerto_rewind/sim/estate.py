@@ -34,8 +34,21 @@ class SiteSpec:
 
 
 @dataclass(frozen=True)
+class VmSpec:
+    """A VM with the vCenter identity a test gives it (else one is generated).
+
+    ``vcenter_id`` is the managed object id (``vm-42``) that ends the VM's
+    ``VmIdentifier``; ``instance_uuid`` fills ``Link.instance_identifier``.
+    """
+
+    name: str
+    vcenter_id: str | None = None
+    instance_uuid: str | None = None
+
+
+@dataclass(frozen=True)
 class VpgSpec:
-    """A VPG and the VM names it protects."""
+    """A VPG and the VM names it protects (``vm_specs``: those given as objects)."""
 
     name: str
     site_kind: str
@@ -48,6 +61,11 @@ class VpgSpec:
     history_minutes: int | None = None
     priority: int = 1
     rpo_seconds: int | None = None
+    vm_specs: tuple[VmSpec, ...] = ()
+
+    def entries(self) -> tuple[VmSpec, ...]:
+        """Every VM of the VPG, plain names as specs without a given identity."""
+        return self.vm_specs or tuple(VmSpec(name) for name in self.vms)
 
 
 @dataclass(frozen=True)
@@ -143,10 +161,12 @@ _VPG_KEYS = {
 
 def _vpg(raw: object, where: str, site_kinds: dict[str, str]) -> VpgSpec:
     obj = _obj(raw, where, _VPG_KEYS)
-    vms = _list(obj, "vms", where)
-    if not vms or not all(isinstance(v, str) and v for v in vms):
+    raw_vms = _list(obj, "vms", where)
+    if not raw_vms:
         msg = f"{where}.vms: must be a non-empty list of VM names"
         raise EstateError(msg)
+    specs = tuple(_vm(v, f"{where}.vms[{i}]") for i, v in enumerate(raw_vms))
+    vms = [spec.name for spec in specs]
     kind = _kind(obj.get("site_kind"), f"{where}.site_kind")
     for key in ("protected_site", "recovery_site"):
         site = _opt(obj, key, str, where)
@@ -174,7 +194,28 @@ def _vpg(raw: object, where: str, site_kinds: dict[str, str]) -> VpgSpec:
         history_minutes=_opt_int(obj, "history_minutes", where, 1, 43200),
         priority=_default(_opt_int(obj, "priority", where, 0, 2), 1),
         rpo_seconds=_opt_int(obj, "rpo_seconds", where, 1, 86400),
+        vm_specs=specs if any(not isinstance(v, str) for v in raw_vms) else (),
     )
+
+
+def _vm(raw: object, where: str) -> VmSpec:
+    """A VM name, or ``{"name", "vcenter_id", "instance_uuid"}``; names are kept exactly."""
+    if isinstance(raw, str) and raw:
+        return VmSpec(raw)
+    if not isinstance(raw, dict):
+        msg = f"{where}: must be a VM name or an object with name (and vcenter_id, instance_uuid)"
+        raise EstateError(msg)
+    obj = _obj(raw, where, {"name", "vcenter_id", "instance_uuid"})
+    name = obj.get("name")
+    if not isinstance(name, str) or not name:
+        msg = f"{where}.name: required, a non-empty string"
+        raise EstateError(msg)
+    vcenter_id = _opt(obj, "vcenter_id", str, where)
+    if vcenter_id is not None and (not vcenter_id or "." in vcenter_id or "/" in vcenter_id):
+        msg = f"{where}.vcenter_id: a managed object id such as 'vm-42' (no dots or slashes)"
+        raise EstateError(msg)
+    instance = _opt(obj, "instance_uuid", str, where)
+    return VmSpec(name, vcenter_id or None, instance or None)
 
 
 def _default(value: int | None, default: int) -> int:

@@ -34,6 +34,7 @@ class Vm:
     identifier: str
     name: str
     site: Site
+    instance_uuid: str | None = None  # Link.instance_identifier, when the estate gives one
 
 
 @dataclass

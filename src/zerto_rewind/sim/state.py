@@ -16,7 +16,15 @@ from zerto_rewind.sim import enums
 from zerto_rewind.sim.auth import TokenStore
 from zerto_rewind.sim.config import SimConfig
 from zerto_rewind.sim.errors import bad_request, not_found
-from zerto_rewind.sim.estate import Estate, VpgSpec, default_estate, generated_vpgs, load_estate
+from zerto_rewind.sim.estate import (
+    Estate,
+    EstateError,
+    VmSpec,
+    VpgSpec,
+    default_estate,
+    generated_vpgs,
+    load_estate,
+)
 from zerto_rewind.sim.journal import Checkpoint, Journal, JournalParams
 from zerto_rewind.sim.models import Site, TagBehaviour, Vm, Vpg, stable_guid
 from zerto_rewind.sim.tasks import Task, TaskBook
@@ -113,12 +121,21 @@ class Backend:
         self.sites[site.name.lower()] = site
         return site
 
-    def _vm(self, name: str, site: Site) -> Vm:
-        key = (site.identifier, name.lower())
+    def _vm(self, spec: VmSpec, site: Site) -> Vm:
+        if spec.vcenter_id is not None:  # the identity a test gave: one VM per moref
+            key = (site.identifier, f"id:{spec.vcenter_id}")
+            if key not in self._vms:
+                identifier = f"{site.identifier}.{spec.vcenter_id}"
+                self._vms[key] = Vm(identifier, spec.name, site, spec.instance_uuid)
+            elif self._vms[key].name != spec.name:
+                msg = f"vcenter_id {spec.vcenter_id!r} is given to two VM names on one site"
+                raise EstateError(msg)
+            return self._vms[key]
+        key = (site.identifier, spec.name.lower())
         if key not in self._vms:
             self._morefs[site.identifier] += 1
             moref = f"vm-{100 + self._morefs[site.identifier]}"
-            self._vms[key] = Vm(f"{site.identifier}.{moref}", name, site)
+            self._vms[key] = Vm(f"{site.identifier}.{moref}", spec.name, site, spec.instance_uuid)
         return self._vms[key]
 
     def _add_vpg(self, spec: VpgSpec) -> None:
@@ -133,7 +150,7 @@ class Backend:
             name=spec.name,
             protected=protected,
             recovery=recovery,
-            vms=[self._vm(name, protected) for name in spec.vms],
+            vms=[self._vm(vm, protected) for vm in spec.entries()],
             status=status,
             sub_status=sub,
             journal=self._journal(cadence, history * 60.0, status, sub),

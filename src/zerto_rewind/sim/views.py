@@ -118,7 +118,7 @@ def vm(backend: Backend, base: str, vm: Vm, vpg: Vpg) -> dict[str, Any]:
     moref = vm.identifier.rsplit(".", 1)[-1]
     row_id = f"{vm.identifier}?VpgIdentifier={vpg.identifier}"
     row_link = link(base, "VmApi", f"/v1/vms/{row_id}", row_id)
-    row_link |= {"vpg_identifier": vpg.identifier, "instance_identifier": None}
+    row_link |= {"vpg_identifier": vpg.identifier, "instance_identifier": vm.instance_uuid}
     body |= {
         "VmIdentifier": vm.identifier,
         "VmName": vm.name,

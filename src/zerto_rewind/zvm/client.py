@@ -152,11 +152,16 @@ class ZvmClient:
     # ------------------------------------------------------------ VMs and VPGs
 
     def find_vms(self, name: str, *, deadline: float | None = None) -> list[VmRef]:
-        """Every (VM, VPG) pair whose VM name equals ``name`` (case-insensitive); [] if none."""
+        """Every (VM, VPG) pair whose VM name is exactly ``name``; [] if none.
+
+        Exact, as the VM server matches it: the ZVM's own ``vmName`` filter may
+        ignore case (UNCONFIRMED), so ``Web-01`` or ``web-01\u00a0`` rows are dropped
+        here; they are other VMs to vCenter. Several ``vm_id`` values mean several
+        VMs of that name, which the guard treats as ambiguous.
+        """
         response = self._get("/v1/vms", params={"vmName": name}, deadline=deadline)
         refs = self._parse(response, self._many(VmRef.from_wire))
-        wanted = name.casefold()
-        unique = {(r.vm_id, r.vpg_id): r for r in refs if r.vm_name.casefold() == wanted}
+        unique = {(r.vm_id, r.vpg_id): r for r in refs if r.vm_name == name}
         return list(unique.values())
 
     def get_vm(

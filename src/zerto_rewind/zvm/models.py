@@ -203,16 +203,23 @@ class VmRef:
     vm_name: str
     vpg_id: str
     vpg_name: str
+    # ``Link.instance_identifier`` (swagger's VmResourceLink); what it holds on a real
+    # ZVM (the vCenter instance UUID?) is UNCONFIRMED, so only an explicit
+    # ``catalog.resolvers.*.zerto_field`` compares with it.
+    instance_id: str | None = None
 
     @classmethod
     def from_wire(cls, data: Any) -> VmRef:
         """Parse a ``VmApi`` object."""
         d = _obj(data, "VM")
+        link = d.get("Link")
+        instance = link.get("instance_identifier") if isinstance(link, dict) else None
         return cls(
             vm_id=_req_str(d, "VmIdentifier"),
             vm_name=_req_str(d, "VmName"),
             vpg_id=_req_str(d, "VpgIdentifier"),
             vpg_name=_opt_str(d, "VpgName") or "",
+            instance_id=instance if isinstance(instance, str) and instance else None,
         )
 
 

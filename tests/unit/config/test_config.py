@@ -547,11 +547,11 @@ def test_catalog_entries_parsed(tmp_path: Path) -> None:
     ssh = catalog.tools["mcp__ssh__exec"]
     assert [(p.path, p.pattern) for p in ssh.vm_arg] == [("command", r"ssh (?P<vm>\S+)")]
     assert ssh.vm_map is not None
-    assert ssh.vm_map.aliases == {"web": "web01"}
+    assert ssh.vm_map.aliases == {"WEB": "web01"}  # exact: matching never folds case
     assert ssh.vm_map.strip_domain is True
     assert catalog.tools["mcp__noarg__*"].vm_arg == ()
     assert catalog.vm_map is not None
-    assert catalog.vm_map.strip_domain == ("corp.example", "lab.local")
+    assert catalog.vm_map.strip_domain == ("Corp.Example", "lab.local")
 
 
 def test_exact_name_and_overlapping_pattern_may_coexist(tmp_path: Path) -> None:

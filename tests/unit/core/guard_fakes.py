@@ -78,8 +78,9 @@ class SimZvm:
 
     def find_vms(self, name: str, *, deadline: float | None = None) -> list[VmRef]:
         self.calls.append(f"find_vms {name}")
-        rows = self.backend.find_vms(name, None, None)
-        return [VmRef.from_wire(views.vm(self.backend, URL, vm, vpg)) for vm, vpg in rows]
+        rows = self.backend.find_vms(name, None, None)  # the sim's filter ignores case
+        refs = [VmRef.from_wire(views.vm(self.backend, URL, vm, vpg)) for vm, vpg in rows]
+        return [r for r in refs if r.vm_name == name]  # exact, as ZvmClient.find_vms
 
     def get_vpg(self, vpg_id: str, *, deadline: float | None = None) -> Vpg:
         self.calls.append(f"get_vpg {self.name_of(vpg_id)}")

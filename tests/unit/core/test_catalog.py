@@ -167,14 +167,15 @@ def test_tool_names_are_case_sensitive(catalog_of: Any) -> None:
     ("vm_arg", "tool_input", "vms"),
     [
         ("name", {"name": "web01"}, ("web01",)),
-        ("name", {"name": "  web01 "}, ("web01",)),
+        ("name", {"name": "  web01 "}, ("  web01 ",)),  # never stripped: the server won't
+        ("name", {"name": "web01\u00a0"}, ("web01\u00a0",)),
         ("vm.name", {"vm": {"name": "web01"}}, ("web01",)),
         ("a.b.c", {"a": {"b": {"c": "deep"}}}, ("deep",)),
         ("vm_id", {"vm_id": 42}, ("42",)),
         ("vms[]", {"vms": ["a", "b", "a", "c"]}, ("a", "b", "c")),
         ("vms[].name", {"vms": [{"name": "a"}, {"id": 1}, {"name": "b"}]}, ("a", "b")),
         ("groups[].vms[]", {"groups": [{"vms": ["a", "b"]}, {"vms": ["b", "c"]}]}, ("a", "b", "c")),
-        ("vms[]", {"vms": ["a", "", 3, True, None, {"x": 1}, "  "]}, ("a", "3")),
+        ("vms[]", {"vms": ["a", "", 3, True, None, {"x": 1}, "  "]}, ("a", "3", "  ")),
     ],
 )
 def test_vm_arg_dotted_paths(
@@ -264,24 +265,43 @@ def test_non_dict_tool_input_has_no_vm(catalog_of: Any) -> None:
 
 
 def test_global_vm_map_aliases_and_strip_domain(catalog_of: Any) -> None:
-    """The global vm_map applies aliases (case-insensitively) and strips DNS domains."""
+    """The global vm_map applies aliases (exactly as written) and strips DNS domains."""
     catalog = catalog_of(
         tools={"t": {"vm_arg": "vms[]"}},
         vm_map={"aliases": {"Web": "web01-prod", "db": "db-main"}, "strip_domain": True},
     )
-    c = classify("t", {"vms": ["WEB", "app3.corp.example", "db.corp.example", "plain"]}, catalog)
-    assert c.vms == ("web01-prod", "app3", "db-main", "plain")
+    vms = ["Web", "WEB", "app3.corp.example", "db.corp.example", "plain"]
+    c = classify("t", {"vms": vms}, catalog)
+    assert c.vms == ("web01-prod", "WEB", "app3", "db-main", "plain")
+    assert c.args["web01-prod"] == "Web"  # what the server gets, for the identity check
+    assert c.args["app3"] == "app3.corp.example"
 
 
 def test_strip_domain_list_only_strips_listed_domains(catalog_of: Any) -> None:
-    """strip_domain as a list strips only those domains, case-insensitively, keeping case."""
+    """strip_domain as a list strips only those domains, exactly as written."""
     catalog = catalog_of(
         tools={"t": {"vm_arg": "vms[]"}},
         vm_map={"strip_domain": ["corp.example", ".LAB.local"]},
     )
-    vms = ["App3.Corp.Example", "db.lab.local", "x.other.org", "corp.example", "ycorp.example"]
+    vms = [
+        "App3.corp.example",
+        "App4.Corp.Example",
+        "db.LAB.local",
+        "db2.lab.local",
+        "x.other.org",
+        "corp.example",
+        "ycorp.example",
+    ]
     c = classify("t", {"vms": vms}, catalog)
-    assert c.vms == ("App3", "db", "x.other.org", "corp.example", "ycorp.example")
+    assert c.vms == (
+        "App3",
+        "App4.Corp.Example",
+        "db",
+        "db2.lab.local",
+        "x.other.org",
+        "corp.example",
+        "ycorp.example",
+    )
 
 
 def test_per_tool_vm_map_replaces_global(catalog_of: Any) -> None:
@@ -313,12 +333,16 @@ def test_mapping_deduplicates_after_mapping(catalog_of: Any) -> None:
     ("name", "aliases", "strip", "expected"),
     [
         ("web01", {}, False, "web01"),
-        (" web01 ", {}, False, "web01"),
+        (" web01 ", {}, False, " web01 "),
+        ("web01\u00a0", {"web01": "x"}, False, "web01\u00a0"),
+        ("WEB01", {"web01": "x"}, False, "WEB01"),
         ("web01.corp.example", {}, True, "web01"),
         ("web01.corp.example", {}, False, "web01.corp.example"),
-        ("Web01.Corp.Example", {}, ("corp.example",), "Web01"),
+        ("Web01.Corp.Example", {}, ("corp.example",), "Web01.Corp.Example"),
+        ("Web01.corp.example", {}, ("corp.example",), "Web01"),
         ("web01.corp.example", {"web01.corp.example": "exact"}, True, "exact"),
-        ("WEB01.corp.example", {"web01": "after-strip"}, True, "after-strip"),
+        ("web01.corp.example", {"web01": "after-strip"}, True, "after-strip"),
+        ("WEB01.corp.example", {"web01": "after-strip"}, True, "WEB01"),
         ("web01.other", {"web01": "x"}, ("corp.example",), "web01.other"),
     ],
 )
@@ -329,9 +353,10 @@ def test_map_vm_name(
     assert map_vm_name(name, VmMap(aliases, strip)) == expected
 
 
-def test_map_vm_name_without_map_only_trims() -> None:
-    """With no vm_map a name is only trimmed."""
-    assert map_vm_name("  a.b  ", None) == "a.b"
+def test_map_vm_name_without_map_keeps_the_name_exactly() -> None:
+    """With no vm_map a name is kept as given: spaces and NBSP are part of a vCenter name."""
+    assert map_vm_name("  a.b  ", None) == "  a.b  "
+    assert map_vm_name("a.b\u00a0", None) == "a.b\u00a0"
 
 
 # ------------------------------------------------------------------------ glob_match

@@ -134,10 +134,10 @@ def test_vm_unknown_names_the_vm_and_the_zvm(rig: Rig) -> None:
         ("jp-ubuntu", "ghost"),
     )
     assert decision.reason == (
-        f"zerto-rewind: no VPG protects ghost (the ZVM at {URL} does not know it), so there is "
-        f"nothing to rewind {TOOL} to. Approve only if the change needs no rewind point. If the "
-        "VM name is wrong, an operator can check how the guard's catalog reads it from this "
-        "tool's arguments."
+        f"zerto-rewind: no VPG protects ghost (the ZVM at {URL} does not know it; names match "
+        f"exactly, case and spaces included), so there is nothing to rewind {TOOL} to. Approve "
+        "only if the change needs no rewind point. If the VM name is wrong, an operator can "
+        "check how the guard's catalog reads it from this tool's arguments."
     )
 
 
@@ -285,19 +285,18 @@ def test_elapsed_ms_is_the_time_the_guard_took(rig: Rig) -> None:
 # ---------------------------------------------------------------- the VM cache
 
 
-def test_vm_lookups_are_cached_per_zvm_and_name_case_insensitively(rig: Rig) -> None:
-    """A warm cache answers the VM → VPG lookup without asking the ZVM; an unknown VM is not
-    cached (it may be protected a minute later)."""
+def test_vm_lookups_are_cached_per_zvm_and_exact_name(rig: Rig) -> None:
+    """A warm cache answers the VM → VPG lookup without asking the ZVM; a name that differs
+    only by case is another VM, never answered from that cache; an unknown VM is not cached
+    (it may be protected a minute later)."""
     rig.decide("jp-ubuntu")
     rig.clock.advance(30.0)
-    before = rig.zvm.calls.count("find_vms jp-ubuntu") + rig.zvm.calls.count("find_vms JP-Ubuntu")
-    second = rig.guard().decide(
-        ToolCall(TOOL, {"name": "JP-Ubuntu"}, session_id="s1", started_at=rig.clock.wall())
-    )
+    second = rig.decide("jp-ubuntu")
     assert second.row == Row.CONFIRMED
-    assert second.vpgs[0].vpg_name == "jp-local"
-    after = rig.zvm.calls.count("find_vms jp-ubuntu") + rig.zvm.calls.count("find_vms JP-Ubuntu")
-    assert after == before, "the second lookup came from the cache"
+    assert rig.zvm.calls.count("find_vms jp-ubuntu") == 1, "the second lookup came from the cache"
+    twin = rig.decide("JP-Ubuntu")
+    assert (twin.row, twin.outcome) == (Row.VM_UNKNOWN, Outcome.PROMPT)
+    assert rig.zvm.calls.count("find_vms JP-Ubuntu") == 1
     rig.decide("ghost")
     rig.decide("ghost")
     assert rig.zvm.calls.count("find_vms ghost") == 2
@@ -314,11 +313,12 @@ def test_a_cached_lookup_lists_every_vpg_of_the_vm(rig: Rig) -> None:
 
 def test_a_damaged_cache_entry_is_ignored(rig: Rig) -> None:
     key = f"{URL}|jp-ubuntu"
-    for damaged in (["not-a-pair"], [["a", "b", "c"]], "x", [["only-one"]]):
+    older = [["vpg-1", "jp-local"]]  # an older release's entry: no VM identity in it
+    for damaged in (["not-a-pair"], [["a", "b", "c"]], "x", [["only-one"]], older):
         rig.state.store("vms", key, damaged)
         decision = rig.decide("jp-ubuntu")
         assert decision.vpgs[0].vpg_name == "jp-local"
-    assert rig.zvm.calls.count("find_vms jp-ubuntu") == 4
+    assert rig.zvm.calls.count("find_vms jp-ubuntu") == 5
 
 
 def test_the_cache_expires_after_its_ttl(tmp_path: Path) -> None:

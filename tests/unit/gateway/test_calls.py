@@ -73,6 +73,7 @@ class FakeGateway:
             log_path=self.log_path,
             gateway=SimpleNamespace(elicit_timeout_s=elicit_timeout_s),
             approvals=SimpleNamespace(trust_client_answers=trust_client_answers),
+            catalog=SimpleNamespace(resolvers={}),  # no identity check: test_identity.py
         )
         self.states = RequestStates(60.0)
 

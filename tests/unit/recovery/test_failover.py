@@ -322,3 +322,14 @@ def test_restore_then_rollback(zvm, live):
     result = recovery_live.finish_restore(zvm, live, "jp-ubuntu", token, commit=False)
     assert zvm.calls[-1] == ("restore_rollback", "vm-jp-ubuntu", "id-jp-local")
     assert "rolled back" in result.summary
+
+
+def test_vm_refs_refuses_a_name_zerto_lists_for_two_vms(zvm):
+    """The recovery tools act on one VM: two identifiers under one name are refused."""
+    from zerto_rewind.recovery.protection import vm_refs
+
+    zvm.refs["web"] = [VmRef("s.vm-42", "web", "id-a", "a"), VmRef("s.vm-43", "web", "id-b", "b")]
+    with pytest.raises(AmbiguousVm, match=r"several VMs named 'web' \(s\.vm-42, s\.vm-43\)"):
+        vm_refs(zvm, "web")
+    zvm.refs["one"] = [VmRef("s.vm-7", "one", "id-a", "a"), VmRef("s.vm-7", "one", "id-b", "b")]
+    assert [r.vpg_name for r in vm_refs(zvm, "one")] == ["a", "b"]  # one VM in two VPGs

@@ -324,3 +324,23 @@ def test_answer_of_a_confirmed_decision_says_how_to_rewind():
     assert (answer.proceed, answer.message, confirmation.checkpoint_id) == (True, "ctx", "77")
     assert confirmation.timestamp == "2027-01-15T08:00:00.000Z"
     assert "zerto_recovery_plan(vm='jp-ubuntu', checkpoint='77')" in (confirmation.rewind or "")
+
+
+def test_a_name_zerto_lists_for_two_vms_previews_as_ambiguous(tmp_path: Path, zvm, state):
+    """Two VM identifiers under one name: the guard would prompt, and nothing is planned."""
+    zvm.add("web-a", [])
+    zvm.add("web-b", [])
+    zvm.refs["web"] = [VmRef("s.vm-42", "web", "id-web-a", "web-a"),
+                       VmRef("s.vm-43", "web", "id-web-b", "web-b")]  # fmt: skip
+    check = preview(make_settings(tmp_path), zvm, state, "web")
+    assert (check.row, check.outcome) == (Row.VM_AMBIGUOUS, Outcome.PROMPT)
+    assert "several VMs named 'web'" in check.summary
+    assert check.vpgs == []
+
+
+def test_a_case_twin_previews_as_unknown(tmp_path: Path, zvm, state):
+    """The preview asks the ZVM for the name exactly as the call gives it."""
+    check = preview(make_settings(tmp_path), zvm, state, "JP-Ubuntu")
+    assert check.row == Row.VM_UNKNOWN
+    assert check.unknown_vms == ["JP-Ubuntu"]
+    assert "find_vms JP-Ubuntu" in zvm.calls

@@ -47,3 +47,45 @@ def test_protected_site_must_match_site_kind() -> None:
     }
     with pytest.raises(EstateError, match=r"vpgs\[0\].protected_site: 'east' is a azure site"):
         parse_estate(raw)
+
+
+def test_vm_entries_may_give_a_vcenter_identity_beside_plain_names() -> None:
+    """``{"name", "vcenter_id", "instance_uuid"}`` gives the VM the identity a test needs
+    (e.g. vcsim's moref); plain names keep working and names are kept exactly."""
+    raw = {
+        "vpgs": [
+            {
+                "name": "a",
+                "site_kind": "vcenter",
+                "vms": [
+                    "plain",
+                    {"name": "web\u00a0", "vcenter_id": "vm-42", "instance_uuid": "5012-ab"},
+                ],
+            },
+            {"name": "b", "site_kind": "vcenter", "vms": ["x"]},
+        ]
+    }
+    a, b = parse_estate(raw).vpgs
+    assert a.vms == ("plain", "web\u00a0")
+    assert [(v.name, v.vcenter_id, v.instance_uuid) for v in a.entries()] == [
+        ("plain", None, None),
+        ("web\u00a0", "vm-42", "5012-ab"),
+    ]
+    assert b.vm_specs == ()
+    assert [v.name for v in b.entries()] == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("vm", "where"),
+    [
+        ({"vcenter_id": "vm-1"}, r"vms\[0\].name"),
+        ({"name": "w", "vcenter_id": "x.vm-1"}, r"vms\[0\].vcenter_id"),
+        ({"name": "w", "moref": "vm-1"}, r"vms\[0\].moref: unknown key"),
+        ({"name": "w", "vcenter_id": 42}, r"vms\[0\].vcenter_id: wrong type"),
+        (7, r"vms\[0\]: must be a VM name or an object"),
+    ],
+)
+def test_a_bad_vm_entry_is_refused_naming_its_key(vm: object, where: str) -> None:
+    raw = {"vpgs": [{"name": "a", "site_kind": "vcenter", "vms": [vm]}]}
+    with pytest.raises(EstateError, match=where):
+        parse_estate(raw)

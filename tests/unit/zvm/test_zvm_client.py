@@ -76,14 +76,26 @@ def test_password_form_with_scope(zvm: FakeZvm, tmp_path: Any) -> None:
     }
 
 
-def test_find_vms_filters_exact_case_insensitive(client: ZvmClient, zvm: FakeZvm) -> None:
-    """find_vms queries vmName and keeps exact (case-insensitive) matches, one per VPG."""
+def test_find_vms_keeps_only_exact_names(client: ZvmClient, zvm: FakeZvm) -> None:
+    """find_vms queries vmName and keeps exact matches only, one per (VM, VPG): a ZVM whose
+    filter ignores case or whitespace must not make a twin read as the protected VM."""
     other_vpg = {**VM_WIRE, "VpgIdentifier": "vpg-2", "VpgName": "second"}
     substring = {**VM_WIRE, "VmName": "jp-ubuntu-2", "VmIdentifier": "x.vm-2"}
-    zvm.route("GET", "/v1/vms", [VM_WIRE, other_vpg, substring, VM_WIRE])
-    refs = client.find_vms("JP-Ubuntu")
+    upper = {**VM_WIRE, "VmName": "JP-Ubuntu", "VmIdentifier": "x.vm-3"}
+    nbsp = {**VM_WIRE, "VmName": "jp-ubuntu\u00a0", "VmIdentifier": "x.vm-4"}
+    zvm.route("GET", "/v1/vms", [VM_WIRE, other_vpg, substring, VM_WIRE, upper, nbsp])
+    refs = client.find_vms("jp-ubuntu")
     assert [r.vpg_name for r in refs] == ["jp-local", "second"]
-    assert zvm.api_requests()[0].url.params["vmName"] == "JP-Ubuntu"
+    assert {r.vm_id for r in refs} == {VM_WIRE["VmIdentifier"]}
+    assert zvm.api_requests()[0].url.params["vmName"] == "jp-ubuntu"
+    assert [r.vm_id for r in client.find_vms("JP-Ubuntu")] == ["x.vm-3"]
+
+
+def test_find_vms_reads_the_links_instance_identifier(client: ZvmClient, zvm: FakeZvm) -> None:
+    linked = {**VM_WIRE, "Link": {"identifier": "x", "instance_identifier": "5012-ab"}}
+    zvm.route("GET", "/v1/vms", [linked, {**VM_WIRE, "VpgIdentifier": "vpg-2"}])
+    by_vpg = {r.vpg_id: r.instance_id for r in client.find_vms("jp-ubuntu")}
+    assert by_vpg == {VM_WIRE["VpgIdentifier"]: "5012-ab", "vpg-2": None}
 
 
 def test_find_vms_none(client: ZvmClient, zvm: FakeZvm) -> None:
