@@ -61,6 +61,7 @@ DEFAULT_SITE_CADENCE_S = {
     "unknown": 630.0,
 }
 DEFAULT_GUARD_TIMEOUT_S = 150.0
+DEFAULT_MAX_TAGS_PER_MINUTE = 6
 
 
 class ZvmSettings:
@@ -197,7 +198,15 @@ class ToolSpec:
 class CatalogSettings:
     """The seed's catalog: read-only tools, mutating tools, and the unlisted rule."""
 
-    __slots__ = ("from_annotations", "read_only", "tools", "unknown", "unknown_source", "vm_map")
+    __slots__ = (
+        "from_annotations",
+        "pins",
+        "read_only",
+        "tools",
+        "unknown",
+        "unknown_source",
+        "vm_map",
+    )
 
     def __init__(
         self,
@@ -208,6 +217,7 @@ class CatalogSettings:
         unknown_source: str,
         *,
         from_annotations: bool = False,
+        pins: dict[str, str] | None = None,
     ) -> None:
         self.read_only = read_only
         self.tools = tools
@@ -217,6 +227,9 @@ class CatalogSettings:
         # catalog.from_annotations: a door that sees the live tools/list (the gateway) may
         # classify tools the catalog does not list with the scan's rules; explicit entries win.
         self.from_annotations = from_annotations
+        # catalog.pins: host tool name -> "sha256:..." of the tool as reviewed (catalog scan);
+        # the gateway treats a live tool of a pinned server that is new or changed as unlisted.
+        self.pins: dict[str, str] = pins or {}
 
 
 class GuardSettings:
@@ -225,6 +238,7 @@ class GuardSettings:
     __slots__ = (
         "cadence_s",
         "landing_allowance_s",
+        "max_tags_per_minute",
         "on_pending",
         "overdue_factor",
         "overdue_min_s",
@@ -259,12 +273,17 @@ class GuardSettings:
         # The hook also watches the host's file and shell tools and denies writes to the
         # guard's own files (config, host settings, state, log, venv).
         self.protect_self: bool = values.get("protect_self", True)
+        # Tags the guard requests per VPG in any 60 s; past it a call that needs a new tag is
+        # denied (a joined or reused tag is not counted). None: no bound.
+        self.max_tags_per_minute: int | None = values.get(
+            "max_tags_per_minute", DEFAULT_MAX_TAGS_PER_MINUTE
+        )
 
 
 class UpstreamSettings:
     """One VM MCP server behind the gateway: a stdio command or a streamable-HTTP URL."""
 
-    __slots__ = ("command", "env", "headers", "name", "timeout_s", "url")
+    __slots__ = ("command", "env", "headers", "log_path", "name", "timeout_s", "url")
 
     def __init__(
         self,
@@ -275,8 +294,11 @@ class UpstreamSettings:
         url: str | None = None,
         headers: dict[str, str] | None = None,
         timeout_s: float = 60.0,
+        log_path: str | None = None,
     ) -> None:
         self.name = name
+        # upstreams.NAME.log: a stdio server's stderr, redacted (default: under state_dir)
+        self.log_path = log_path
         self.command = command
         self.env = env or {}
         self.url = url

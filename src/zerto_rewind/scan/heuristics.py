@@ -364,4 +364,5 @@ def extend_catalog(catalog: CatalogSettings, proposal: Mapping[str, Any]) -> Cat
         catalog.unknown,
         catalog.unknown_source,
         from_annotations=catalog.from_annotations,
+        pins=catalog.pins,
     )
