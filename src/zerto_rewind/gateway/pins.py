@@ -49,22 +49,27 @@ class PinGate:
         self.upstreams = upstreams
         self.metrics = metrics
         pins = settings.catalog.pins
-        pinned = [name for name in upstreams if server_pins(pins, name)]
-        self._prefix = {name: f"mcp__{name}__" for name in pinned}
-        # Longest first, so the upstream "a_b" is found before "a" for mcp__a_b__…
-        self.prefixes = tuple(sorted(self._prefix.values(), key=len, reverse=True))
+        self._pinned = {name for name in upstreams if server_pins(pins, name)}
+        self._prefix: dict[str, str] = {}
+        self.prefixes: tuple[str, ...] = ()  # of the upstreams this gateway runs and gates
         self.reviewed: frozenset[str] = frozenset()
         self._reviewed_by: dict[str, frozenset[str]] = {}
         self._unreviewed_by: dict[str, dict[str, str]] = {}
         self._removed_by: dict[str, frozenset[str]] = {}
         self._compared: set[str] = set()
-        for name in pinned:
-            upstream = upstreams[name]
-            upstream.on_stale = functools.partial(self.stale, name)
-            upstream.on_listed = functools.partial(self.listed, name)
+
+    def enable(self, upstream: Upstream) -> None:
+        """Gate a pinned upstream this gateway runs (one it does not run gates nothing: a
+        call for it would wait on a list that never comes)."""
+        name = upstream.name
+        self._prefix[name] = f"mcp__{name}__"
+        # Longest first, so the upstream "a_b" is found before "a" for mcp__a_b__…
+        self.prefixes = tuple(sorted(self._prefix.values(), key=len, reverse=True))
+        upstream.on_stale = functools.partial(self.stale, name)
+        upstream.on_listed = functools.partial(self.listed, name)
 
     def pinned(self, upstream: str) -> bool:
-        return upstream in self._prefix
+        return upstream in self._pinned
 
     def unreviewed(self, upstream: str) -> dict[str, str]:
         """The upstream's live tools that are new or changed: host name -> kind."""
@@ -117,6 +122,7 @@ class PinGate:
     async def watch(self, upstream: Upstream) -> None:
         """List the upstream's tools whenever its list goes stale, so the comparison (and its
         log line and metric) happens when the list changes, not at the next call."""
+        upstream.tools_changed.set()  # the first comparison, as soon as it connects
         while not upstream.stopping():
             await upstream.tools_changed.wait()
             upstream.tools_changed = anyio.Event()

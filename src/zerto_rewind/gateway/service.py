@@ -76,8 +76,8 @@ class Gateway:
         tg.start_soon(self.approvals.sweeper)
         for name in names or list(self.upstreams):
             upstream = self.upstreams[name]
-            await tg.start(upstream.run)
             if self.pins.pinned(upstream.name):
+                self.pins.enable(upstream)  # before it runs: its first list is compared
                 tg.start_soon(self.pins.watch, upstream)
             else:
                 log.warning(
@@ -85,6 +85,7 @@ class Gateway:
                     "classified by the catalog's patterns (`zerto-rewind catalog scan` pins them)",
                     upstream.name,
                 )
+            await tg.start(upstream.run)
             if self.settings.catalog.from_annotations:
                 tg.start_soon(self._learn_when_connected, upstream)
 

@@ -60,7 +60,12 @@ def gate(tmp_path: Path, **raw: Any) -> tuple[PinGate, GatewayMetrics]:
     s = settings(tmp_path, pins_for("vsphere", [POWER_OFF, LIST_VMS]), **raw)
     metrics = GatewayMetrics()
     upstreams = {name: Upstream(spec) for name, spec in s.upstreams.items()}
-    return PinGate(s, upstreams, metrics), metrics
+    pins = PinGate(s, upstreams, metrics)
+    assert pins.pinned("vsphere")
+    assert not pins.pinned("esx")
+    assert pins.prefixes == (), "nothing is gated before the gateway runs the upstream"
+    pins.enable(upstreams["vsphere"])
+    return pins, metrics
 
 
 def decide(pins: PinGate, tool: str) -> Any:
