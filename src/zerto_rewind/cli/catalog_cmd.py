@@ -5,7 +5,10 @@
     zerto-rewind catalog scan --server NAME --tools-json FILE   (a saved tools/list result)
 
 The catalog (``read_only_tools`` and ``tools``, as in the config, with host names
-``mcp__NAME__tool``) goes to stdout or ``--out``; the review table to stderr.
+``mcp__NAME__tool``, and ``catalog.pins``: a digest of each tool as scanned) goes
+to stdout or ``--out``; the review table to stderr. With ``--merge``, the pins
+of tools already reviewed are kept, and every difference (changed, new, removed
+tools) is written to stderr for review; ``--repin`` accepts the live list.
 Bad input (a missing or malformed file, a wrong ``--header``) is a
 :class:`~zerto_rewind.errors.UsageError` or, for the ``--merge`` config, a
 :class:`~zerto_rewind.errors.ConfigError`, reported by the edge in
@@ -17,9 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from ..scan.heuristics import ReviewRow
 
 __all__ = ["main", "server_tools"]
 
@@ -57,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="CONFIG",
         help="add the scanned tools that CONFIG does not classify yet; print the whole config",
     )
+    parser.add_argument(
+        "--repin",
+        action="store_true",
+        help="with --merge: pin every tool as scanned now, changed ones too (after review)",
+    )
     parser.add_argument("--review-json", metavar="FILE", help="also write the review rows as JSON")
     parser.add_argument("--quiet", action="store_true", help="no review table on stderr")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
@@ -66,13 +77,18 @@ def _parser() -> argparse.ArgumentParser:
 def _scan(args: argparse.Namespace, command: list[str]) -> int:
     from ..fsutil import atomic_write_text
     from ..scan.heuristics import catalog_from_tools, merge_into_config
+    from ..scan.pins import pins_for
     from ..scan.review import render_review
 
+    if args.repin and not args.merge:
+        msg = "--repin changes the pins of a config: give it with --merge CONFIG"
+        raise UsageError(msg)
     tools = server_tools(args, command)
     result = catalog_from_tools(args.server, tools)
-    output: dict[str, Any] = result.catalog
+    output: dict[str, Any] = {**result.catalog, "catalog": {"pins": pins_for(args.server, tools)}}
     if args.merge:
-        output, added, hardened = merge_into_config(_merge_target(args.merge), result.catalog)
+        target = _merge_target(args.merge)
+        output, added, hardened = merge_into_config(target, result.catalog)
         sys.stderr.write(f"--merge: {len(added)} new tool(s) added; existing entries untouched")
         if hardened:
             sys.stderr.write(
@@ -80,6 +96,7 @@ def _scan(args: argparse.Namespace, command: list[str]) -> int:
                 f"server's host, so calls that give one prompt): {', '.join(hardened)}"
             )
         sys.stderr.write("\n")
+        output["catalog"] = _merged_pins(args, target, tools, result.rows)
     if not args.quiet:
         render_review(result.rows, sys.stderr, server=args.server)
     if args.review_json:
@@ -91,6 +108,37 @@ def _scan(args: argparse.Namespace, command: list[str]) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _merged_pins(
+    args: argparse.Namespace,
+    target: dict[str, Any],
+    tools: list[dict[str, Any]],
+    rows: list[ReviewRow],
+) -> dict[str, Any]:
+    """The merged config's ``catalog`` object: its options kept, its pins merged; the
+    differences from the old pins go to stderr."""
+    from ..core.catalog import glob_match
+    from ..scan.heuristics import MUTATING
+    from ..scan.pins import merge_pins, merge_report
+
+    options = dict(target.get("catalog") or {})
+    read_only = list(target.get("read_only_tools") or [])
+    conflicts: dict[str, str] = {}
+    for row in rows:
+        entry = next((e for e in read_only if e == row.tool or glob_match(e, row.tool)), None)
+        if row.kind == MUTATING and entry is not None:
+            conflicts[row.tool] = (
+                f"the config reads it as read-only by {entry!r}, but the scan says it changes "
+                f"things ({'; '.join(row.evidence)})"
+            )
+    merge = merge_pins(
+        args.server, tools, options.get("pins") or {}, repin=args.repin, conflicts=conflicts
+    )
+    for line in merge_report(merge, args.server):
+        sys.stderr.write(line + "\n")
+    options["pins"] = merge.pins
+    return options
 
 
 def server_tools(args: argparse.Namespace, command: list[str]) -> list[dict[str, Any]]:
@@ -160,4 +208,14 @@ def _merge_target(path: str) -> dict[str, Any]:
     if config.get("tools") is not None and not isinstance(config["tools"], dict):
         msg = "not an object of tool entries; fix it (see docs/configuration.md)"
         raise ConfigError(msg, path=path, key="tools")
+    options = config.get("catalog")
+    pins = options.get("pins") if isinstance(options, dict) else None
+    if options is not None and not isinstance(options, dict):
+        msg = "not an object; fix it (see docs/configuration.md)"
+        raise ConfigError(msg, path=path, key="catalog")
+    if pins is not None and not (
+        isinstance(pins, dict) and all(isinstance(v, str) for v in pins.values())
+    ):
+        msg = "not an object of tool name -> pin; fix it (see docs/configuration.md)"
+        raise ConfigError(msg, path=path, key="catalog.pins")
     return config

@@ -148,7 +148,10 @@ class Parser:
             spec = self.obj(
                 spec,
                 key,
-                ("command", "env", "url", "headers", "timeout_s", "user", "group", "workdir"),
+                (
+                    *("command", "env", "url", "headers", "timeout_s"),
+                    *("user", "group", "workdir", "log"),
+                ),
             )
             if ("command" in spec) == ("url" in spec):
                 self.fail(key, "give exactly one of command (a stdio server) or url (HTTP)")
@@ -166,12 +169,13 @@ class Parser:
                 argv = [self.string(part, f"{key}.command") for part in command]
                 env = self.string_map(spec.get("env", {}), f"{key}.env")
                 user, group, workdir = self.confinement(spec, key)
+                log = self.file_path(spec["log"], f"{key}.log") if "log" in spec else None
                 found[name] = UpstreamSettings(
                     name, command=argv, env=env, timeout_s=timeout,
-                    user=user, group=group, workdir=workdir,
+                    user=user, group=group, workdir=workdir, log_path=log,
                 )  # fmt: skip
             else:
-                for local in ("user", "group", "workdir"):
+                for local in ("user", "group", "workdir", "log"):
                     if local in spec:
                         self.fail(f"{key}.{local}", "applies to a stdio server (command) only")
                 url = self.string(spec["url"], f"{key}.url")
@@ -442,7 +446,9 @@ class Parser:
             )
         vm_map = self.vm_map(top["vm_map"], "vm_map") if "vm_map" in top else None
         unknown, source = self.unknown(top, env)
-        options = self.obj(top.get("catalog", {}), "catalog", ("from_annotations", "resolvers"))
+        options = self.obj(
+            top.get("catalog", {}), "catalog", ("from_annotations", "resolvers", "pins")
+        )
         from_annotations = self.boolean(
             options.get("from_annotations", False), "catalog.from_annotations"
         )
@@ -455,6 +461,7 @@ class Parser:
             source,
             from_annotations=from_annotations,
             resolvers=resolvers,
+            pins=self.pins(options.get("pins", {})),
         )
 
     # ---- catalog.resolvers: the gateway's identity check, one block per VM server
@@ -510,6 +517,18 @@ class Parser:
         if "id" not in compiled.groupindex:
             self.fail(key, "needs a named group (?P<id>...) that captures the vCenter identity")
         return pattern
+
+    def pins(self, value: Any) -> dict[str, str]:
+        """``catalog.pins``: host tool name -> ``sha256:<64 hex>`` (written by catalog scan)."""
+        pins = self.string_map(value, "catalog.pins")
+        for name, pin in pins.items():
+            key = f"catalog.pins.{name}"
+            if not name.startswith("mcp__") or name.count("__") < 2 or "*" in name:
+                self.fail(key, "must be a host tool name like mcp__SERVER__TOOL (no patterns)")
+            digest = pin.removeprefix("sha256:")
+            if not pin.startswith("sha256:") or len(digest) != 64 or digest.strip(_HEX):
+                self.fail(key, "must be sha256: and 64 hex digits, as `catalog scan` writes it")
+        return pins
 
     def unknown(self, top: dict[str, Any], env: Mapping[str, str]) -> tuple[str, str]:
         named = env.get("ZERTO_HOOK_UNKNOWN", "").strip().lower()
@@ -625,7 +644,7 @@ class Parser:
         keys = (
             "timeout_s", "on_pending", "prompt_as", "cadence_s", "site_cadence_s", "site_types",
             "landing_allowance_s", "overdue_factor", "overdue_min_s", "vm_cache_ttl_s",
-            "tag_prefix", "protect_self", "prompt_via",
+            "tag_prefix", "protect_self", "prompt_via", "max_tags_per_minute",
         )  # fmt: skip
         guard = self.obj(raw, "guard", keys)
         values: dict[str, Any] = {}
@@ -651,6 +670,8 @@ class Parser:
             values["tag_prefix"] = self.tag_prefix(guard["tag_prefix"])
         if "protect_self" in guard:
             values["protect_self"] = self.boolean(guard["protect_self"], "guard.protect_self")
+        if "max_tags_per_minute" in guard:
+            values["max_tags_per_minute"] = self.tag_bound(guard["max_tags_per_minute"])
         values["cadence_s"] = self.seconds_map(guard.get("cadence_s", {}), "guard.cadence_s")
         site_cadence = self.seconds_map(guard.get("site_cadence_s", {}), "guard.site_cadence_s")
         for kind in site_cadence:
@@ -665,6 +686,19 @@ class Parser:
         if timeout:
             values["timeout_s"] = _env_seconds(timeout)
         return GuardSettings(**values)
+
+    def tag_bound(self, value: Any) -> int | None:
+        """``guard.max_tags_per_minute``: a whole number of at least 1, or null for no bound."""
+        key = "guard.max_tags_per_minute"
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            self.fail(
+                key,
+                f"must be a whole number of tags of at least 1, or null for no bound, not "
+                f"{value!r}",
+            )
+        return value
 
     def tag_prefix(self, value: Any) -> str:
         prefix = self.string(value, "guard.tag_prefix")
@@ -687,6 +721,9 @@ class Parser:
                 self.fail(key, 'keys are Entities.Protected numbers such as "3"')
             result[int(number)] = self.string(kind, key, choices=SITE_KINDS)
         return result
+
+
+_HEX = "0123456789abcdef"
 
 
 def _env_seconds(text: str) -> float:

@@ -62,6 +62,7 @@ DEFAULT_SITE_CADENCE_S = {
     "unknown": 630.0,
 }
 DEFAULT_GUARD_TIMEOUT_S = 150.0
+DEFAULT_MAX_TAGS_PER_MINUTE = 6
 
 
 class ZvmSettings:
@@ -241,6 +242,7 @@ class CatalogSettings:
 
     __slots__ = (
         "from_annotations",
+        "pins",
         "read_only",
         "resolvers",
         "tools",
@@ -259,6 +261,7 @@ class CatalogSettings:
         *,
         from_annotations: bool = False,
         resolvers: dict[str, ResolverSpec] | None = None,
+        pins: dict[str, str] | None = None,
     ) -> None:
         self.read_only = read_only
         self.tools = tools
@@ -271,6 +274,9 @@ class CatalogSettings:
         # catalog.resolvers: server name -> the identity check the gateway runs before it
         # forwards a checkpointed call to that server (docs/gateway.md).
         self.resolvers = resolvers or {}
+        # catalog.pins: host tool name -> "sha256:..." of the tool as reviewed (catalog scan);
+        # the gateway treats a live tool of a pinned server that is new or changed as unlisted.
+        self.pins: dict[str, str] = pins or {}
 
 
 class GuardSettings:
@@ -279,6 +285,7 @@ class GuardSettings:
     __slots__ = (
         "cadence_s",
         "landing_allowance_s",
+        "max_tags_per_minute",
         "on_pending",
         "overdue_factor",
         "overdue_min_s",
@@ -313,6 +320,11 @@ class GuardSettings:
         # The hook also watches the host's file and shell tools and denies writes to the
         # guard's own files (config, host settings, state, log, venv).
         self.protect_self: bool = values.get("protect_self", True)
+        # Tags the guard requests per VPG in any 60 s; past it a call that needs a new tag is
+        # denied (a joined or reused tag is not counted). None: no bound.
+        self.max_tags_per_minute: int | None = values.get(
+            "max_tags_per_minute", DEFAULT_MAX_TAGS_PER_MINUTE
+        )
 
 
 class UpstreamSettings:
@@ -323,6 +335,7 @@ class UpstreamSettings:
         "env",
         "group",
         "headers",
+        "log_path",
         "name",
         "timeout_s",
         "url",
@@ -342,8 +355,11 @@ class UpstreamSettings:
         user: str | None = None,
         group: str | None = None,
         workdir: str | None = None,
+        log_path: str | None = None,
     ) -> None:
         self.name = name
+        # upstreams.NAME.log: a stdio server's stderr, redacted (default: under state_dir)
+        self.log_path = log_path
         self.command = command
         self.env = env or {}
         self.url = url

@@ -101,6 +101,7 @@ class VpgOutcome:
     cadence_source: str | None = None
     new_tag: bool = False
     reason: str = ""
+    bounded: bool = False  # refused: guard.max_tags_per_minute reached on this VPG
 
 
 @dataclass
@@ -154,7 +155,11 @@ class Decision:
             "retry_after": fmt_time(self.retry_after) if self.retry_after else None,
             "elapsed_ms": self.elapsed_ms,
             "reason": self.reason,
+            **({"tag_bound": bounded} if (bounded := self._bounded()) else {}),
         }
+
+    def _bounded(self) -> list[str]:
+        return [v.vpg_name for v in self.vpgs if v.bounded]
 
 
 def shown_vm(name: str) -> str:

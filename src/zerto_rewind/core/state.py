@@ -78,6 +78,8 @@ class VpgRecord:
     last_checkpoint_at: float | None = None
     lag_s: float | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
+    # When the guard requested each tag of the last minute (guard.max_tags_per_minute).
+    tag_times: list[float] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, vpg_id: str, raw: Any) -> VpgRecord:

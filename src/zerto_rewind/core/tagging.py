@@ -11,6 +11,10 @@ Rules (they hold across processes because each step runs under the VPG's lock):
   before its checkpoint may end up inside it.
 * When the expected landing lies beyond the budget, the answer is *pending*
   at once, with the time to retry; nobody waits out the budget to say "failed".
+* At most ``guard.max_tags_per_minute`` tags are requested per VPG in any 60 s
+  (the request times live in the VPG's record, so the bound holds across hooks
+  and gateway replicas); past it, a call that needs a new tag fails. Joining or
+  reusing a tag requests nothing and is not counted.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ __all__ = [
     "overdue_reason",
     "plan_action",
     "planned_landing",
+    "tag_bound_reason",
     "tag_in_journal",
     "tag_name",
     "task_failure",
@@ -56,6 +61,8 @@ _CADENCE_TTL_S = 600.0
 _CADENCE_WINDOW_STEPS = 12
 # Tolerance when matching a landing against the request time (clock skew).
 _SKEW_S = 5.0
+# The window of guard.max_tags_per_minute.
+_TAG_WINDOW_S = 60.0
 # What to do about a tag that never reached the journal.
 _OVERDUE_ADVICE = "check that the VPG is replicating, then retry: the next call requests a new tag"
 
@@ -160,6 +167,8 @@ class Tagger:
     def _request(
         self, plan: TagPlan, record: VpgRecord, vpg: Vpg, call: ToolCall, deadline: float
     ) -> None:
+        if not self._within_bound(plan, record):
+            return
         cadence = record.cadence_s or 630.0
         lag = landing_lag(record, self.settings)
         named = plan.outcome.vms or (plan.outcome.vpg_name,)  # a VPG the catalog names
@@ -183,6 +192,19 @@ class Tagger:
         record.allowed_since_landing = 0
         self._adopt(plan, record, record.tag)
         plan.outcome.new_tag = True
+
+    def _within_bound(self, plan: TagPlan, record: VpgRecord) -> bool:
+        """Count a new tag against ``guard.max_tags_per_minute``; False (plan failed) past it."""
+        bound = self.settings.max_tags_per_minute
+        now = self.wall()
+        recent = [t for t in record.tag_times if t > now - _TAG_WINDOW_S]
+        if bound is not None and len(recent) >= bound:
+            record.tag_times = recent
+            plan.outcome.bounded = True
+            _fail(plan, tag_bound_reason(bound, recent, now))
+            return False
+        record.tag_times = [*recent, now]
+        return True
 
     def _adopt(self, plan: TagPlan, record: VpgRecord, tag: TagRecord) -> None:
         out = plan.outcome
@@ -472,6 +494,16 @@ def overdue_reason(tag: TagRecord) -> str:
     return (
         f"tag {tag.name!r} requested at {fmt_time(tag.requested_at)} never reached the journal "
         f"(expected by {fmt_time(tag.expected_at)}; overdue since {fmt_time(tag.overdue_at)})"
+    )
+
+
+def tag_bound_reason(bound: int, recent: list[float], now: float) -> str:
+    """Why a call is refused past ``guard.max_tags_per_minute``, and when a tag is possible."""
+    next_at = sorted(recent)[len(recent) - bound] + _TAG_WINDOW_S
+    return (
+        f"zerto-rewind already requested {len(recent)} checkpoint tags on this VPG in the last "
+        f"minute, its bound (guard.max_tags_per_minute: {bound}), so it requests no more for "
+        f"now; the next tag is possible from {fmt_time(max(next_at, now))}"
     )
 
 

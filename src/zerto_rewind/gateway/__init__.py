@@ -1,7 +1,9 @@
 """The gateway door: an MCP proxy in front of VM MCP servers that guards every tool call.
 
 The call path: ``upstream`` (one connection to a VM MCP server, with the official
-SDK's client; restarted when it dies), ``calls`` (one ``tools/call`` through the
+SDK's client; restarted when it dies), ``upstream_log`` (its stderr, redacted, into
+its own log), ``pins`` (only tools matching their reviewed pin are trusted as
+catalogued), ``calls`` (one ``tools/call`` through the
 core guard: forward, refuse, or wait for a person's approval), ``proxy`` (the SDK
 server that presents an upstream's tools unchanged), ``request_state`` (the
 single-use ``requestState`` bound to one call).
@@ -18,6 +20,6 @@ person answers on, which an agent cannot reach: ``approvals_socket`` (peer
 credentials from the kernel), ``approvals_web`` (the approvals page) and
 ``notify`` (signed webhooks).
 
-May import: ``core``, ``config``, ``zvm`` and the base modules, and
+May import: ``core``, ``config``, ``zvm``, ``scan`` and the base modules, and
 the ``mcp`` SDK. Never another door, ``recovery`` or ``cli``.
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
 from ..core.decision import Decision, Row
@@ -39,7 +39,8 @@ class GatewayMetrics:
         )
         self.tags = Counter(
             "zerto_rewind_tags",
-            "Checkpoint tags by event: requested, landed (first seen in the journal), overdue.",
+            "Checkpoint tags by event: requested, landed (first seen in the journal), overdue, "
+            "bounded (refused: guard.max_tags_per_minute reached on the VPG).",
             ["event"],
             registry=self.registry,
         )
@@ -59,6 +60,18 @@ class GatewayMetrics:
             "zerto_rewind_forwarded_calls",
             "Calls forwarded to an upstream, by the row that allowed them.",
             ["upstream", "row"],
+            registry=self.registry,
+        )
+        self.pin_mismatches = Counter(
+            "zerto_rewind_tool_pin_mismatches",
+            "Upstream tools found not matching catalog.pins, by kind: changed, new, removed.",
+            ["upstream", "kind"],
+            registry=self.registry,
+        )
+        self.unreviewed_tools = Gauge(
+            "zerto_rewind_unreviewed_tools",
+            "Live tools of a pinned upstream that are new or changed (treated as unlisted).",
+            ["upstream"],
             registry=self.registry,
         )
         self._landed: OrderedDict[str, None] = OrderedDict()
@@ -89,6 +102,14 @@ class GatewayMetrics:
                 self.tags.labels("landed").inc()
             if o.row == Row.FAILED and "never reached the journal" in o.reason:
                 self.tags.labels("overdue").inc()
+            if o.bounded:
+                self.tags.labels("bounded").inc()
+
+    def pin_mismatch(self, upstream: str, kind: str) -> None:
+        self.pin_mismatches.labels(upstream, kind).inc()
+
+    def unreviewed(self, upstream: str, count: int) -> None:
+        self.unreviewed_tools.labels(upstream).set(count)
 
     def upstream_error(self, upstream: str, kind: str) -> None:
         self.upstream_errors.labels(upstream, kind).inc()

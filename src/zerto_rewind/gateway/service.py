@@ -4,11 +4,18 @@ The core guard is synchronous (it sleeps while a tag lands), so each decision
 runs in a worker thread; the event loop keeps serving other calls meanwhile.
 A decision that outlives the guard's budget (a stuck lock, a hung callback) is
 abandoned and answered with a deny: the call is not forwarded.
+
+Pins (``catalog.pins``): for an upstream with pins, each tools/list it gives
+(at start, on reconnect, after ``tools/list_changed``) is compared with them.
+Only tools whose digest matches are *reviewed*; any other tool of that
+upstream (new, changed, or not compared yet) is unlisted, whatever the
+catalog's patterns say. A reviewed call pays one set lookup for this.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +29,7 @@ from ..core.guard import Guard
 from ..errors import ConfigError
 from .approvals import ApprovalsService
 from .metrics import GatewayMetrics
+from .pins import PinGate
 from .request_state import RequestStates
 from .upstream import Upstream
 
@@ -55,6 +63,11 @@ class Gateway:
         self.states = RequestStates(
             max(settings.gateway.elicit_timeout_s, settings.approvals.expires_s)
         )
+        self.pins = PinGate(settings, self.upstreams, self.metrics)
+        for upstream in self.upstreams.values():
+            upstream.log_path = upstream.settings.log_path or os.path.join(
+                settings.state_dir, "upstreams", f"{upstream.name}.log"
+            )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -63,6 +76,15 @@ class Gateway:
         tg.start_soon(self.approvals.sweeper)
         for name in names or list(self.upstreams):
             upstream = self.upstreams[name]
+            if self.pins.pinned(upstream.name):
+                self.pins.enable(upstream)  # before it runs: its first list is compared
+                tg.start_soon(self.pins.watch, upstream)
+            else:
+                log.warning(
+                    "upstream %s: no catalog.pins for its tools; a changed or new tool is "
+                    "classified by the catalog's patterns (`zerto-rewind catalog scan` pins them)",
+                    upstream.name,
+                )
             await tg.start(upstream.run)
             if self.settings.catalog.from_annotations:
                 tg.start_soon(self._learn_when_connected, upstream)
@@ -116,6 +138,11 @@ class Gateway:
             verdict = classify(call.tool_name, call.tool_input, self.settings.catalog)
         except ConfigError:
             verdict = None  # the guard classifies again and denies with the reason
+        pins = self.pins
+        if pins.prefixes and call.tool_name not in pins.reviewed:
+            held = await pins.hold(call)
+            if held is not None:
+                return held
         if verdict is not None and verdict.kind == READ_ONLY:
             return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
         budget = self.settings.guard.timeout_s
@@ -132,7 +159,8 @@ class Gateway:
             )
             return Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason)
         except Exception as exc:  # fail closed: the guard's crash is a refusal
-            log.exception("the guard failed on %s", call.tool_name)
+            # No traceback or message: either may quote the call's arguments.
+            log.error("the guard failed on %s: %s", call.tool_name, describe_error(exc))
             return refusal_for_error(call, exc)
 
     def call_timeout_s(self, upstream: Upstream) -> float:
@@ -187,6 +215,16 @@ def _open_guard(settings: Settings) -> Guard:
     guard.state()
     guard.client()
     return guard
+
+
+def describe_error(exc: BaseException) -> str:
+    """An exception for the gateway's log: its type and where it was raised, never its
+    message (which may quote a tool argument)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}" if tb else ""
+    return f"{type(exc).__name__}{where}"
 
 
 def refusal_for_error(call: ToolCall, exc: BaseException) -> Decision:

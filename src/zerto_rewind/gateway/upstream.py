@@ -4,23 +4,33 @@ A supervisor task owns the connection (the SDK's client must be entered and
 left in one task), reconnects with a short back-off when the server dies, and
 hands the live client to callers. A call that fails checks the connection with
 a ping; a dead connection is dropped, so the next call starts a new server.
+
+The tool list is cached per connection. A new connection, or the server's
+``notifications/tools/list_changed`` (sent spontaneously by 2025-era servers,
+through ``subscriptions/listen`` on 2026-07-28 sessions), drops the cache and
+calls ``on_stale``; every fresh list goes to ``on_listed``. The gateway compares
+those lists with the reviewed pins (``catalog.pins``).
+
+A stdio server's stderr goes to its own log file, redacted (:mod:`.upstream_log`),
+never to the gateway's stderr.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from ..errors import ZertoRewindError
 from .confine import launcher_argv
+from .upstream_log import UpstreamLog
 from .upstream_user import private_dir, upstream_identity
 
 if TYPE_CHECKING:
@@ -32,7 +42,7 @@ log = logging.getLogger("zerto_rewind.gateway")
 
 # Only these variables of the gateway's own environment reach a stdio server;
 # the rest (the gateway's secrets among them) stay here. HOME and TMPDIR are the
-# server's private directory, never the gateway's (identity.private_dir).
+# server's private directory, never the gateway's (upstream_user.private_dir).
 _INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "SSL_CERT_FILE", "SSL_CERT_DIR")
 _BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 _PING_TIMEOUT_S = 3.0
@@ -55,6 +65,13 @@ class Upstream:
         self.last_error: str | None = None
         self._tools: list[types.Tool] | None = None
         self._schemas: dict[str, dict[str, Any]] = {}
+        # Set when the cached list went stale (new connection, list_changed); replaced
+        # by whoever re-lists. The gateway's pin watcher waits on it.
+        self.tools_changed = anyio.Event()
+        self._generation = 0  # bumped when the list goes stale: a list read across it is old
+        self.on_stale: Callable[[], None] | None = None
+        self.on_listed: Callable[[list[types.Tool]], None] | None = None
+        self.log_path: str | None = None  # where a stdio server's stderr goes
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -68,11 +85,14 @@ class Upstream:
             try:
                 async with self._open() as client:
                     self._client = client
-                    self._tools = None
+                    self._tools_stale()  # a new connection may be a new server version
                     self.last_error = None
                     attempt = 0
                     self._connected.set()
-                    await self._drop.wait()
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._listen_for_changes, client)
+                        await self._drop.wait()
+                        tg.cancel_scope.cancel()
             except Exception as exc:  # the server died or never started: try again
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("upstream %s: connection lost (%s)", self.name, type(exc).__name__)
@@ -107,6 +127,38 @@ class Upstream:
         """A listed tool's input schema, from the cached list; None for a tool not listed."""
         return self._schemas.get(name)
 
+    # ------------------------------------------------------------------ tool list changes
+
+    def _tools_stale(self) -> None:
+        self._generation += 1
+        self._tools = None
+        self._schemas = {}
+        if self.on_stale is not None:
+            self.on_stale()
+        self.tools_changed.set()
+
+    async def _on_message(self, message: Any) -> None:
+        """The SDK client's message handler: a 2025-era server's spontaneous list_changed."""
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ToolListChangedNotification):
+            log.info("upstream %s: its tool list changed", self.name)
+            self._tools_stale()
+
+    async def _listen_for_changes(self, client: Client) -> None:
+        """On a 2026-07-28 session, list_changed arrives only on a subscriptions/listen stream."""
+        from mcp.client.subscriptions import ListenNotSupportedError
+
+        try:
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _event in sub:
+                    log.info("upstream %s: its tool list changed", self.name)
+                    self._tools_stale()
+        except ListenNotSupportedError:
+            return  # an older session: the message handler hears list_changed
+        except Exception as exc:  # the stream is an extra; the connection's own errors show
+            why = type(exc).__name__
+            log.info("upstream %s: no tools/list_changed stream (%s)", self.name, why)
+
     @asynccontextmanager
     async def _open(self) -> AsyncIterator[Client]:
         s = self.settings
@@ -117,7 +169,9 @@ class Upstream:
             # The headers carry the upstream's credentials; they stay in this client.
             async with httpx2.AsyncClient(headers=s.headers, timeout=s.timeout_s) as http:
                 transport = streamable_http_client(s.url, http_client=http)
-                async with Client(transport, cache=None) as client:
+                async with Client(
+                    transport, cache=None, message_handler=self._on_message
+                ) as client:
                     yield client
             return
         assert s.command is not None  # the parser requires command or url
@@ -135,8 +189,12 @@ class Upstream:
                 parent=os.getpid(),
             )
             params = StdioServerParameters(command=argv[0], args=argv[1:], env={**env, **s.env})
-            async with Client(params, cache=None) as client:
-                yield client
+            with UpstreamLog(self.log_path, s.env.values()) as errlog:
+                transport = stdio_client(params, errlog=errlog.sink)
+                async with Client(
+                    transport, cache=None, message_handler=self._on_message
+                ) as client:
+                    yield client
 
     async def _live(self, timeout_s: float) -> Client:
         with anyio.move_on_after(timeout_s):
@@ -155,6 +213,7 @@ class Upstream:
         if self._tools is not None and self.connected:
             return self._tools
         client = await self._live(timeout_s)
+        generation = self._generation
         tools: list[types.Tool] = []
         try:
             with anyio.fail_after(timeout_s):
@@ -169,8 +228,12 @@ class Upstream:
             await self._check_after_failure(client)
             msg = f"the VM MCP server {self.name!r} did not list its tools: {type(exc).__name__}"
             raise UpstreamError(msg) from exc
+        if generation != self._generation:
+            return tools  # changed while it was read: the watcher lists it again
         self._schemas = {t.name: t.input_schema for t in tools}
         self._tools = tools
+        if self.on_listed is not None:
+            self.on_listed(tools)
         return tools
 
     async def call_tool(

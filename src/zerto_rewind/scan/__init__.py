@@ -5,8 +5,10 @@ from its annotations, its input schema and its name, and returns the catalog
 (``read_only_tools`` / ``tools``, as in the config) with one review row per
 tool; ``merge`` adds a scan to an existing config without touching what a
 person wrote; ``compare`` checks a config against a live tool list (doctor).
-``client`` reads ``tools/list`` with the official ``mcp`` SDK (stdio or
-streamable HTTP); ``review`` renders the review table with rich.
+``pins`` digests each tool as reviewed (``catalog.pins``) and compares a live
+list with the pins (pure); ``client`` reads ``tools/list`` with the official
+``mcp`` SDK (stdio or streamable HTTP); ``review`` renders the review table with
+rich.
 
 May import: ``core``, ``config`` and the base modules. Never a door or ``cli``.
 """

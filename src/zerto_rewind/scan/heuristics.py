@@ -461,6 +461,7 @@ def extend_catalog(catalog: CatalogSettings, proposal: Mapping[str, Any]) -> Cat
         catalog.unknown,
         catalog.unknown_source,
         from_annotations=catalog.from_annotations,
+        pins=catalog.pins,
     )
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from support.config import write_offline_config
 from zerto_rewind.cli.doctor import main
+from zerto_rewind.scan.pins import pins_for
 
 STAND_IN = Path(__file__).resolve().parents[2] / "e2e" / "vm_mcp_server.py"
 
@@ -77,13 +78,18 @@ def test_a_read_only_tool_the_server_marks_destructive_fails(
 def test_the_mcvsphere_dump_against_the_reviewed_catalog_is_clean(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The scanned mcvsphere catalog, installed as-is, agrees with mcvsphere's own list."""
+    """The scanned mcvsphere catalog, installed as-is with its pins, agrees with mcvsphere's own
+    list."""
     data = Path(__file__).resolve().parents[2] / "data"
     catalog = json.loads((data / "catalogs" / "mcvsphere.catalog.json").read_text())
-    config = write_offline_config(
-        tmp_path, read_only_tools=catalog["read_only_tools"], tools=catalog["tools"]
-    )
     dump = data / "servers" / "mcvsphere.tools.json"
+    pins = pins_for("mcvsphere", json.loads(dump.read_text())["tools"])
+    config = write_offline_config(
+        tmp_path,
+        read_only_tools=catalog["read_only_tools"],
+        tools=catalog["tools"],
+        catalog={"pins": pins},
+    )
     checks = live(capsys, config, "--server", "mcvsphere", "--tools-json", str(dump))
     assert {n: c["status"] for n, c in checks.items()} == {
         "live: tools read": "pass",
@@ -91,6 +97,7 @@ def test_the_mcvsphere_dump_against_the_reviewed_catalog_is_clean(
         "live: read-only": "pass",
         "live: vm_arg": "pass",
         "live: stale": "pass",
+        "live: pins": "pass",
     }
 
 
@@ -111,3 +118,33 @@ def test_server_is_required_for_a_live_source(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as stop:
         main(["--tools-json", str(tmp_path / "x.json")])
     assert stop.value.code == 2
+
+
+def test_doctor_fails_a_tool_changed_since_it_was_pinned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mcvsphere's list with one tool's destructiveHint dropped and a new list_* tool: the
+    pins check fails, naming both; with no pins at all it warns."""
+    data = Path(__file__).resolve().parents[2] / "data"
+    catalog = json.loads((data / "catalogs" / "mcvsphere.catalog.json").read_text())
+    tools = json.loads((data / "servers" / "mcvsphere.tools.json").read_text())["tools"]
+    pins = pins_for("mcvsphere", tools)
+    victim = next(t for t in tools if (t.get("annotations") or {}).get("destructiveHint"))
+    victim["annotations"] = {
+        k: v for k, v in victim["annotations"].items() if k != "destructiveHint"
+    }
+    tools.append({"name": "list_and_delete_vms", "inputSchema": {"type": "object"}})
+    dump = tmp_path / "changed.tools.json"
+    dump.write_text(json.dumps({"tools": tools}))
+    read_only = [*catalog["read_only_tools"], "mcp__mcvsphere__list_*"]
+    config = write_offline_config(
+        tmp_path, read_only_tools=read_only, tools=catalog["tools"], catalog={"pins": pins}
+    )
+    check = live(capsys, config, "--server", "mcvsphere", "--tools-json", str(dump))["live: pins"]
+    assert check["status"] == "fail"
+    assert f"mcp__mcvsphere__{victim['name']}" in check["detail"]
+    assert "mcp__mcvsphere__list_and_delete_vms" in check["detail"]
+    unpinned = write_offline_config(tmp_path, read_only_tools=read_only, tools=catalog["tools"])
+    check = live(capsys, unpinned, "--server", "mcvsphere", "--tools-json", str(dump))["live: pins"]
+    assert check["status"] == "warn"
+    assert "not pinned" in check["detail"]

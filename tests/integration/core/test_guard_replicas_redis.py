@@ -146,3 +146,57 @@ def test_redis_gone_denies_mutating_calls_and_passes_read_only_ones(
     assert box.tag_requests("jp-local") == 1
     for decision in (read_only, fresh_read_only):
         assert (decision.row, decision.outcome) == (Row.READ_ONLY, Outcome.NONE)
+
+
+def test_the_tag_bound_holds_across_replicas(box: Sandbox, redis_url: str) -> None:
+    """guard.max_tags_per_minute 3, calls alternating over two replicas, each needing a new
+    tag: three tags, then both replicas deny, naming the bound."""
+    guards = [replica(box, redis_url), replica(box, redis_url)]
+    for guard in guards:
+        guard.settings.guard.max_tags_per_minute = 3
+    try:
+        decisions = [
+            guards[i % 2].decide(ToolCall(POWER_OFF, {"name": "jp-ubuntu"})) for i in range(5)
+        ]
+    finally:
+        for guard in guards:
+            guard.close()
+    assert [d.row for d in decisions] == [Row.CONFIRMED] * 3 + [Row.FAILED] * 2, [
+        d.reason for d in decisions
+    ]
+    assert box.tag_requests("jp-local") == 3
+    for denied in decisions[3:]:
+        assert denied.outcome == Outcome.DENY
+        assert "guard.max_tags_per_minute: 3" in denied.reason
+        assert denied.vpgs[0].bounded
+
+
+def test_fifty_concurrent_calls_on_one_vpg_are_one_tag_under_a_bound_of_one(
+    box: Sandbox, redis_url: str
+) -> None:
+    """Fifty concurrent calls over two replicas join one tag: all confirmed, one request, and
+    the joined tag is not counted against guard.max_tags_per_minute (here 1)."""
+    guards = [replica(box, redis_url), replica(box, redis_url)]
+    for guard in guards:
+        guard.settings.guard.max_tags_per_minute = 1
+    start = threading.Barrier(50)
+    decisions: list[Decision] = []
+    lock = threading.Lock()
+
+    def call(guard: Guard) -> None:
+        start.wait()
+        decision = guard.decide(ToolCall(POWER_OFF, {"name": "jp-ubuntu"}))
+        with lock:
+            decisions.append(decision)
+
+    threads = [threading.Thread(target=call, args=(guards[i % 2],)) for i in range(50)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for guard in guards:
+            guard.close()
+    assert [d.row for d in decisions] == [Row.CONFIRMED] * 50, {d.reason for d in decisions}
+    assert box.tag_requests("jp-local") == 1

@@ -9,7 +9,11 @@ and its tools (read by :mod:`zerto_rewind.scan.client`, or a saved dump), it rep
   read-only (a failure: the guard would let them change a VM unguarded);
 * ``live: vm_arg`` — ``vm_arg`` paths that are not in the tool's input schema (each
   call would prompt "no VM");
-* ``live: stale`` — catalog entries for tools the server no longer has.
+* ``live: stale`` — catalog entries for tools the server no longer has;
+* ``live: pins`` — the live tools against ``catalog.pins``: a changed digest
+  fails; a new tool fails when a catalog pattern classifies it (the hook, which
+  sees no tools/list, would trust the pattern) and warns when it is unlisted
+  anyway (it prompts everywhere); removed tools and a server with no pins warn.
 
 :func:`tie_check` reports read-only / mutating pattern ties (they fall to mutating).
 """
@@ -100,7 +104,40 @@ def live_checks(
         checks.append(Check("live: stale", "warn", detail, fix))
     else:
         checks.append(Check("live: stale", "pass", f"every exact {prefix}… entry exists"))
+    checks.append(pin_check(settings, server, tools))
     return checks
+
+
+def pin_check(settings: Settings, server: str, tools: Sequence[Mapping[str, Any]]) -> Check:
+    """The live tools of ``server`` against the reviewed pins (``catalog.pins``)."""
+    from ...scan.pins import compare_pins
+
+    diff = compare_pins(server, tools, settings.catalog.pins)
+    fix = f"review with zerto-rewind catalog scan --server {server} --merge CONFIG (--repin)"
+    if not diff.pinned:
+        detail = (
+            f"the tools of {server} are not pinned (catalog.pins), so a tool that changes or "
+            "appears after review is classified by the catalog's patterns"
+        )
+        return Check("live: pins", "warn", detail, fix)
+    if diff.clean:
+        return Check("live: pins", "pass", f"every tool of {server} matches its pin")
+    by_pattern = [n for n in diff.new if classify(n, {}, settings.catalog).kind != UNLISTED]
+    parts = []
+    if diff.changed:
+        parts.append(f"changed since review (the gateway treats them as unlisted): "
+                     f"{_names(diff.changed)}")  # fmt: skip
+    if by_pattern:
+        parts.append(f"new, yet a catalog pattern classifies them (the gateway prompts; "
+                     f"the hook would trust the pattern): {_names(by_pattern)}")  # fmt: skip
+    unlisted_new = [n for n in diff.new if n not in by_pattern]
+    if unlisted_new:
+        parts.append(f"new and unlisted (they prompt): {_names(unlisted_new)}")
+    if diff.removed:
+        parts.append(f"pinned but no longer listed: {_names(diff.removed)}")
+    if diff.changed or by_pattern:
+        return Check("live: pins", "fail", "; ".join(parts), fix)
+    return Check("live: pins", "warn", "; ".join(parts), fix)
 
 
 def tie_check(settings: Settings) -> Check:
