@@ -7,6 +7,7 @@ real deployment, so what stops the probe is the files' own owners and modes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -169,8 +170,11 @@ async def test_an_upstream_does_not_outlive_a_sigkilled_gateway(box: Sandbox, ba
         async with anyio.create_task_group() as tg:
 
             async def call_stuck() -> None:
-                async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
-                    await c.call_tool("get_stuck", {})
+                # The gateway is killed under this call: its connection dropping (whatever
+                # the client raises for it, and whenever) is the expected end.
+                with contextlib.suppress(Exception):
+                    async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
+                        await c.call_tool("get_stuck", {})
 
             tg.start_soon(call_stuck)
             with anyio.fail_after(20):
