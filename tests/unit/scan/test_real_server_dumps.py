@@ -18,6 +18,7 @@ import pytest
 
 from zerto_rewind.config.parser import Parser
 from zerto_rewind.scan.heuristics import catalog_from_tools
+from zerto_rewind.scan.pins import pins_for
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 SERVERS = ("mcvsphere", "vsphere-mcp-server", "esxi-mcp-server", "proxmox-mcp-server")
@@ -81,7 +82,10 @@ def test_mcvsphere_host_level_tools_are_mutating_without_vm(name: str) -> None:
 @pytest.mark.parametrize("package", SERVERS)
 def test_kept_catalog_is_what_the_scan_gives_and_loads(package: str) -> None:
     kept = json.loads((DATA / "catalogs" / f"{package}.catalog.json").read_text())
-    assert catalog_from_tools(package, dump(package)).catalog == kept, (
+    # The scan's catalog, plus the pins that `catalog scan` writes beside it.
+    scanned = {**catalog_from_tools(package, dump(package)).catalog}
+    scanned["catalog"] = {"pins": pins_for(package, dump(package))}
+    assert scanned == kept, (
         f"regenerate: zerto-rewind catalog scan --server {package} "
         f"--tools-json tests/data/servers/{package}.tools.json "
         f"--out tests/data/catalogs/{package}.catalog.json"
