@@ -131,6 +131,7 @@ class Rigged:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZERTO_")}
         env["ZERTO_REWIND_CONFIG"] = str(control)
         argv = ["-m", "zerto_rewind", "gateway", "--stdio", "--upstream", SERVER]
+        argv += rig.gateway_flags()  # the rig's mcvsphere runs as root unless it has a user
         params = StdioServerParameters(command=PYTHON, args=argv, env=env, cwd=str(rig.root))
         return anyio.run(_call_stdio, params, "power_off", {"name": name})
 

@@ -105,7 +105,9 @@ def test_live_scanned_catalog_installed_as_is(
     )  # fmt: skip
     assert "94 new tool(s) added" in scan.stderr
     written = json.loads(config.read_text(encoding="utf-8"))
-    assert list(written) == ["zvm", "read_only_tools", "tools"]
+    assert list(written) == ["zvm", "read_only_tools", "tools", "catalog"]
+    # the scan pins every tool it reviewed (catalog.pins, one digest per tool)
+    assert len(written["catalog"]["pins"]) == 94
     assert written["zvm"] == zvm
     catalog = {k: written[k] for k in ("read_only_tools", "tools")}
     assert catalog == kept_catalog_as_vsphere()  # the live scan is the kept one
