@@ -35,7 +35,7 @@ from typing import Any
 from ..config.settings import CatalogSettings, ToolSpec, VmPath
 from ..core.catalog import READ_ONLY as CATALOG_READ_ONLY
 from ..core.catalog import UNLISTED, classify, glob_match, specificity
-from .hostpaths import find_host_paths
+from .hostpaths import find_host_paths, schema_types
 
 __all__ = [
     "MUTATING",
@@ -284,7 +284,7 @@ def _walk(
         norm = _snake(str(key))
         path = f"{prefix}{key}"
         text = str(prop.get("description") or "")
-        types = _types(prop)
+        types = schema_types(prop)
         if norm in NEW_KEYS or (norm.startswith("new_") and norm.endswith(("name", "id"))):
             if about_vm or "vm" in norm:
                 new_vm.append(path)
@@ -293,7 +293,7 @@ def _walk(
             found.append((0, path, f"schema {path!r}"))
         elif norm in VM_LIST_KEYS and "array" in types:
             items = prop.get("items")
-            if isinstance(items, Mapping) and "object" in _types(items):
+            if isinstance(items, Mapping) and "object" in schema_types(items):
                 inner = items.get("properties")
                 if isinstance(inner, Mapping):
                     _walk(inner, f"{path}[].", depth + 1, about_vm=True, found=found,
@@ -312,21 +312,6 @@ def _walk(
                 nested_vm = about_vm or norm in VM_KEYS
                 _walk(inner, f"{path}.", depth + 1, about_vm=nested_vm, found=found,
                       new_vm=new_vm)  # fmt: skip
-
-
-def _types(prop: Mapping[str, Any]) -> set[str]:
-    kind = prop.get("type")
-    types: set[str] = set()
-    if isinstance(kind, str):
-        types.add(kind)
-    elif isinstance(kind, list):
-        types.update(str(k) for k in kind)
-    for option in prop.get("anyOf") or prop.get("oneOf") or ():
-        if isinstance(option, Mapping):
-            types |= _types(option)
-    if not types and isinstance(prop.get("properties"), Mapping):
-        types.add("object")
-    return types
 
 
 def _annotations(tool: Mapping[str, Any]) -> Mapping[str, Any]:

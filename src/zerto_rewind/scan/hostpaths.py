@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HostPathFinding", "find_host_paths"]
+__all__ = ["HostPathFinding", "find_host_paths", "schema_types"]
 
 # Names that mean "a file on this machine" by themselves (snake_case, lower).
 HOST_PATH_KEYS = frozenset(
@@ -128,12 +128,12 @@ def _collect(
         )
         if _elsewhere(name, f"{text} {prop.get('title') or ''}"):
             continue
-        types = _types(prop)
+        types = schema_types(prop)
         inner = prop.get("properties")
         if "object" in types and isinstance(inner, Mapping) and depth < _MAX_DEPTH:
             _collect(inner, f"{path}.", depth + 1, description, out)
         elif "array" in types and isinstance(prop.get("items"), Mapping):
-            if "string" in _types(prop["items"]):
+            if "string" in schema_types(prop["items"]):
                 out.append((f"{path}[]", prop, text))
         elif not types or types & {"string"}:
             out.append((path, prop, text))
@@ -182,7 +182,8 @@ def _options(prop: Mapping[str, Any]) -> list[Any]:
     return list(prop.get("anyOf") or prop.get("oneOf") or ())
 
 
-def _types(prop: Mapping[str, Any]) -> set[str]:
+def schema_types(prop: Mapping[str, Any]) -> set[str]:
+    """The JSON types a schema property admits (through anyOf/oneOf; bare properties: object)."""
     kind = prop.get("type")
     types: set[str] = set()
     if isinstance(kind, str):
@@ -191,7 +192,7 @@ def _types(prop: Mapping[str, Any]) -> set[str]:
         types.update(str(k) for k in kind)
     for option in _options(prop):
         if isinstance(option, Mapping):
-            types |= _types(option)
+            types |= schema_types(option)
     if not types and isinstance(prop.get("properties"), Mapping):
         types.add("object")
     return types
