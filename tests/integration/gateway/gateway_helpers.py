@@ -40,12 +40,24 @@ def stand_in_upstream(box: Sandbox, actions_log: Path) -> dict[str, Any]:
     }
 
 
-def gateway_config(box: Sandbox, actions_log: Path, **extra: Any) -> str:
-    """Rewrite the sandbox config with a `vsphere` upstream and the test clients' digests."""
+def gateway_config(
+    box: Sandbox,
+    actions_log: Path | None = None,
+    *,
+    upstream: dict[str, Any] | None = None,
+    **extra: Any,
+) -> str:
+    """Rewrite the sandbox config with a `vsphere` upstream and the test clients' digests.
+
+    The upstream is the stand-in server recording to ``actions_log``, or ``upstream``.
+    """
+    if upstream is None:
+        assert actions_log is not None, "the stand-in upstream records to actions_log"
+        upstream = stand_in_upstream(box, actions_log)
     gateway = {"clients": {name: token_digest(tok) for name, tok in TOKENS.items()}}
     gateway.update(extra.pop("gateway", {}))
     return box.write_config(
-        upstreams={"vsphere": stand_in_upstream(box, actions_log)},
+        upstreams={"vsphere": upstream},
         gateway=gateway,
         state_dir=box.state_dir,
         log=box.log_path,

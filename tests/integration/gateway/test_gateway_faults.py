@@ -17,10 +17,10 @@ from integration.gateway.gateway_helpers import (
     GatewayProcess,
     client,
     decisions,
+    gateway_config,
     gateway_process,
     text_of,
 )
-from zerto_rewind.gateway.http import token_digest
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -55,15 +55,7 @@ def gw(
         "env": {"FLAKY_CONTROL": str(control), "FLAKY_ACTIONS": str(flaky_actions)},
         "timeout_s": BUDGET_S,
     }
-    box.write_config(
-        upstreams={"vsphere": upstream},
-        gateway={
-            "clients": {n: token_digest(t) for n, t in TOKENS.items()},
-            "max_body_bytes": 64_000,
-        },
-        state_dir=box.state_dir,
-        log=box.log_path,
-    )
+    gateway_config(box, upstream=upstream, gateway={"max_body_bytes": 64_000})
     with gateway_process(box, tmp_path) as process:
         yield process
 

@@ -25,10 +25,10 @@ from integration.gateway.gateway_helpers import (
     approvals_cli,
     client,
     decisions,
+    gateway_config,
     gateway_process,
     text_of,
 )
-from zerto_rewind.gateway.http import token_digest
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -48,12 +48,10 @@ def configure(box: Sandbox, actions_log: Path, how: str) -> None:
         catalog["catalog"] = {"from_annotations": True}
     else:  # the kept mcvsphere catalog's entry
         catalog["tools"] = {TOOL: {"host_paths": ["save_to"], "decision": "allow"}}
-    box.write_config(
-        upstreams={"vsphere": upstream},
-        gateway={"clients": {name: token_digest(tok) for name, tok in TOKENS.items()}},
+    gateway_config(
+        box,
+        upstream=upstream,
         approvals={"approvers": {"users": ["root"]}, "wait_s": 30},
-        state_dir=box.state_dir,
-        log=box.log_path,
         **catalog,
     )
 

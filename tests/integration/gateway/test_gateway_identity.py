@@ -16,10 +16,10 @@ from integration.gateway.gateway_helpers import (
     GatewayProcess,
     client,
     decisions,
+    gateway_config,
     gateway_process,
     text_of,
 )
-from zerto_rewind.gateway.http import token_digest
 from zerto_rewind.testing import DEMO_CATALOG, Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -52,12 +52,7 @@ def gw(box: Sandbox, tmp_path: Path, control: Path, actions: Path) -> Iterator[G
         "env": {"RESOLVER_CONTROL": str(control), "RESOLVER_ACTIONS": str(actions)},
         "timeout_s": 10,
     }
-    box.write_config(
-        upstreams={"vsphere": upstream},
-        gateway={"clients": {n: token_digest(t) for n, t in TOKENS.items()}},
-        state_dir=box.state_dir,
-        log=box.log_path,
-    )
+    gateway_config(box, upstream=upstream)
     with gateway_process(box, tmp_path) as process:
         yield process
 

@@ -28,10 +28,10 @@ from integration.gateway.gateway_helpers import (
     approvals_cli,
     client,
     decisions,
+    gateway_config,
     gateway_process,
     text_of,
 )
-from zerto_rewind.gateway.http import token_digest
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -67,11 +67,9 @@ def _scan(actions_log: Path) -> dict[str, Any]:
 
 def _configure(box: Sandbox, actions_log: Path, pins: dict[str, str] | None) -> None:
     catalog = {"pins": pins} if pins is not None else {}
-    box.write_config(
-        upstreams={"vsphere": _upstream(actions_log)},
-        gateway={"clients": {name: token_digest(tok) for name, tok in TOKENS.items()}},
-        state_dir=box.state_dir,
-        log=box.log_path,
+    gateway_config(
+        box,
+        upstream=_upstream(actions_log),
         # The review: the glob that a rug pull would slip list_and_delete_vms under.
         read_only_tools=[
             "mcp__vsphere__list_*",

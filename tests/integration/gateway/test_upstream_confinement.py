@@ -25,9 +25,14 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from integration.gateway.gateway_helpers import TOKENS, client, gateway_process, text_of
+from integration.gateway.gateway_helpers import (
+    TOKENS,
+    client,
+    gateway_config,
+    gateway_process,
+    text_of,
+)
 from support.users import reachable_command, unix_user
-from zerto_rewind.gateway.http import token_digest
 from zerto_rewind.testing import SECRET_ENV, Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -61,12 +66,7 @@ def configure(box: Sandbox, base: Path, **upstream: Any) -> dict[str, Any]:
         "timeout_s": 10,
         **upstream,
     }
-    box.write_config(
-        upstreams={"vsphere": spec},
-        gateway={"clients": {n: token_digest(t) for n, t in TOKENS.items()}},
-        state_dir=box.state_dir,
-        log=box.log_path,
-    )
+    gateway_config(box, upstream=spec)
     Path(box.log_path).touch()
     return spec
 
