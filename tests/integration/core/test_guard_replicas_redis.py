@@ -60,11 +60,10 @@ def token_requests(box: Sandbox) -> int:
     return int(box.control("GET", "/_sim/stats")["token_requests"]["total"])
 
 
-def test_replicas_coalesce_concurrent_calls_into_one_tag(box: Sandbox, redis_url: str) -> None:
-    """Six concurrent mutating calls on one VPG, split over two replicas: one tag, one token."""
-    guards = [replica(box, redis_url), replica(box, redis_url)]
-    assert all(isinstance(g.state(), RedisGuardState) for g in guards)
-    start = threading.Barrier(6)
+def power_off_at_once(guards: list[Guard], calls: int) -> list[Decision]:
+    """``calls`` power_off calls on jp-ubuntu released together, spread over ``guards``;
+    the guards are closed afterwards."""
+    start = threading.Barrier(calls)
     decisions: list[Decision] = []
     lock = threading.Lock()
 
@@ -74,7 +73,7 @@ def test_replicas_coalesce_concurrent_calls_into_one_tag(box: Sandbox, redis_url
         with lock:
             decisions.append(decision)
 
-    threads = [threading.Thread(target=call, args=(guards[i % 2],)) for i in range(6)]
+    threads = [threading.Thread(target=call, args=(guards[i % len(guards)],)) for i in range(calls)]
     try:
         for thread in threads:
             thread.start()
@@ -83,6 +82,14 @@ def test_replicas_coalesce_concurrent_calls_into_one_tag(box: Sandbox, redis_url
     finally:
         for guard in guards:
             guard.close()
+    return decisions
+
+
+def test_replicas_coalesce_concurrent_calls_into_one_tag(box: Sandbox, redis_url: str) -> None:
+    """Six concurrent mutating calls on one VPG, split over two replicas: one tag, one token."""
+    guards = [replica(box, redis_url), replica(box, redis_url)]
+    assert all(isinstance(g.state(), RedisGuardState) for g in guards)
+    decisions = power_off_at_once(guards, 6)
     assert [d.row for d in decisions] == [Row.CONFIRMED] * 6, [d.reason for d in decisions]
     assert box.tag_requests("jp-local") == 1
     assert len({d.vpgs[0].checkpoint_id for d in decisions}) == 1
@@ -179,24 +186,6 @@ def test_fifty_concurrent_calls_on_one_vpg_are_one_tag_under_a_bound_of_one(
     guards = [replica(box, redis_url), replica(box, redis_url)]
     for guard in guards:
         guard.settings.guard.max_tags_per_minute = 1
-    start = threading.Barrier(50)
-    decisions: list[Decision] = []
-    lock = threading.Lock()
-
-    def call(guard: Guard) -> None:
-        start.wait()
-        decision = guard.decide(ToolCall(POWER_OFF, {"name": "jp-ubuntu"}))
-        with lock:
-            decisions.append(decision)
-
-    threads = [threading.Thread(target=call, args=(guards[i % 2],)) for i in range(50)]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        for guard in guards:
-            guard.close()
+    decisions = power_off_at_once(guards, 50)
     assert [d.row for d in decisions] == [Row.CONFIRMED] * 50, {d.reason for d in decisions}
     assert box.tag_requests("jp-local") == 1
