@@ -18,6 +18,7 @@ from .files import HostConfig
 __all__ = [
     "credential_fields",
     "entry_url",
+    "gateway_config_of",
     "gateway_upstream_of",
     "is_gateway_entry",
     "looks_like_vm_server",
@@ -151,6 +152,19 @@ def gateway_upstream_of(entry: Any, name: str, gateway_urls: Iterable[str] = ())
     )
     if url.rstrip("/") in known or (bearer and match.group(1) == name):
         return match.group(1)
+    return None
+
+
+def gateway_config_of(entry: Any) -> str | None:
+    """The ``--config`` a stdio gateway entry's command names (None: not given, or HTTP)."""
+    tokens = _tokens(entry) if isinstance(entry, dict) else []
+    if not ("gateway" in tokens and _runs_zerto_rewind(tokens)):
+        return None
+    for i, part in enumerate(tokens):
+        if part == "--config" and i + 1 < len(tokens):
+            return tokens[i + 1]
+        if part.startswith("--config="):
+            return part.partition("=")[2]
     return None
 
 

@@ -37,8 +37,8 @@ from zerto_rewind.hostconfig.files import (
     write_gateway_config,
     write_host_config,
 )
-from zerto_rewind.hostconfig.move import move_to_gateway
 from zerto_rewind.hostconfig.formats import parse_jsonc
+from zerto_rewind.hostconfig.move import move_to_gateway
 from zerto_rewind.hostconfig.specs import HOSTS, HostFile, candidate_files
 from zerto_rewind.netutil import token_digest
 
