@@ -29,13 +29,6 @@ sim = sim_fixture(scope="module", jitter=0.0, seed=11)
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def gateway_config(sim: SimServer, tmp_path: Path) -> Path:
     """A gateway config for the simulator; its upstream runs as a user of its own."""
     etc = tmp_path / "etc"
@@ -54,7 +47,7 @@ def zr(*argv: str, home: Path, sim: SimServer) -> subprocess.CompletedProcess[st
         SECRET_VAR: sim.credentials["password"],
     }
     work = home / "work"
-    work.mkdir(exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         [sys.executable, "-m", "zerto_rewind", *argv],
         capture_output=True,
@@ -77,6 +70,13 @@ def doctor(*argv: str, home: Path, sim: SimServer) -> tuple[int, dict[str, list[
     return done.returncode, checks
 
 
+def put(path: Path, text: str) -> Path:
+    """A host file as the host would have it (its directory made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
 def bypass_of(checks: dict[str, list[dict[str, str]]], path: Path) -> dict[str, str]:
     (found,) = [c for c in checks["gateway bypass"] if c["detail"].startswith(f"read {path}:")]
     return found
@@ -97,16 +97,16 @@ VM_ENTRY: dict[str, Any] = {
 
 
 def test_codex_direct_with_a_password_fails_then_install_makes_it_a_gateway_setup(
-    sim: SimServer, home: Path, gateway_config: Path
+    sim: SimServer, tmp_path: Path, gateway_config: Path
 ) -> None:
     """Codex reaching mcvsphere with its vCenter password: FAIL; after install, gateway checks."""
-    codex = home / ".codex" / "config.toml"
-    codex.parent.mkdir()
-    codex.write_text(
+    home = tmp_path / "home"
+    codex = put(
+        home / ".codex" / "config.toml",
         'model = "gpt-5-codex"\n\n'
         '[mcp_servers.vsphere]\ncommand = "uvx"\nargs = ["mcvsphere"]\n\n'
         '[mcp_servers.vsphere.env]\nVCENTER_HOST = "vc.lab.local"\n'
-        f'VCENTER_PASSWORD = "{PASSWORD}"\n'
+        f'VCENTER_PASSWORD = "{PASSWORD}"\n',
     )
     code, checks = doctor(home=home, sim=sim)
     assert code == 1
@@ -136,19 +136,19 @@ def test_codex_direct_with_a_password_fails_then_install_makes_it_a_gateway_setu
 
 
 def test_gemini_and_copilot_files_and_host_narrowing(
-    sim: SimServer, home: Path, gateway_config: Path
+    sim: SimServer, tmp_path: Path, gateway_config: Path
 ) -> None:
     """Gemini behind the gateway passes; Copilot's direct VM server without credentials warns."""
-    gemini = home / ".gemini" / "settings.json"
-    gemini.parent.mkdir()
-    gemini.write_text(
+    home = tmp_path / "home"
+    gemini = put(
+        home / ".gemini" / "settings.json",
         '{\n  // auth\n  "security": {"auth": {"selectedType": "gemini-api-key"}},\n'
-        f'  "mcpServers": {{"vsphere": {json.dumps(VM_ENTRY)}}}\n}}\n'
+        f'  "mcpServers": {{"vsphere": {json.dumps(VM_ENTRY)}}}\n}}\n',
     )
-    copilot = home / ".copilot" / "mcp-config.json"
-    copilot.parent.mkdir()
     lab = {"type": "local", "command": "mcvsphere", "args": [], "tools": ["*"]}
-    copilot.write_text(json.dumps({"mcpServers": {"lab-vcenter": lab}}))
+    copilot = put(
+        home / ".copilot" / "mcp-config.json", json.dumps({"mcpServers": {"lab-vcenter": lab}})
+    )
 
     code, checks = doctor("--host", "gemini", home=home, sim=sim)
     assert code == 1

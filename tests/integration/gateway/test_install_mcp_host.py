@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -343,14 +344,7 @@ async def test_gemini_stdio_through_the_cli(box: Sandbox, actions_log: Path, hom
     assert "comments were dropped" not in done.stdout
     moved = parse_jsonc(text)["mcpServers"]["vsphere"]
     assert moved["command"] == os.path.abspath(sys.executable)
-    assert moved["args"][:6] == [
-        "-m",
-        "zerto_rewind",
-        "gateway",
-        "--stdio",
-        "--upstream",
-        "vsphere",
-    ]
+    assert shlex.join(moved["args"][:6]) == "-m zerto_rewind gateway --stdio --upstream vsphere"
     assert (moved["trust"], moved["timeout"]) == (False, 30000)  # the host's knobs stay
     assert "type" not in moved  # Gemini tells stdio by command
     assert gateway_upstream(box)["env"]["VCENTER_PASSWORD"] == PASSWORD
@@ -401,15 +395,23 @@ async def test_copilot_local_through_the_cli(box: Sandbox, actions_log: Path, ho
     assert "jp-ubuntu" in await list_through(box, moved)
 
 
-def test_upstream_user_is_written_and_the_install_stays_quiet(
-    box: Sandbox, actions_log: Path, home: Path
-) -> None:
-    """--upstream-user nobody: upstreams.vsphere.user; root can switch to it, so no warning."""
+def copilot_with_user(
+    box: Sandbox, actions_log: Path, home: Path, user: str
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A Copilot file holding the stand-in; ``install mcp-host copilot --upstream-user USER``."""
     config = home / ".copilot" / "mcp-config.json"
     config.parent.mkdir()
     config.write_text(json.dumps({"mcpServers": {"vsphere": vm_entry(box, actions_log)}}))
     done = cli("copilot", "--server", "vsphere", "--gateway-config", box.config_path,
-               "--upstream-user", "nobody", home=home)  # fmt: skip
+               "--upstream-user", user, home=home)  # fmt: skip
+    return config, done
+
+
+def test_upstream_user_is_written_and_the_install_stays_quiet(
+    box: Sandbox, actions_log: Path, home: Path
+) -> None:
+    """--upstream-user nobody: upstreams.vsphere.user; root can switch to it, so no warning."""
+    _config, done = copilot_with_user(box, actions_log, home, "nobody")
     assert done.returncode == 0, done.stderr
     assert "WARNING" not in done.stdout + done.stderr
     assert gateway_upstream(box)["user"] == "nobody"
@@ -420,15 +422,12 @@ def test_upstream_user_that_does_not_exist_writes_nothing(
     box: Sandbox, actions_log: Path, home: Path
 ) -> None:
     """An unknown --upstream-user is refused before anything is written."""
-    config = home / ".copilot" / "mcp-config.json"
-    config.parent.mkdir()
-    config.write_text(json.dumps({"mcpServers": {"vsphere": vm_entry(box, actions_log)}}))
-    before = (config.read_text(), Path(box.config_path).read_text())
-    done = cli("copilot", "--server", "vsphere", "--gateway-config", box.config_path,
-               "--upstream-user", "zr-no-such-user", home=home)  # fmt: skip
+    before = Path(box.config_path).read_text()
+    config, done = copilot_with_user(box, actions_log, home, "zr-no-such-user")
     assert done.returncode == 1
     assert "no user named 'zr-no-such-user'" in done.stderr
-    assert (config.read_text(), Path(box.config_path).read_text()) == before
+    assert Path(box.config_path).read_text() == before
+    assert json.loads(config.read_text())["mcpServers"]["vsphere"] == vm_entry(box, actions_log)
 
 
 def test_help_lists_every_target_with_its_default_path(home: Path) -> None:
