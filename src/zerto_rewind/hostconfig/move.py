@@ -131,7 +131,8 @@ def upstream_spec(host: HostSpec, name: str, entry: Any) -> dict[str, Any]:
     if kind not in (None, "stdio", "local", "http", "streamable-http", "streamableHttp"):
         msg = f"{where} has type {kind!r}; the gateway reaches upstreams over stdio or HTTP only"
         raise UsageError(msg)
-    if host.http == "gemini" and "url" in entry and "httpUrl" not in entry:
+    streamable = kind in ("http", "streamable-http", "streamableHttp")
+    if host.http == "gemini" and "url" in entry and "httpUrl" not in entry and not streamable:
         msg = (
             f"{where} has url, which {host.label} reaches over SSE; the gateway reaches "
             "upstreams over stdio or streamable HTTP only (httpUrl)"
@@ -146,7 +147,8 @@ def upstream_spec(host: HostSpec, name: str, entry: Any) -> dict[str, Any]:
         )
         raise UsageError(msg)
     headers_key = host.headers_key
-    url_key = host.url_key
+    # Gemini: httpUrl, or url with an explicit streamable-HTTP type
+    url_key = "url" if host.http == "gemini" and "httpUrl" not in entry else host.url_key
     if "command" in entry and url_key in entry:
         msg = f"{where} has both command and {url_key}; keep one"
         raise UsageError(msg)

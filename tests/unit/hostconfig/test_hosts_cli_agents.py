@@ -82,6 +82,7 @@ def test_gemini_httpurl_upstream_moves_and_sse_url_is_refused(tmp_path: Path) ->
     servers = {
         "vsphere": {"httpUrl": "https://vc-mcp.lab/mcp", "headers": {"X-Vc-Pass": PASSWORD}},
         "sse": {"url": "https://vc-mcp.lab/sse"},
+        "typed": {"type": "http", "url": "https://vc-mcp.lab/mcp"},
     }
     file = gemini(tmp_path, json.dumps({"mcpServers": servers}))
     config = read_host_config(file)
@@ -92,6 +93,8 @@ def test_gemini_httpurl_upstream_moves_and_sse_url_is_refused(tmp_path: Path) ->
     }
     with pytest.raises(UsageError, match="reaches over SSE"):
         move_to_gateway(config, "sse", GATEWAY, via=stdio())
+    _, typed = move_to_gateway(config, "typed", GATEWAY, via=stdio())  # url, said to be HTTP
+    assert typed["upstreams"]["typed"] == {"url": "https://vc-mcp.lab/mcp"}
 
 
 def test_gemini_bare_dollar_env_is_a_placeholder(tmp_path: Path) -> None:
