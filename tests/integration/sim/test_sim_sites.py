@@ -7,6 +7,7 @@ only the simulator's CA.
 
 from __future__ import annotations
 
+import signal
 import ssl
 import time
 from collections.abc import Callable, Iterator
@@ -101,7 +102,12 @@ def test_ready_file_has_every_site_beside_the_first_sites_keys(
     for key in ("url", "client_id", "client_secret", "password", "site_identifier"):
         assert len({fields[key] for fields in sites.values()}) == len(SITES), key
     assert [sites[s]["kind"] for s in SITES] == ["vcenter", "vcenter", "azure", "aws"]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 0
     assert proc.stderr is not None
+    said = proc.stderr.read()
+    for site in SITES:
+        assert f"serving {sites[site]['url']} (ZVM of site {site})" in said
 
 
 def test_each_site_has_its_own_token_endpoint_and_client(estate: Estate) -> None:
