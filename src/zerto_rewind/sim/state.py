@@ -1,7 +1,10 @@
 """The in-memory ZVM backend: estate, journals, tasks, tokens and counters.
 
-Handlers call its domain methods under :attr:`Backend.lock`; the methods raise
-:class:`~zerto_rewind.sim.errors.SimError` with the body the real ZVM would send.
+:class:`World` is the estate (sites, VMs, VPGs, journals), shared by every ZVM of a
+run; :class:`Backend` is one ZVM's view of it, with its own tokens, tasks and
+counters. Handlers call its domain methods under :attr:`Backend.lock` (the world's,
+one for all ZVMs); the methods raise :class:`~zerto_rewind.sim.errors.SimError` with
+the body the real ZVM would send.
 """
 
 from __future__ import annotations
