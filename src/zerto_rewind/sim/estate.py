@@ -203,7 +203,7 @@ def parse_estate(raw: object) -> Estate:
     if local.zvm:
         msg = 'local_site.zvm: list every site with a ZVM under sites, with "zvm": true'
         raise EstateError(msg)
-    _unique_names([local.name] + [p.name for p in sites])
+    _unique_names([local.name] + [p.name for p in sites], " (including local_site)")
     kinds = {site.name.lower(): site.kind for site in (local, *sites)}
     return Estate(local, sites, _vpgs(top, kinds))
 
@@ -213,7 +213,7 @@ def _multi_site(top: dict[str, Any], sites: tuple[SiteSpec, ...], zvms: tuple[st
     if "local_site" in top:
         msg = 'local_site: not with "zvm": true sites; list every site under sites'
         raise EstateError(msg)
-    _unique_names([s.name for s in sites])
+    _unique_names([s.name for s in sites], "")
     kinds = {site.name.lower(): site.kind for site in sites}
     for i, site in enumerate(sites):
         for peer in site.peers or ():
@@ -242,10 +242,10 @@ def _multi_site(top: dict[str, Any], sites: tuple[SiteSpec, ...], zvms: tuple[st
     )
 
 
-def _unique_names(names: list[str]) -> None:
+def _unique_names(names: list[str], including: str) -> None:
     lowered = [name.lower() for name in names]
     if len(set(lowered)) != len(lowered):
-        msg = "sites: site names must be unique (including local_site)"
+        msg = f"sites: site names must be unique{including}"
         raise EstateError(msg)
 
 
