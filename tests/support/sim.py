@@ -6,20 +6,44 @@ A folder's ``conftest.py`` makes its ``sim`` fixture with :func:`sim_fixture`::
 
     sim = sim_fixture()                      # a fresh simulator per test
     sim = sim_fixture(scope="module", ...)   # one per module, SimConfig fields overridden
+    sim = sim_fixture(estate_file=THREE_SITES)  # a ZVM per site of the packaged estate
+
+A test of the simulator as a process starts it with :func:`launch_sim` and reads
+its ready file with :func:`wait_ready_file`; :func:`site_fields` picks one ZVM's
+entry of either a ready file or ``SimServer.credentials``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from zerto_rewind.config import ZvmSettings
 from zerto_rewind.sim import SimConfig, SimServer
+from zerto_rewind.sim.estate import ESTATES_DIR
 from zerto_rewind.testing import FAST_CADENCES
 
-__all__ = ["sim_config", "sim_fixture", "sim_settings"]
+__all__ = [
+    "THREE_SITES",
+    "Launched",
+    "launch_sim",
+    "sim_config",
+    "sim_fixture",
+    "sim_settings",
+    "site_fields",
+    "wait_ready_file",
+]
+
+# The packaged multi-site estate: hq, dr, azure and aws, each with its own ZVM.
+THREE_SITES = ESTATES_DIR / "three-sites.json"
 
 
 def sim_config(**overrides: Any) -> SimConfig:
@@ -56,10 +80,26 @@ def sim_fixture(
     return sim
 
 
-def sim_settings(sim: SimServer, *, grant: str = "password", **overrides: Any) -> ZvmSettings:
-    """ZvmSettings pointing at the simulator, trusting its CA (``grant``: password or client)."""
-    creds = sim.credentials
-    values: dict[str, Any] = {"url": sim.url, "ca_bundle": sim.ca_bundle}
+def site_fields(ready: dict[str, Any], site: str | None = None) -> dict[str, Any]:
+    """One ZVM's url, CA and credentials from a ready file (or ``SimServer.credentials``).
+
+    ``site`` None: the top-level keys, which are the first ZVM's.
+    """
+    if site is None:
+        return ready
+    found: dict[str, Any] = ready["sites"][site]
+    return found
+
+
+def sim_settings(
+    sim: SimServer, *, grant: str = "password", site: str | None = None, **overrides: Any
+) -> ZvmSettings:
+    """ZvmSettings pointing at the simulator, trusting its CA (``grant``: password or client).
+
+    ``site``: the ZVM of that site of a multi-site estate (default: the first ZVM).
+    """
+    creds = site_fields(sim.credentials, site)
+    values: dict[str, Any] = {"url": creds["url"], "ca_bundle": creds["ca_bundle"]}
     if grant == "password":
         values.update(
             grant="password",
@@ -76,3 +116,47 @@ def sim_settings(sim: SimServer, *, grant: str = "password", **overrides: Any) -
         )
     values.update(overrides)
     return ZvmSettings(**values)
+
+
+def wait_ready_file(proc: subprocess.Popen[str], ready: Path, timeout: float) -> dict[str, Any]:
+    """The simulator process's ready file once written; fail if it exits or takes too long."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready.exists():
+            fields: dict[str, Any] = json.loads(ready.read_text())
+            return fields
+        if proc.poll() is not None:
+            raise AssertionError(f"simulator exited {proc.returncode}: {proc.stderr}")
+        time.sleep(0.05)
+    raise AssertionError("no ready file")
+
+
+Launched = tuple[subprocess.Popen[str], dict[str, Any]]
+
+
+@contextlib.contextmanager
+def launch_sim(tmp_path: Path) -> Iterator[Callable[..., Launched]]:
+    """``start(*args)`` runs ``python -m zerto_rewind.sim --port 0 --ready-file F *args``.
+
+    Each start returns the process and its ready file; every process still running
+    is killed on exit.
+    """
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*extra: str, timeout: float = 30) -> Launched:
+        ready = tmp_path / f"ready-{len(started)}.json"
+        command = [sys.executable, "-m", "zerto_rewind.sim", "--port", "0"]
+        command += ["--ready-file", str(ready), "--cert-dir", str(tmp_path / "certs"), *extra]
+        proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        started.append(proc)
+        return proc, wait_ready_file(proc, ready, timeout)
+
+    try:
+        yield start
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if proc.stderr is not None:
+                proc.stderr.close()

@@ -5,28 +5,132 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import secrets
 import signal
 import ssl
 import sys
 import tempfile
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
 from zerto_rewind.errors import describe
-from zerto_rewind.sim.certs import write_certs
+from zerto_rewind.sim.auth import Credentials
+from zerto_rewind.sim.certs import CertFiles, write_certs
 from zerto_rewind.sim.config import SimConfig
 from zerto_rewind.sim.dispatch import SimHTTPServer
 from zerto_rewind.sim.enums import SITE_KINDS
 from zerto_rewind.sim.estate import EstateError
 from zerto_rewind.sim.faults import FaultTable
 from zerto_rewind.sim.handlers import Context
-from zerto_rewind.sim.state import Backend
+from zerto_rewind.sim.state import Backend, World
+
+
+def _free_host(host: str) -> str:
+    """The URL host of a bind address: a wildcard bind is reachable on loopback."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)  # noqa: S104
+    return f"[{host}]" if ":" in host else host
+
+
+class SimSite:
+    """One simulated ZVM: its backend (a view of the shared estate), faults and socket.
+
+    A ``down`` fault closes its listening socket (connections are refused) and
+    clearing it listens again on the same port.
+    """
+
+    def __init__(self, server: SimServer, backend: Backend, port: int) -> None:
+        self.server = server
+        self.backend = backend
+        self.faults = FaultTable()
+        self.faults.on_connection = self._connection_fault
+        self.name = backend.local.name
+        self.ctx = Context(backend, self.faults, self.name, server.contexts, server.config.tls)
+        self._port = port
+        self._httpd: SimHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._listening = threading.Lock()
+
+    @property
+    def credentials(self) -> Credentials:
+        """This ZVM's client and user."""
+        return self.backend.tokens.credentials
+
+    def listen(self) -> None:
+        """Bind (the same port again after a ``down``) and serve in a daemon thread."""
+        config = self.server.config
+        self._httpd = SimHTTPServer(
+            (config.host, self._port), self.ctx, self.server.tls, self.server.wrong_tls
+        )
+        self._port = int(self._httpd.server_address[1])
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"zerto-sim-{self.name}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop listening and cut the open connections."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        httpd.close_connections()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def stop(self) -> None:
+        """Stop for good: release held requests, then close."""
+        self.faults.on_connection = None
+        self.faults.stop()
+        with self._listening:
+            self.close()
+
+    def _connection_fault(self, kind: str | None) -> None:
+        with self._listening:
+            if kind == "down" and self._httpd is not None:
+                self.close()
+            elif kind != "down" and self._httpd is None and not self.faults.stopping:
+                self.listen()
+
+    @property
+    def port(self) -> int:
+        """The port (kept while the site is down)."""
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """Base URL, e.g. ``https://127.0.0.1:54321``."""
+        scheme = "https" if self.server.config.tls else "http"
+        return f"{scheme}://{_free_host(self.server.config.host)}:{self.port}"
+
+    @property
+    def ready(self) -> dict[str, Any]:
+        """Its entry under ``sites`` in the ready file."""
+        creds = self.credentials
+        return {
+            "url": self.url,
+            "client_id": creds.client_id,
+            "client_secret": creds.client_secret,
+            "ca_bundle": self.server.ca_bundle,
+            "username": creds.username,
+            "password": creds.password,
+            "site_identifier": self.backend.local.identifier,
+            "kind": self.backend.local.kind,
+        }
 
 
 class SimServer:
-    """A simulated ZVM 10.x on a real socket.
+    """A simulated ZVM 10.x on a real socket; one per ``"zvm": true`` site of an estate.
+
+    ``state`` and ``faults`` are the first ZVM's (the only one of a one-ZVM estate);
+    ``sites`` has every ZVM by site name.
 
     >>> with SimServer(SimConfig(port=0)) as sim:  # doctest: +SKIP
     ...     httpx.get(f"{sim.url}/v1/vpgs", verify=ssl.create_default_context(cafile=sim.ca_bundle))
@@ -34,25 +138,70 @@ class SimServer:
 
     def __init__(self, config: SimConfig | None = None) -> None:
         self.config = config or SimConfig()
-        self.state = Backend(self.config)
-        self.faults = FaultTable()
-        self._httpd: SimHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self.world = World(self.config)
+        self.contexts: dict[str, Context] = {}
+        self.sites: dict[str, SimSite] = {}
+        zvms = self.world.estate.zvms
+        for i, name in enumerate(zvms or (None,)):
+            backend = Backend(
+                self.config, world=self.world, site=name, credentials=self._credentials(i, name)
+            )
+            port = self.config.port + i if self.config.port and i else self.config.port
+            site = SimSite(self, backend, port)
+            self.sites[site.name] = site
+            self.contexts[site.name.lower()] = site.ctx
+        self.first = next(iter(self.sites.values()))
+        self.state = self.first.backend
+        self.faults = self.first.faults
+        self.tls: ssl.SSLContext | None = None
+        self._running = False
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._cert_dir: Path | None = None
         self._ca: Path | None = None
+        self._wrong_tls: ssl.SSLContext | None = None
+
+    def _credentials(self, index: int, name: str | None) -> Credentials | None:
+        """The first ZVM has the config's credentials; every other its own client and secrets."""
+        if name is None:
+            return None
+        declared = self.world.estate.site(name).client_id
+        if index == 0:
+            own = Credentials.of(self.config)
+            return None if declared is None else replace(own, client_id=declared)
+        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+        return Credentials(
+            declared or f"{self.config.client_id}-{slug}",
+            secrets.token_urlsafe(18),
+            self.config.username,
+            secrets.token_urlsafe(18),
+        )
+
+    @property
+    def multi_site(self) -> bool:
+        """Whether the estate has a ZVM per ``"zvm": true`` site."""
+        return self.world.estate.multi_site
+
+    def site(self, name: str) -> SimSite:
+        """The ZVM of a site (case-insensitive name); KeyError naming the sites."""
+        for site in self.sites.values():
+            if site.name.lower() == name.lower():
+                return site
+        msg = f"no simulated ZVM site {name!r} (sites: {', '.join(self.sites)})"
+        raise KeyError(msg)
 
     def start(self) -> SimServer:
-        """Bind, generate the certificate if TLS, and serve in a daemon thread."""
-        tls = self._tls_context() if self.config.tls else None
-        address = (self.config.host, self.config.port)
-        self._httpd = SimHTTPServer(address, Context(self.state, self.faults), tls)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="zerto-sim",
-            daemon=True,
-        )
-        self._thread.start()
+        """Bind, generate the certificate if TLS, and serve each ZVM in a daemon thread."""
+        self.tls = self._tls_context() if self.config.tls else None
+        started: list[SimSite] = []
+        try:
+            for site in self.sites.values():
+                site.listen()
+                started.append(site)
+        except OSError:
+            for site in started:
+                site.stop()
+            raise
+        self._running = True
         return self
 
     def _tls_context(self) -> ssl.SSLContext:
@@ -60,30 +209,32 @@ class SimServer:
         if directory is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="zerto-sim-")
             directory = Path(self._tmp.name)
+        self._cert_dir = directory
         files = write_certs(directory, self.config.host)
         self._ca = files.ca
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(files.cert, files.key)
-        return context
+        return _server_context(files)
+
+    def wrong_tls(self) -> ssl.SSLContext:
+        """A server context whose certificate another CA signed (the ``wrong_cert`` fault)."""
+        if self._wrong_tls is None:
+            assert self._cert_dir is not None
+            files = write_certs(self._cert_dir / "wrong-ca", self.config.host)
+            self._wrong_tls = _server_context(files)
+        return self._wrong_tls
 
     def stop(self) -> None:
         """Stop serving, release held requests and cut open connections."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
+        if not self._running:
             return
-        self.faults.stop()
-        httpd.shutdown()
-        httpd.server_close()
-        httpd.close_connections()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+        self._running = False
+        for site in self.sites.values():
+            site.stop()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
 
     def __enter__(self) -> SimServer:
-        return self.start() if self._httpd is None else self
+        return self.start() if not self._running else self
 
     def __exit__(
         self,
@@ -95,37 +246,50 @@ class SimServer:
 
     @property
     def port(self) -> int:
-        """The bound port."""
-        if self._httpd is None:
+        """The bound port (of the first ZVM)."""
+        if not self._running:
             msg = "the simulator is not running"
             raise RuntimeError(msg)
-        return int(self._httpd.server_address[1])
+        return self.first.port
 
     @property
     def url(self) -> str:
-        """Base URL, e.g. ``https://127.0.0.1:54321``."""
-        host = self.config.host
-        # A wildcard bind is reachable on loopback; that is the URL to hand out.
-        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)  # noqa: S104
-        host = f"[{host}]" if ":" in host else host
-        return f"{'https' if self.config.tls else 'http'}://{host}:{self.port}"
+        """Base URL of the first ZVM, e.g. ``https://127.0.0.1:54321``."""
+        if not self._running:
+            msg = "the simulator is not running"
+            raise RuntimeError(msg)
+        return self.first.url
 
     @property
     def ca_bundle(self) -> str | None:
-        """Path of the CA certificate to trust (None over plain HTTP)."""
+        """Path of the CA certificate to trust (None over plain HTTP); one CA for every ZVM."""
         return None if self._ca is None else str(self._ca)
 
     @property
     def credentials(self) -> dict[str, Any]:
-        """The ready-file fields: url, ca_bundle, client id/secret, username/password."""
-        return {
+        """The ready-file fields: url, ca_bundle, client id/secret, username/password.
+
+        A multi-site estate adds ``sites``: every ZVM's url, client, CA and site id.
+        """
+        creds = self.first.credentials
+        fields: dict[str, Any] = {
             "url": self.url,
             "ca_bundle": self.ca_bundle,
-            "client_id": self.config.client_id,
-            "client_secret": self.config.client_secret,
-            "username": self.config.username,
-            "password": self.config.password,
+            "client_id": creds.client_id,
+            "client_secret": creds.client_secret,
+            "username": creds.username,
+            "password": creds.password,
         }
+        if self.multi_site:
+            fields["sites"] = {name: site.ready for name, site in self.sites.items()}
+        return fields
+
+
+def _server_context(files: CertFiles) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(files.cert, files.key)
+    return context
 
 
 def _cadence(text: str) -> tuple[str, float]:
@@ -149,7 +313,11 @@ def _parser() -> argparse.ArgumentParser:
     add("--plain-http", action="store_true", help="serve plain HTTP instead of HTTPS")
     add("--cert-dir", type=Path, help="where to write ca.pem and the server certificate")
     add("--ready-file", type=Path, help="write url and credentials here once serving")
-    add("--estate", type=Path, help="estate JSON file (default: the built-in estate)")
+    add(
+        "--estate",
+        type=Path,
+        help="estate JSON file, or a packaged one by name (three-sites); default: built-in",
+    )
     add("--vms", type=int, default=0, help="add N generated VMs vm-00001...")
     add("--vms-per-vpg", type=int, default=1, help="generated VMs per VPG (default 1)")
     add("--cadence", type=_cadence, action="append", default=[], metavar="KIND=SECONDS")
@@ -227,7 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _stop)
     if args.ready_file is not None:
         write_ready_file(args.ready_file, server.credentials)
-    print(f"zerto-rewind sim: serving {server.url}", file=sys.stderr, flush=True)
+    for site in server.sites.values():
+        where = f" (ZVM of site {site.name})" if server.multi_site else ""
+        print(f"zerto-rewind sim: serving {site.url}{where}", file=sys.stderr, flush=True)
     try:
         while not done.wait(0.5):
             pass

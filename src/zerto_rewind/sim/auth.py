@@ -12,10 +12,25 @@ from zerto_rewind.sim.errors import SimError
 
 PUBLIC_CLIENT = "zerto-client"
 _BAD_USER = {"error": "invalid_grant", "error_description": "Invalid user credentials"}
-_BAD_CLIENT = {
+BAD_CLIENT = {
     "error": "unauthorized_client",
     "error_description": "Invalid client or Invalid client credentials",
 }
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """One ZVM's confidential client and password-grant user."""
+
+    client_id: str
+    client_secret: str
+    username: str
+    password: str
+
+    @classmethod
+    def of(cls, config: SimConfig) -> Credentials:
+        """The credentials a :class:`SimConfig` gives (the first ZVM's)."""
+        return cls(config.client_id, config.client_secret, config.username, config.password)
 
 
 @dataclass
@@ -27,10 +42,16 @@ class _Token:
 class TokenStore:
     """Issued access and refresh tokens; all opaque random strings."""
 
-    def __init__(self, config: SimConfig) -> None:
+    def __init__(self, config: SimConfig, credentials: Credentials | None = None) -> None:
         self.config = config
+        self._credentials = credentials
         self.access: dict[str, _Token] = {}
         self.refresh: dict[str, _Token] = {}
+
+    @property
+    def credentials(self) -> Credentials:
+        """This ZVM's credentials (the config's, read when asked, unless given)."""
+        return self._credentials or Credentials.of(self.config)
 
     def grant(self, form: dict[str, str]) -> dict[str, Any]:
         """Answer a token request or raise a Keycloak-shaped :class:`SimError`."""
@@ -54,20 +75,20 @@ class TokenStore:
         client_id = form.get("client_id", "")
         if client_id == PUBLIC_CLIENT and not require_secret:
             return
-        ok = client_id == self.config.client_id and secrets.compare_digest(
-            form.get("client_secret", ""), self.config.client_secret
+        ok = client_id == self.credentials.client_id and secrets.compare_digest(
+            form.get("client_secret", ""), self.credentials.client_secret
         )
         if not ok:
-            raise SimError(401, _BAD_CLIENT)
+            raise SimError(401, BAD_CLIENT)
 
     def _password(self, form: dict[str, str]) -> str:
         self._client(form, require_secret=False)
-        ok = form.get("username", "") == self.config.username and secrets.compare_digest(
-            form.get("password", ""), self.config.password
+        ok = form.get("username", "") == self.credentials.username and secrets.compare_digest(
+            form.get("password", ""), self.credentials.password
         )
         if not ok:
             raise SimError(401, _BAD_USER)
-        return self.config.username
+        return self.credentials.username
 
     def _refreshed(self, form: dict[str, str]) -> str:
         token = self.refresh.pop(form.get("refresh_token", ""), None)

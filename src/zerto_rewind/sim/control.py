@@ -1,11 +1,15 @@
-"""The control plane under ``/_sim/``: exists only in the simulator, needs no token."""
+"""The control plane under ``/_sim/``: exists only in the simulator, needs no token.
+
+Every route acts on the ZVM whose port received it, or on ``?site=NAME``'s. VPG
+routes and the VM-action record are the estate's, shared by all its ZVMs.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from zerto_rewind.sim.errors import bad_request
-from zerto_rewind.sim.faults import parse_fault
+from zerto_rewind.sim.faults import CONNECTION_KINDS, parse_fault
 from zerto_rewind.sim.handlers import Context, Request, Response
 from zerto_rewind.sim.models import TagBehaviour, Vpg
 from zerto_rewind.sim.state import TAG_TASK_FAILURE
@@ -36,8 +40,9 @@ def _number(body: dict[str, Any], key: str, default: float | None = None) -> flo
 
 
 def reset(ctx: Context, req: Request) -> Response:
-    """POST /_sim/reset: fresh estate; faults, counters and tasks cleared."""
-    ctx.faults.clear()
+    """POST /_sim/reset: fresh estate; faults, counters and tasks of every ZVM cleared."""
+    for site in ctx.sites.values() or [ctx]:
+        site.faults.clear()
     ctx.backend.reset()
     return Response(body={"reset": True})
 
@@ -50,6 +55,14 @@ def stats(ctx: Context, req: Request) -> Response:
 def faults_set(ctx: Context, req: Request) -> Response:
     """POST /_sim/faults: add a fault."""
     fault = parse_fault(req.json())
+    if fault.kind in CONNECTION_KINDS:
+        if req.via == ctx.name:
+            # Its own control plane would be behind the fault, with no way to clear it.
+            msg = f"set a {fault.kind} fault through another site's ZVM (?site={ctx.name})"
+            raise bad_request(msg)
+        if fault.kind == "wrong_cert" and not ctx.tls:
+            msg = "wrong_cert needs TLS; this simulator serves plain HTTP"
+            raise bad_request(msg)
     ctx.faults.add(fault)
     return Response(body=fault.to_json())
 

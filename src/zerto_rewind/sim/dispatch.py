@@ -8,12 +8,14 @@ import socket
 import socketserver
 import ssl
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from zerto_rewind.sim import control, handlers
-from zerto_rewind.sim.errors import SimError
+from zerto_rewind.sim.auth import BAD_CLIENT
+from zerto_rewind.sim.errors import SimError, not_found
 from zerto_rewind.sim.faults import Fault
 from zerto_rewind.sim.handlers import Context, Handler, Request, Response
 from zerto_rewind.sim.routes import ROUTES, Route, resolve
@@ -33,9 +35,16 @@ class SimHTTPServer(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], ctx: Context, tls: ssl.SSLContext | None) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        ctx: Context,
+        tls: ssl.SSLContext | None,
+        wrong_tls: Callable[[], ssl.SSLContext] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.tls = tls
+        self.wrong_tls = wrong_tls  # a certificate the client's CA did not sign
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
         if ":" in address[0]:
@@ -51,10 +60,16 @@ class SimHTTPServer(ThreadingHTTPServer):
     def finish_request(self, request: Any, client_address: Any) -> None:
         """Handshake in the connection's own thread, so a slow client blocks nobody."""
         sock: socket.socket = request
+        connection_fault = self.ctx.faults.connection
+        if connection_fault == "down":  # accepted just before the listener closed
+            return
         if self.tls is not None:
+            tls = self.tls
+            if connection_fault == "wrong_cert" and self.wrong_tls is not None:
+                tls = self.wrong_tls()
             sock.settimeout(10)
             try:
-                sock = self.tls.wrap_socket(sock, server_side=True)
+                sock = tls.wrap_socket(sock, server_side=True)
             except (ssl.SSLError, OSError):
                 return
             sock.settimeout(None)
@@ -127,14 +142,23 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             ctx.backend.stats.requests[f"{self.command} {route.name}"] += 1
         if route.kind != "control":
             fault = ctx.faults.take(route.name, self.command, path)
-            if fault is not None and self._fault(fault):
+            if fault is not None and self._fault(fault, route):
                 return
         query = {k.lower(): v for k, v in parse_qsl(split.query, keep_blank_values=True)}
         request = Request(self.command, path, query, body, resolved.params, self._base_url())
-        self._send(self._run(route, request))
+        request.via = ctx.name
+        if route.kind == "control" and "site" in query:
+            # The control plane of any ZVM addresses another with ?site=NAME.
+            target = ctx.sites.get(query["site"].lower())
+            if target is None:
+                known = ", ".join(sorted(c.name for c in ctx.sites.values()))
+                msg = f"no simulated ZVM site named {query['site']!r} (sites: {known})"
+                self._send(handlers.error_response(not_found(msg)))
+                return
+            ctx = target
+        self._send(self._run(ctx, route, request))
 
-    def _run(self, route: Route, request: Request) -> Response:
-        ctx = self.server.ctx
+    def _run(self, ctx: Context, route: Route, request: Request) -> Response:
         with ctx.backend.lock:
             if route.kind == "api" and not ctx.backend.tokens.user_of(
                 self.headers.get("Authorization")
@@ -146,7 +170,7 @@ class SimRequestHandler(BaseHTTPRequestHandler):
             except SimError as exc:
                 return handlers.error_response(exc)
 
-    def _fault(self, fault: Fault) -> bool:
+    def _fault(self, fault: Fault, route: Route) -> bool:
         """Apply a fault; True when it answered (or refused to answer) the request."""
         faults = self.server.ctx.faults
         if fault.kind in ("delay", "hang"):
@@ -157,6 +181,10 @@ class SimRequestHandler(BaseHTTPRequestHandler):
                 return False
         if fault.kind == "status":
             self._send(Response(fault.status, {"Message": "Simulated fault"}))
+        elif fault.kind == "unauthorized" and route.kind == "auth":
+            self._send(Response(401, dict(BAD_CLIENT)))  # as if the secret had been rotated
+        elif fault.kind == "unauthorized":
+            self._send(Response(401, headers={"WWW-Authenticate": "Bearer"}, raw=b""))
         elif fault.kind == "malformed":
             self._send(Response(200, raw=_MALFORMED))
         else:

@@ -2,7 +2,9 @@
 
 An estate is data only; :mod:`zerto_rewind.sim.state` turns it into live objects.
 The default estate mirrors the seed README; ``--estate FILE`` loads another
-(schema in docs/simulator.md) and ``--vms N`` adds generated VPGs.
+(schema in docs/simulator.md) and ``--vms N`` adds generated VPGs. An estate whose
+``sites`` say ``"zvm": true`` has one ZVM per such site (a multi-site estate);
+``--estate three-sites`` names the packaged example (``ESTATES_DIR``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from zerto_rewind.errors import ZertoRewindError
 from zerto_rewind.sim.enums import SITE_KINDS
 
 LOCAL_SITE_NAME = "zvm-local"
+# Packaged estates, loadable by name (``--estate three-sites``).
+ESTATES_DIR = Path(__file__).parent / "estates"
+# Which ZVM of a paired VPG accepts a tag / a recovery operation (multi-site estates).
+SIDES = ("protected", "recovery", "both")
 
 
 class EstateError(ZertoRewindError, ValueError):
@@ -27,10 +33,18 @@ class EstateError(ZertoRewindError, ValueError):
 
 @dataclass(frozen=True)
 class SiteSpec:
-    """A site: the local ZVM's own, or a paired peer."""
+    """A site: the local ZVM's own, or a paired peer.
+
+    ``zvm``: the site has its own simulated ZVM (multi-site estates). ``client_id``
+    names that ZVM's confidential client; ``peers``, when given, is the list of
+    sites it is paired with (default: every site it shares a VPG with).
+    """
 
     name: str
     kind: str
+    zvm: bool = False
+    client_id: str | None = None
+    peers: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,11 +84,27 @@ class VpgSpec:
 
 @dataclass(frozen=True)
 class Estate:
-    """Sites and VPGs; ``local`` is the site whose ZVM answers the API."""
+    """Sites and VPGs; ``local`` is the site whose ZVM answers the API.
+
+    In a multi-site estate ``zvms`` names the sites with a ZVM, in file order;
+    ``local`` is the first of them and ``peers`` every other site.
+    """
 
     local: SiteSpec
     peers: tuple[SiteSpec, ...]
     vpgs: tuple[VpgSpec, ...] = field(default=())
+    zvms: tuple[str, ...] = ()
+    tag_accepted_by: str = "protected"
+    recovery_accepted_by: str = "both"
+
+    @property
+    def multi_site(self) -> bool:
+        """Whether the estate has a ZVM per ``"zvm": true`` site."""
+        return bool(self.zvms)
+
+    def site(self, name: str) -> SiteSpec:
+        """A declared site by name (case-insensitive)."""
+        return next(s for s in (self.local, *self.peers) if s.name.lower() == name.lower())
 
 
 def default_estate() -> Estate:
@@ -97,18 +127,49 @@ def default_estate() -> Estate:
     return Estate(SiteSpec(LOCAL_SITE_NAME, "vcenter"), peers, vpgs)
 
 
-def generated_vpgs(count: int, per_vpg: int = 1) -> tuple[VpgSpec, ...]:
-    """``count`` VMs named ``vm-00001``… in vCenter VPGs of ``per_vpg`` VMs each."""
+def generated_vpgs(
+    count: int, per_vpg: int = 1, *, between: tuple[SiteSpec, SiteSpec] | None = None
+) -> tuple[VpgSpec, ...]:
+    """``count`` VMs named ``vm-00001``… in vCenter VPGs of ``per_vpg`` VMs each.
+
+    ``between``: the (protected, recovery) sites of a multi-site estate; the VPGs
+    then take the protected site's kind.
+    """
     per_vpg = max(1, per_vpg)
+    kind = "vcenter" if between is None else between[0].kind
+    sites = (None, None) if between is None else (between[0].name, between[1].name)
     specs = []
     for first in range(1, count + 1, per_vpg):
         names = tuple(f"vm-{n:05d}" for n in range(first, min(first + per_vpg, count + 1)))
-        specs.append(VpgSpec(f"vpg-{(first - 1) // per_vpg + 1:05d}", "vcenter", names))
+        name = f"vpg-{(first - 1) // per_vpg + 1:05d}"
+        specs.append(VpgSpec(name, kind, names, protected_site=sites[0], recovery_site=sites[1]))
     return tuple(specs)
+
+
+def generated_sites(estate: Estate) -> tuple[SiteSpec, SiteSpec] | None:
+    """Where ``--vms`` VPGs go in a multi-site estate: first ZVM site → the next site."""
+    if not estate.multi_site:
+        return None
+    first = estate.local
+    others = [estate.site(n) for n in estate.zvms[1:]] + list(estate.peers)
+    return first, (others[0] if others else first)
+
+
+def estate_path(path: Path) -> Path:
+    """``path``, or the packaged estate of that name when no such file exists.
+
+    A bare name (``three-sites``, with or without ``.json``) that is not a file in
+    the working directory is looked up in :data:`ESTATES_DIR`.
+    """
+    if path.exists() or path.parent != Path():
+        return path
+    packaged = ESTATES_DIR / f"{path.name.removesuffix('.json')}.json"
+    return packaged if packaged.is_file() else path
 
 
 def load_estate(path: Path) -> Estate:
     """Read and validate an estate file; raise :class:`EstateError` naming the key."""
+    path = estate_path(path)
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -124,16 +185,71 @@ def load_estate(path: Path) -> Estate:
         raise EstateError(msg) from exc
 
 
+_TOP_KEYS = {"local_site", "sites", "vpgs", "tag_accepted_by", "recovery_accepted_by"}
+
+
 def parse_estate(raw: object) -> Estate:
     """Validate decoded JSON into an :class:`Estate`."""
-    top = _obj(raw, "(top level)", {"local_site", "sites", "vpgs"})
+    top = _obj(raw, "(top level)", _TOP_KEYS)
+    sites = tuple(_site(s, f"sites[{i}]") for i, s in enumerate(_list(top, "sites", "")))
+    zvms = tuple(site.name for site in sites if site.zvm)
+    if zvms:
+        return _multi_site(top, sites, zvms)
+    for key in ("tag_accepted_by", "recovery_accepted_by"):
+        if key in top:
+            msg = f'{key}: only for an estate with "zvm": true sites'
+            raise EstateError(msg)
     local = _site(top.get("local_site", {"name": LOCAL_SITE_NAME, "kind": "vcenter"}), "local_site")
-    peers = tuple(_site(s, f"sites[{i}]") for i, s in enumerate(_list(top, "sites", "")))
-    kinds = {site.name.lower(): site.kind for site in (local, *peers)}
-    names = [local.name.lower()] + [p.name.lower() for p in peers]
-    if len(set(names)) != len(names):
-        msg = "sites: site names must be unique (including local_site)"
+    if local.zvm:
+        msg = 'local_site.zvm: list every site with a ZVM under sites, with "zvm": true'
         raise EstateError(msg)
+    _unique_names([local.name] + [p.name for p in sites], " (including local_site)")
+    kinds = {site.name.lower(): site.kind for site in (local, *sites)}
+    return Estate(local, sites, _vpgs(top, kinds))
+
+
+def _multi_site(top: dict[str, Any], sites: tuple[SiteSpec, ...], zvms: tuple[str, ...]) -> Estate:
+    """An estate with a ZVM per ``"zvm": true`` site: every VPG names both of its sites."""
+    if "local_site" in top:
+        msg = 'local_site: not with "zvm": true sites; list every site under sites'
+        raise EstateError(msg)
+    _unique_names([s.name for s in sites], "")
+    kinds = {site.name.lower(): site.kind for site in sites}
+    for i, site in enumerate(sites):
+        for peer in site.peers or ():
+            if peer.lower() not in kinds or peer.lower() == site.name.lower():
+                msg = f"sites[{i}].peers: {peer!r} is not another site of the estate"
+                raise EstateError(msg)
+    vpgs = _vpgs(top, kinds)
+    with_zvm = {name.lower() for name in zvms}
+    for i, vpg in enumerate(vpgs):
+        for key in ("protected_site", "recovery_site"):
+            if getattr(vpg, key) is None:
+                msg = f'vpgs[{i}].{key}: required when sites have "zvm": true'
+                raise EstateError(msg)
+        ends = {str(vpg.protected_site).lower(), str(vpg.recovery_site).lower()}
+        if not ends & with_zvm:
+            msg = f"vpgs[{i}]: neither its protected nor its recovery site has a ZVM"
+            raise EstateError(msg)
+    first = next(s for s in sites if s.zvm)
+    return Estate(
+        first,
+        tuple(s for s in sites if s is not first),
+        vpgs,
+        zvms=zvms,
+        tag_accepted_by=_side(top, "tag_accepted_by", "protected"),
+        recovery_accepted_by=_side(top, "recovery_accepted_by", "both"),
+    )
+
+
+def _unique_names(names: list[str], including: str) -> None:
+    lowered = [name.lower() for name in names]
+    if len(set(lowered)) != len(lowered):
+        msg = f"sites: site names must be unique{including}"
+        raise EstateError(msg)
+
+
+def _vpgs(top: dict[str, Any], kinds: dict[str, str]) -> tuple[VpgSpec, ...]:
     vpgs = tuple(_vpg(v, f"vpgs[{i}]", kinds) for i, v in enumerate(_list(top, "vpgs", "")))
     seen: set[str] = set()
     for i, vpg in enumerate(vpgs):
@@ -141,7 +257,15 @@ def parse_estate(raw: object) -> Estate:
             msg = f"vpgs[{i}].name: duplicate VPG name {vpg.name!r}"
             raise EstateError(msg)
         seen.add(vpg.name.lower())
-    return Estate(local, peers, vpgs)
+    return vpgs
+
+
+def _side(top: dict[str, Any], key: str, default: str) -> str:
+    value = top.get(key, default)
+    if value not in SIDES:
+        msg = f"{key}: must be one of {', '.join(SIDES)} (got {value!r})"
+        raise EstateError(msg)
+    return str(value)
 
 
 _VPG_KEYS = {
@@ -223,8 +347,28 @@ def _default(value: int | None, default: int) -> int:
 
 
 def _site(raw: object, where: str) -> SiteSpec:
-    obj = _obj(raw, where, {"name", "kind"})
-    return SiteSpec(_str(obj, "name", where), _kind(obj.get("kind"), f"{where}.kind"))
+    obj = _obj(raw, where, {"name", "kind", "zvm", "client_id", "peers"})
+    zvm = obj.get("zvm", False)
+    if not isinstance(zvm, bool):
+        msg = f"{where}.zvm: must be true or false"
+        raise EstateError(msg)
+    for key in ("client_id", "peers"):
+        if key in obj and not zvm:
+            msg = f'{where}.{key}: only for a site with "zvm": true'
+            raise EstateError(msg)
+    client_id = _opt(obj, "client_id", str, where)
+    if client_id is not None and not client_id.strip():
+        msg = f"{where}.client_id: must be a non-empty string"
+        raise EstateError(msg)
+    peers = None
+    if "peers" in obj:
+        raw_peers = _list(obj, "peers", where)
+        if not all(isinstance(p, str) and p for p in raw_peers):
+            msg = f"{where}.peers: must be a list of site names"
+            raise EstateError(msg)
+        peers = tuple(raw_peers)
+    name, kind = _str(obj, "name", where), _kind(obj.get("kind"), f"{where}.kind")
+    return SiteSpec(name, kind, zvm, client_id, peers)
 
 
 def _kind(value: object, where: str) -> str:

@@ -1,7 +1,10 @@
-"""Injected faults: per route, a status, a delay, a malformed body, a drop or a hang.
+"""Injected faults: per route, a status, a delay, a malformed body, a drop, a hang or a 401;
+per ZVM, ``down`` (connections refused) or ``wrong_cert`` (a certificate its CA did not sign).
 
-A fault targets a route name (``vms.list``) or ``"METHOD path-regex"``
-(``"GET /v1/vpgs/.*"``) and affects ``count`` requests (None: until cleared).
+A route fault targets a route name (``vms.list``), ``"*"`` (every API and token
+route) or ``"METHOD path-regex"`` (``"GET /v1/vpgs/.*"``) and affects ``count``
+requests (None: until cleared). A connection fault has no route and lasts until
+the faults are cleared. Each ZVM of a multi-site estate has its own table.
 Hangs and delays wait on a condition, so clearing the faults or stopping the
 server releases them at once.
 """
@@ -10,13 +13,18 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from zerto_rewind.sim.errors import bad_request
 from zerto_rewind.sim.routes import ROUTE_NAMES
 
-KINDS = ("status", "delay", "malformed", "drop", "hang")
+ROUTE_KINDS = ("status", "delay", "malformed", "drop", "hang", "unauthorized")
+# Whole-ZVM faults, applied before a request exists: when a connection arrives.
+CONNECTION_KINDS = ("down", "wrong_cert")
+KINDS = ROUTE_KINDS + CONNECTION_KINDS
+ALL_ROUTES = "*"
 
 
 @dataclass
@@ -33,8 +41,10 @@ class Fault:
 
     def matches(self, route_name: str, method: str, path: str) -> bool:
         """Whether this fault applies to a request."""
+        if self.kind in CONNECTION_KINDS:
+            return False
         if self.pattern is None:
-            return self.target == route_name
+            return self.target in (route_name, ALL_ROUTES)
         return self.method in (None, method) and self.pattern.fullmatch(path) is not None
 
     def to_json(self) -> dict[str, Any]:
@@ -57,13 +67,18 @@ def parse_fault(body: Any) -> Fault:
     if kind not in KINDS:
         msg = f"kind must be one of {', '.join(KINDS)}"
         raise bad_request(msg)
+    if kind in CONNECTION_KINDS:
+        if set(body) - {"kind", "route"} or target not in (None, ALL_ROUTES):
+            msg = f"a {kind} fault is for the whole ZVM until cleared: no route, count or delay"
+            raise bad_request(msg)
+        return Fault(ALL_ROUTES, kind)
     if not isinstance(target, str) or not target:
         msg = "route is required: a route name or 'METHOD path-regex'"
         raise bad_request(msg)
     fault = Fault(target, kind, int(body.get("status", 503)), float(body.get("delay_s", 0.0)))
     count = body.get("count")
     fault.remaining = None if count is None else int(count)
-    if target not in ROUTE_NAMES:
+    if target not in ROUTE_NAMES and target != ALL_ROUTES:
         method, _, regex = target.partition(" ")
         if not regex:
             method, regex = "", target
@@ -84,18 +99,36 @@ class FaultTable:
         self.changed = threading.Condition()
         self.generation = 0
         self.stopping = False
+        # Called with the connection fault in force (or None) whenever it changes.
+        self.on_connection: Callable[[str | None], None] | None = None
+
+    @property
+    def connection(self) -> str | None:
+        """The connection fault in force (``down`` wins over ``wrong_cert``), or None."""
+        kinds = {f.kind for f in self.faults if f.kind in CONNECTION_KINDS}
+        return next((k for k in CONNECTION_KINDS if k in kinds), None)
 
     def add(self, fault: Fault) -> None:
         """Activate a fault."""
         with self.changed:
+            before = self.connection
             self.faults.append(fault)
+            after = self.connection
+        self._connection_changed(before, after)
 
     def clear(self) -> None:
         """Remove every fault and release requests held by them."""
         with self.changed:
+            before = self.connection
             self.faults.clear()
             self.generation += 1
             self.changed.notify_all()
+        self._connection_changed(before, None)
+
+    def _connection_changed(self, before: str | None, after: str | None) -> None:
+        # Outside the condition: the callback stops or starts a listener.
+        if before != after and self.on_connection is not None:
+            self.on_connection(after)
 
     def stop(self) -> None:
         """Release every held request for good (server shutdown)."""

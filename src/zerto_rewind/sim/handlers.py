@@ -30,6 +30,7 @@ class Request:
     body: bytes
     params: dict[str, str]
     base_url: str
+    via: str = ""  # the ZVM site whose port received the request
 
     def json(self) -> Any:
         """The body as JSON (None when empty); 400 when it is not JSON."""
@@ -68,10 +69,17 @@ class Response:
 
 @dataclass
 class Context:
-    """What handlers may touch."""
+    """What handlers may touch: one ZVM's backend and faults.
+
+    ``sites`` maps every ZVM site of the run (lowercased name) to its context, so
+    the control plane can address another ZVM (``?site=NAME``) and reset them all.
+    """
 
     backend: Backend
     faults: FaultTable
+    name: str = ""
+    sites: dict[str, Context] = field(default_factory=dict)
+    tls: bool = True
 
 
 Handler = Callable[[Context, Request], Response]

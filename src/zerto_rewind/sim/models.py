@@ -19,12 +19,11 @@ def stable_guid(kind: str, name: str) -> str:
 
 @dataclass
 class Site:
-    """A site; ``local`` is the one whose ZVM answers."""
+    """A site. Which site is "local" depends on the ZVM answering (see ``Backend.local``)."""
 
     identifier: str
     name: str
     kind: str
-    local: bool
 
 
 @dataclass

@@ -23,7 +23,15 @@ _PROTECTING = {
 }
 
 
+def _require_side(backend: Backend, vpg: Vpg) -> None:
+    """400 when this ZVM is not the side of the VPG that takes recovery operations."""
+    refused = backend.accepts(vpg, "recovery")
+    if refused is not None:
+        raise bad_request(refused)
+
+
 def _require_protecting(backend: Backend, vpg: Vpg, operation: str) -> None:
+    _require_side(backend, vpg)
     if vpg.status not in _PROTECTING:
         name = enums.status_name(vpg.status, backend.status_names)
         msg = f"Cannot {operation}: VPG '{vpg.name}' is {name}"
@@ -86,6 +94,7 @@ def failover_test(backend: Backend, vpg: Vpg, body: dict[str, Any]) -> Task:
 
 def failover_test_stop(backend: Backend, vpg: Vpg, body: dict[str, Any]) -> Task:
     """End the running test and record it as the VPG's LastTest."""
+    _require_side(backend, vpg)
     if vpg.test is None:
         msg = f"VPG '{vpg.name}' has no failover test in progress"
         raise bad_request(msg)
@@ -108,6 +117,7 @@ def failover(backend: Backend, vpg: Vpg, body: dict[str, Any]) -> Task:
 
 def failover_commit(backend: Backend, vpg: Vpg, body: dict[str, Any]) -> Task:
     """Commit: Recovered, or protecting the other way round with reverse protection."""
+    _require_side(backend, vpg)
     if vpg.failover is None:
         msg = f"VPG '{vpg.name}' has no failover waiting for commit"
         raise bad_request(msg)
@@ -123,6 +133,7 @@ def failover_commit(backend: Backend, vpg: Vpg, body: dict[str, Any]) -> Task:
 
 def failover_rollback(backend: Backend, vpg: Vpg, body: dict[str, Any]) -> Task:
     """Roll back: the VPG returns to the state it had before the failover."""
+    _require_side(backend, vpg)
     if vpg.failover is None:
         msg = f"VPG '{vpg.name}' has no failover waiting for commit"
         raise bad_request(msg)
@@ -154,6 +165,7 @@ def restore_end(backend: Backend, vm_id: str, vpg_id: object, *, commit: bool) -
         msg = "The request body must be the VPG identifier as a JSON string"
         raise bad_request(msg)
     vm, vpg = backend.vm_row(vm_id, vpg_id)
+    _require_side(backend, vpg)
     pending = vpg.restores.pop(vm.identifier, None)
     if pending is None:
         msg = f"VM '{vm.name}' has no restore waiting for commit"

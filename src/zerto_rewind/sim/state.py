@@ -1,7 +1,10 @@
 """The in-memory ZVM backend: estate, journals, tasks, tokens and counters.
 
-Handlers call its domain methods under :attr:`Backend.lock`; the methods raise
-:class:`~zerto_rewind.sim.errors.SimError` with the body the real ZVM would send.
+:class:`World` is the estate (sites, VMs, VPGs, journals), shared by every ZVM of a
+run; :class:`Backend` is one ZVM's view of it, with its own tokens, tasks and
+counters. Handlers call its domain methods under :attr:`Backend.lock` (the world's,
+one for all ZVMs); the methods raise :class:`~zerto_rewind.sim.errors.SimError` with
+the body the real ZVM would send.
 """
 
 from __future__ import annotations
@@ -9,11 +12,11 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from zerto_rewind.sim import enums
-from zerto_rewind.sim.auth import TokenStore
+from zerto_rewind.sim.auth import Credentials, TokenStore
 from zerto_rewind.sim.config import SimConfig
 from zerto_rewind.sim.errors import bad_request, not_found
 from zerto_rewind.sim.estate import (
@@ -22,6 +25,7 @@ from zerto_rewind.sim.estate import (
     VmSpec,
     VpgSpec,
     default_estate,
+    generated_sites,
     generated_vpgs,
     load_estate,
 )
@@ -58,43 +62,34 @@ class Stats:
         }
 
 
-class Backend:
-    """Everything the simulated ZVM knows; rebuilt in place by :meth:`reset`."""
+class World:
+    """The estate every ZVM of one run shares: sites, VMs, VPGs and their journals.
 
-    def __init__(self, config: SimConfig) -> None:
+    One journal per VPG, whichever ZVM shows it, so a tag taken through one site is
+    in the journal seen from the other. Rebuilt in place by :meth:`build`.
+    """
+
+    def __init__(self, config: SimConfig, estate: Estate | None = None) -> None:
         self.config = config
         self.lock = threading.RLock()
         self.clock = config.clock
         self.status_names = (
             enums.STATUSES_DOCS if config.status_numbering == "docs" else enums.STATUSES_COMMUNITY
         )
-        self.tokens = TokenStore(config)
-        self._estate = self._load_estate()
-        self.reset()
+        self.estate = estate or load_config_estate(config)
+        self.views: list[Backend] = []
+        self.build()
 
-    def _load_estate(self) -> Estate:
-        base = load_estate(self.config.estate_file) if self.config.estate_file else default_estate()
-        extra = generated_vpgs(self.config.vms, self.config.vms_per_vpg)
-        return Estate(base.local, base.peers, base.vpgs + extra)
-
-    def reset(self) -> None:
-        """Fresh estate, journals, tasks, counters and VM-action record (tokens stay)."""
-        with self.lock:
-            self.rng = random.Random(self.config.seed)
-            self.stats = Stats()
-            self.vm_actions: list[dict[str, Any]] = []
-            self._build(self._estate)
-
-    # -- building -----------------------------------------------------------------
-
-    def _build(self, estate: Estate) -> None:
-        local = estate.local
-        self.local = Site(stable_guid("site", local.name), local.name, local.kind, local=True)
-        self.peers = [
-            Site(stable_guid("site", p.name), p.name, p.kind, False) for p in estate.peers
+    def build(self) -> None:
+        """Fresh sites, VPGs and journals (same ids), and an empty VM-action record."""
+        estate = self.estate
+        self.rng = random.Random(self.config.seed)
+        self.vm_actions: list[dict[str, Any]] = []
+        self.site_list = [
+            Site(stable_guid("site", s.name), s.name, s.kind) for s in (estate.local, *estate.peers)
         ]
-        self.sites = {s.name.lower(): s for s in [self.local, *self.peers]}
-        self.tasks = TaskBook(self.local.identifier)
+        self.local = self.site_list[0]
+        self.sites = {s.name.lower(): s for s in self.site_list}
         self.vpgs: dict[str, Vpg] = {}
         self.vpgs_by_name: dict[str, Vpg] = {}
         self.vm_rows: dict[str, list[tuple[Vm, Vpg]]] = {}
@@ -107,17 +102,18 @@ class Backend:
     def _site_for(self, name: str | None, kind: str, *, protected: Site | None) -> Site:
         if name is not None:
             return self.sites[name.lower()]
+        peers = self.site_list[1:]
         if protected is None:
             if self.local.kind == kind:
                 return self.local
-            return next((p for p in self.peers if p.kind == kind), None) or self._peer(kind)
-        if not protected.local:
+            return next((p for p in peers if p.kind == kind), None) or self._peer(kind)
+        if protected is not self.local:
             return self.local
-        return next((p for p in self.peers if p.kind == "vcenter"), None) or self._peer("vcenter")
+        return next((p for p in peers if p.kind == "vcenter"), None) or self._peer("vcenter")
 
     def _peer(self, kind: str) -> Site:
-        site = Site(stable_guid("site", f"{kind}-peer"), f"{kind}-peer", kind, local=False)
-        self.peers.append(site)
+        site = Site(stable_guid("site", f"{kind}-peer"), f"{kind}-peer", kind)
+        self.site_list.append(site)
         self.sites[site.name.lower()] = site
         return site
 
@@ -160,9 +156,7 @@ class Backend:
         )
         self.vpgs[vpg.identifier] = vpg
         self.vpgs_by_name[vpg.name.lower()] = vpg
-        for vm in vpg.vms:
-            self.vm_rows.setdefault(vm.name.lower(), []).append((vm, vpg))
-            self.vm_rows_by_id.setdefault(vm.identifier.lower(), []).append((vm, vpg))
+        index_rows(self.vm_rows, self.vm_rows_by_id, vpg)
 
     def _journal(self, cadence: float, history_s: float, status: int, sub: int) -> Journal:
         never_wrote = status == enums.INITIALIZING or sub in (1, 2, 3)
@@ -180,6 +174,122 @@ class Backend:
         stopped_for = min(600.0, history_s / 2) if refused and not never_wrote else None
         return Journal.start(params, self.clock, stopped_for_s=stopped_for)
 
+    def vpg_named(self, name: str) -> Vpg:
+        """A VPG of the estate by name (case-insensitive), or 404."""
+        found = self.vpgs_by_name.get(name.lower())
+        if found is None:
+            msg = f"VPG named {name!r} was not found"
+            raise not_found(msg)
+        return found
+
+
+def load_config_estate(config: SimConfig) -> Estate:
+    """The estate a config names (file or built-in), plus its ``--vms`` generated VPGs."""
+    base = load_estate(config.estate_file) if config.estate_file else default_estate()
+    between = generated_sites(base)
+    extra = generated_vpgs(config.vms, config.vms_per_vpg, between=between)
+    return replace(base, vpgs=base.vpgs + extra)
+
+
+def index_rows(
+    by_name: dict[str, list[tuple[Vm, Vpg]]], by_id: dict[str, list[tuple[Vm, Vpg]]], vpg: Vpg
+) -> None:
+    """Add a VPG's (VM, VPG) rows to the name and identifier indexes."""
+    for vm in vpg.vms:
+        by_name.setdefault(vm.name.lower(), []).append((vm, vpg))
+        by_id.setdefault(vm.identifier.lower(), []).append((vm, vpg))
+
+
+class Backend:
+    """What one simulated ZVM knows: its view of the shared :class:`World`.
+
+    Without ``site`` it is the single ZVM of a one-ZVM estate: the estate's local
+    site, seeing every VPG. With ``site`` (a multi-site estate) it is that site's
+    ZVM: it shows the VPGs protected from it or recovering to it, and keeps its own
+    tokens, tasks and counters. Rebuilt in place by :meth:`reset`.
+    """
+
+    def __init__(
+        self,
+        config: SimConfig,
+        *,
+        world: World | None = None,
+        site: str | None = None,
+        credentials: Credentials | None = None,
+    ) -> None:
+        self.config = config
+        self.world = world or World(config)
+        self.lock = self.world.lock
+        self.clock = config.clock
+        self.status_names = self.world.status_names
+        self.site_name = site
+        self.tokens = TokenStore(config, credentials)
+        self.world.views.append(self)
+        self._refresh()
+
+    def reset(self) -> None:
+        """Fresh estate, journals, tasks, counters and VM-action record (tokens stay).
+
+        The estate is shared, so every ZVM of the run is reset with it.
+        """
+        with self.lock:
+            self.world.build()
+            for view in self.world.views:
+                view._refresh()
+
+    @property
+    def vm_actions(self) -> list[dict[str, Any]]:
+        """The record of VM changes (one for the whole run)."""
+        return self.world.vm_actions
+
+    def _refresh(self) -> None:
+        world = self.world
+        self.stats = Stats()
+        if self.site_name is None:
+            self.local = world.local
+            self.peers = world.site_list[1:]
+            self.vpgs, self.vpgs_by_name = world.vpgs, world.vpgs_by_name
+            self.vm_rows, self.vm_rows_by_id = world.vm_rows, world.vm_rows_by_id
+        else:
+            self._view_of(world.sites[self.site_name.lower()])
+        self.tasks = TaskBook(self.local.identifier)
+
+    def _view_of(self, local: Site) -> None:
+        """Index the VPGs this site protects or recovers (a swap on failover keeps both)."""
+        world = self.world
+        self.local = local
+        mine = [v for v in world.vpgs.values() if local in (v.protected, v.recovery)]
+        self.vpgs = {v.identifier: v for v in mine}
+        self.vpgs_by_name = {v.name.lower(): v for v in mine}
+        self.vm_rows, self.vm_rows_by_id = {}, {}
+        for vpg in mine:
+            index_rows(self.vm_rows, self.vm_rows_by_id, vpg)
+        declared = world.estate.site(local.name).peers
+        if declared is not None:
+            self.peers = [world.sites[name.lower()] for name in declared]
+        else:
+            paired = {s.identifier for v in mine for s in (v.protected, v.recovery)}
+            self.peers = [s for s in world.site_list if s is not local and s.identifier in paired]
+
+    def accepts(self, vpg: Vpg, what: str) -> str | None:
+        """Why this ZVM refuses a tag / recovery operation on a paired VPG, or None.
+
+        Which side real Zerto accepts these from is UNCONFIRMED; a multi-site estate
+        chooses with ``tag_accepted_by`` / ``recovery_accepted_by``.
+        """
+        if self.site_name is None:
+            return None
+        estate = self.world.estate
+        side = estate.tag_accepted_by if what == "tag" else estate.recovery_accepted_by
+        if side == "both" or getattr(vpg, side) is self.local:
+            return None
+        there = vpg.protected if side == "protected" else vpg.recovery
+        action = "insert a checkpoint" if what == "tag" else "run a recovery operation"
+        return (
+            f"Cannot {action} on VPG '{vpg.name}' from site '{self.local.name}':"
+            f" use the ZVM of its {side} site '{there.name}'"
+        )
+
     # -- lookups ------------------------------------------------------------------
 
     def vpg(self, identifier: str) -> Vpg:
@@ -191,12 +301,8 @@ class Backend:
         return found
 
     def vpg_named(self, name: str) -> Vpg:
-        """A VPG by name (case-insensitive), or 404."""
-        found = self.vpgs_by_name.get(name.lower())
-        if found is None:
-            msg = f"VPG named {name!r} was not found"
-            raise not_found(msg)
-        return found
+        """A VPG of the estate by name, whichever ZVM shows it (control plane, tests); or 404."""
+        return self.world.vpg_named(name)
 
     def find_vms(
         self, vm_name: str | None, vpg_name: str | None, vm_id: str | None
@@ -294,6 +400,9 @@ class Backend:
             msg = f"checkpointName must be at most {MAX_TAG_LENGTH} characters"
             raise bad_request(msg)
         self.stats.tag_requests[vpg.name] += 1
+        refused = self.accepts(vpg, "tag")
+        if refused is not None:
+            raise bad_request(refused)
         now = self.clock()
         reason = self.refusal(vpg)
         if reason is None and vpg.tag_behaviour.mode == "fail":

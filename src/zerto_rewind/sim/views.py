@@ -30,9 +30,9 @@ def link(
     return {"href": f"{base}{path}", "identifier": identifier, "rel": rel, "type": kind}
 
 
-def site_link(base: str, site: Site) -> dict[str, Any]:
-    """Link to the local site or a peer site."""
-    if site.local:
+def site_link(base: str, site: Site, local: Site) -> dict[str, Any]:
+    """Link to the answering ZVM's own site (``local``) or to a peer site."""
+    if site is local:
         return link(base, "LocalSiteApi", "/v1/localsite", site.identifier)
     return link(base, "PeerSiteApi", f"/v1/peersites/{site.identifier}", site.identifier)
 
@@ -64,8 +64,8 @@ def _common(backend: Backend, base: str, vpg: Vpg) -> dict[str, Any]:
         "ActualRPO": 0 if latest is None else int(now - latest.timestamp),
         "Entities": _entities(vpg),
         "Priority": vpg.priority,
-        "ProtectedSite": site_link(base, vpg.protected),
-        "RecoverySite": site_link(base, vpg.recovery),
+        "ProtectedSite": site_link(base, vpg.protected, backend.local),
+        "RecoverySite": site_link(base, vpg.recovery, backend.local),
         "ProtectedSiteName": vpg.protected.name,
         "RecoverySiteName": vpg.recovery.name,
         "Status": backend.effective_status(vpg),
@@ -209,7 +209,7 @@ def local_site(backend: Backend, base: str) -> dict[str, Any]:
         "PlatformInformation": {"Azure": None, "VCenter": {"Ip": "127.0.0.1"}},
         "IsLoginBannerEnabled": False,
         "LoginBanner": None,
-        "Link": site_link(base, site),
+        "Link": site_link(base, site, site),
     }
 
 
@@ -229,5 +229,5 @@ def peer_site(backend: Backend, base: str, site: Site) -> dict[str, Any]:
         "Version": VERSION,
         "SiteType": enums.SITE_TYPE_BY_KIND[site.kind],
         "RegionName": {"aws": "us-east-2", "azure": "eastus"}.get(site.kind),
-        "Link": site_link(base, site),
+        "Link": site_link(base, site, backend.local),
     }

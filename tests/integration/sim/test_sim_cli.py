@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import ssl
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,48 +13,18 @@ from typing import Any
 import httpx
 import pytest
 
+from support.sim import Launched, launch_sim
 from zerto_rewind.sim import SimConfig, SimServer
 from zerto_rewind.sim.app import main
 
 TOKEN = "/auth/realms/zerto/protocol/openid-connect/token"
 
 
-def wait_ready(proc: subprocess.Popen[str], ready: Path, timeout: float) -> dict[str, Any]:
-    """Wait for the ready file (or the process to die)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ready.exists():
-            fields: dict[str, Any] = json.loads(ready.read_text())
-            return fields
-        if proc.poll() is not None:
-            raise AssertionError(f"simulator exited {proc.returncode}: {proc.stderr}")
-        time.sleep(0.05)
-    raise AssertionError("no ready file")
-
-
-Launched = tuple[subprocess.Popen[str], dict[str, Any]]
-
-
 @pytest.fixture
 def launch(tmp_path: Path) -> Iterator[Callable[..., Launched]]:
     """Start ``python -m zerto_rewind.sim --port 0 --ready-file F [args]``; kill at teardown."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(*extra: str) -> Launched:
-        ready = tmp_path / "ready.json"
-        command = [sys.executable, "-m", "zerto_rewind.sim", "--port", "0"]
-        command += ["--ready-file", str(ready), "--cert-dir", str(tmp_path / "certs"), *extra]
-        proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-        started.append(proc)
-        return proc, wait_ready(proc, ready, 30)
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+    with launch_sim(tmp_path) as start:
+        yield start
 
 
 def login(client: httpx.Client, fields: dict[str, Any]) -> None:
