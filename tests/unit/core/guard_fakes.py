@@ -71,26 +71,49 @@ class FakeClock:
 class SimZvm:
     """The ZvmClient methods the guard uses, answered by the simulator's backend."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, url: str = URL) -> None:
         self.backend = backend
-        self.settings = SimpleNamespace(url=URL)
+        self.settings = SimpleNamespace(url=url, connect_timeout_s=5.0, read_timeout_s=30.0)
         self.calls: list[str] = []
+        # a site that is dark: every request raises this (an estate test's fault)
+        self.fault: Exception | None = None
+
+    def _check(self) -> None:
+        if self.fault is not None:
+            raise self.fault
+
+    def local_site(self, *, deadline: float | None = None) -> dict[str, Any]:
+        self._check()
+        self.calls.append("local_site")
+        return views.local_site(self.backend, URL)
 
     def find_vms(self, name: str, *, deadline: float | None = None) -> list[VmRef]:
+        self._check()
         self.calls.append(f"find_vms {name}")
         rows = self.backend.find_vms(name, None, None)  # the sim's filter ignores case
         refs = [VmRef.from_wire(views.vm(self.backend, URL, vm, vpg)) for vm, vpg in rows]
         return [r for r in refs if r.vm_name == name]  # exact, as ZvmClient.find_vms
 
     def get_vpg(self, vpg_id: str, *, deadline: float | None = None) -> Vpg:
+        self._check()
         self.calls.append(f"get_vpg {self.name_of(vpg_id)}")
         return Vpg.from_wire(views.vpg(self.backend, URL, self.backend.vpg(vpg_id)))
 
     def find_vpg(self, name: str, *, deadline: float | None = None) -> Vpg:
+        self._check()
         self.calls.append(f"find_vpg {name}")
-        return Vpg.from_wire(views.vpg(self.backend, URL, self.backend.vpg_named(name)))
+        from zerto_rewind.errors import NotFound
+        from zerto_rewind.sim.errors import SimError
+
+        try:
+            found = self.backend.vpg_named(name)
+        except SimError:
+            msg = f"no VPG named {name!r}"
+            raise NotFound(msg, method="GET", url=f"{URL}/v1/vpgs", status=404) from None
+        return Vpg.from_wire(views.vpg(self.backend, URL, found))
 
     def entity_types(self, *, deadline: float | None = None) -> list[str]:
+        self._check()
         self.calls.append("entity_types")
         return list(enums.ENTITY_TYPES)
 
@@ -102,6 +125,7 @@ class SimZvm:
         until: datetime | None = None,
         deadline: float | None = None,
     ) -> list[Checkpoint]:
+        self._check()
         self.calls.append(f"list_checkpoints {self.name_of(vpg_id)}")
         found = self.backend.checkpoints(
             self.backend.vpg(vpg_id),
@@ -112,10 +136,12 @@ class SimZvm:
         return sorted(listed, key=Checkpoint.sort_key)
 
     def tag_checkpoint(self, vpg_id: str, name: str, *, deadline: float | None = None) -> str:
+        self._check()
         self.calls.append(f"tag {self.name_of(vpg_id)}")
         return self.backend.tag(self.backend.vpg(vpg_id), name).identifier
 
     def get_task(self, task_id: str, *, deadline: float | None = None) -> Task:
+        self._check()
         self.calls.append("get_task")
         return Task.from_wire(views.task(self.backend, URL, self.backend.task(task_id)))
 
@@ -243,3 +269,98 @@ class Rig:
         guard = self.guard()
         consume = kwargs.pop("consume", True)
         return guard.decide(self.call(*vms, **kwargs), consume=consume)
+
+
+# ---------------------------------------------------------------- several sites
+
+# Two sites that know each other: hq protects web-vpg (web-01) to dr; dr protects
+# dr-vpg (db-01) to hq; hq also protects hq-only (app-01) to an AWS site no ZVM of the
+# estate is. Each site's backend sees the estate from its own side, as its ZVM would:
+# the same VPG, site and VM identifiers, protected on one side, recovering on the other.
+HQ_ESTATE: dict[str, Any] = {
+    "local_site": {"name": "hq", "kind": "vcenter"},
+    "sites": [{"name": "dr", "kind": "vcenter"}, {"name": "aws", "kind": "aws"}],
+    "vpgs": [
+        {"name": "web-vpg", "site_kind": "vcenter", "protected_site": "hq",
+         "recovery_site": "dr", "vms": [{"name": "web-01", "vcenter_id": "vm-11"}]},
+        {"name": "dr-vpg", "site_kind": "vcenter", "protected_site": "dr",
+         "recovery_site": "hq", "vms": [{"name": "db-01", "vcenter_id": "vm-21"}]},
+        {"name": "hq-only", "site_kind": "vcenter", "protected_site": "hq",
+         "recovery_site": "aws", "vms": [{"name": "app-01", "vcenter_id": "vm-12"}]},
+        {"name": "from-aws", "site_kind": "aws", "protected_site": "aws",
+         "recovery_site": "hq", "vms": [{"name": "cloud-01", "vcenter_id": "vm-31"}]},
+    ],
+}  # fmt: skip
+DR_ESTATE: dict[str, Any] = {
+    "local_site": {"name": "dr", "kind": "vcenter"},
+    "sites": [{"name": "hq", "kind": "vcenter"}],
+    "vpgs": [
+        {"name": "web-vpg", "site_kind": "vcenter", "protected_site": "hq",
+         "recovery_site": "dr", "vms": [{"name": "web-01", "vcenter_id": "vm-11"}]},
+        {"name": "dr-vpg", "site_kind": "vcenter", "protected_site": "dr",
+         "recovery_site": "hq", "vms": [{"name": "db-01", "vcenter_id": "vm-21"}]},
+        {"name": "dr-own", "site_kind": "vcenter", "protected_site": "dr",
+         "recovery_site": "hq", "vms": [{"name": "web-01b", "vcenter_id": "vm-22"}]},
+    ],
+}  # fmt: skip
+
+
+def estate_settings(tmp_path: Path, sites: list[str], **guard: Any) -> Settings:
+    """Settings with one ZVM per site (zvms), the vSphere-like catalog and guard knobs."""
+    config = {
+        "zvms": {
+            site: {"url": f"https://{site}.zvm.test", "username": "u", "password": "p"}
+            for site in sites
+        },
+        "read_only_tools": ["mcp__vsphere__list_vms"],
+        "tools": {TOOL: {"vm_arg": ["name", "names[]"]}, HOST_TOOL: {"vpgs": ["dr-own"]}},
+        "guard": guard,
+        "state_dir": str(tmp_path / "state"),
+    }
+    path = tmp_path / "config.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(config, fh)
+    return load_settings({"HOME": str(tmp_path)}, path=str(path))
+
+
+HOST_TOOL = "mcp__vsphere__host_maintenance"
+
+
+class EstateRig:
+    """A guard over several simulated ZVMs (one backend each), a state directory, a clock."""
+
+    def __init__(
+        self, tmp_path: Path, estates: dict[str, dict[str, Any]] | None = None, **guard: Any
+    ) -> None:
+        estates = estates or {"hq": HQ_ESTATE, "dr": DR_ESTATE}
+        self.clock = FakeClock()
+        self.zvms: dict[str, SimZvm] = {}
+        for site, estate in estates.items():
+            path = tmp_path / f"estate-{site}.json"
+            path.write_text(json.dumps(estate))
+            backend = make_backend(self.clock, estate_file=path)
+            self.zvms[site] = SimZvm(backend, url=f"https://{site}.zvm.test")
+        self.settings = estate_settings(tmp_path, list(estates), **guard)
+        self.state = HookedState(self.settings.state_dir)
+
+    def guard(self) -> Guard:
+        return Guard(
+            self.settings,
+            clients=self.zvms,  # type: ignore[arg-type]
+            state=self.state,
+            wall=self.clock.wall,
+            mono=self.clock.mono,
+            sleep=self.clock.sleep,
+        )
+
+    def decide(self, *vms: str, tool: str = TOOL, session: str = "s1") -> Any:
+        tool_input: dict[str, Any] = {"name": vms[0]} if len(vms) == 1 else {"names": list(vms)}
+        if not vms:
+            tool_input = {}
+        call = ToolCall(tool, tool_input, session_id=session, started_at=self.clock.wall())
+        return self.guard().decide(call)
+
+    def tags(self, site: str) -> list[str]:
+        """The VPGs that site's ZVM was asked to tag, in order."""
+        return [c.removeprefix("tag ") for c in self.zvms[site].calls if c.startswith("tag ")]
