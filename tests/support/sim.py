@@ -10,7 +10,10 @@ A folder's ``conftest.py`` makes its ``sim`` fixture with :func:`sim_fixture`::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +22,7 @@ from zerto_rewind.config import ZvmSettings
 from zerto_rewind.sim import SimConfig, SimServer
 from zerto_rewind.testing import FAST_CADENCES
 
-__all__ = ["sim_config", "sim_fixture", "sim_settings"]
+__all__ = ["PAIRED_ESTATES", "estate_sims", "sim_config", "sim_fixture", "sim_settings"]
 
 
 def sim_config(**overrides: Any) -> SimConfig:
@@ -76,3 +79,60 @@ def sim_settings(sim: SimServer, *, grant: str = "password", **overrides: Any) -
         )
     values.update(overrides)
     return ZvmSettings(**values)
+
+
+# Two sites that know each other: hq protects web-vpg (web-01) to dr; dr protects
+# dr-vpg (db-01) to hq; hq also protects hq-only (app-01, app-02) to an AWS site no ZVM of the
+# estate is. Each site's backend sees the estate from its own side, as its ZVM would:
+# the same VPG, site and VM identifiers, protected on one side, recovering on the other.
+_HQ: dict[str, Any] = {
+    "local_site": {"name": "hq", "kind": "vcenter"},
+    "sites": [{"name": "dr", "kind": "vcenter"}, {"name": "aws", "kind": "aws"}],
+    "vpgs": [
+        {"name": "web-vpg", "site_kind": "vcenter", "protected_site": "hq",
+         "recovery_site": "dr", "vms": [{"name": "web-01", "vcenter_id": "vm-11"}]},
+        {"name": "dr-vpg", "site_kind": "vcenter", "protected_site": "dr",
+         "recovery_site": "hq", "vms": [{"name": "db-01", "vcenter_id": "vm-21"}]},
+        {"name": "hq-only", "site_kind": "vcenter", "protected_site": "hq",
+         "recovery_site": "aws", "vms": [{"name": "app-01", "vcenter_id": "vm-12"},
+                                          {"name": "app-02", "vcenter_id": "vm-13"}]},
+        {"name": "from-aws", "site_kind": "aws", "protected_site": "aws",
+         "recovery_site": "hq", "vms": [{"name": "cloud-01", "vcenter_id": "vm-31"}]},
+    ],
+}  # fmt: skip
+_DR: dict[str, Any] = {
+    "local_site": {"name": "dr", "kind": "vcenter"},
+    "sites": [{"name": "hq", "kind": "vcenter"}],
+    "vpgs": [
+        {"name": "web-vpg", "site_kind": "vcenter", "protected_site": "hq",
+         "recovery_site": "dr", "vms": [{"name": "web-01", "vcenter_id": "vm-11"}]},
+        {"name": "dr-vpg", "site_kind": "vcenter", "protected_site": "dr",
+         "recovery_site": "hq", "vms": [{"name": "db-01", "vcenter_id": "vm-21"}]},
+        {"name": "dr-own", "site_kind": "vcenter", "protected_site": "dr",
+         "recovery_site": "hq", "vms": [{"name": "web-01b", "vcenter_id": "vm-22"}]},
+    ],
+}  # fmt: skip
+
+
+PAIRED_ESTATES: dict[str, dict[str, Any]] = {"hq": _HQ, "dr": _DR}
+
+
+@contextmanager
+def estate_sims(
+    directory: Path, estates: Mapping[str, Mapping[str, Any]] | None = None, **overrides: Any
+) -> Iterator[dict[str, SimServer]]:
+    """One simulator per site (default :data:`PAIRED_ESTATES`), each over TLS with its own
+    CA, credentials and estate file; all stopped on exit.
+
+    Until the simulator runs paired sites itself, each site's ZVM is its own process-less
+    server: a tag on one is not in the other's journal, which the guard never needs (a
+    VPG is tagged and confirmed on one ZVM).
+    """
+    estates = estates or PAIRED_ESTATES
+    with ExitStack() as stack:
+        sims: dict[str, SimServer] = {}
+        for site, estate in estates.items():
+            path = directory / f"estate-{site}.json"
+            path.write_text(json.dumps(estate))
+            sims[site] = stack.enter_context(SimServer(sim_config(estate_file=path, **overrides)))
+        yield sims

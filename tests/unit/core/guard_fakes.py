@@ -17,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from support.sim import PAIRED_ESTATES
 from zerto_rewind.config import Settings, load_settings
 from zerto_rewind.core.decision import ToolCall
 from zerto_rewind.core.guard import Guard
@@ -273,36 +274,7 @@ class Rig:
 
 # ---------------------------------------------------------------- several sites
 
-# Two sites that know each other: hq protects web-vpg (web-01) to dr; dr protects
-# dr-vpg (db-01) to hq; hq also protects hq-only (app-01) to an AWS site no ZVM of the
-# estate is. Each site's backend sees the estate from its own side, as its ZVM would:
-# the same VPG, site and VM identifiers, protected on one side, recovering on the other.
-HQ_ESTATE: dict[str, Any] = {
-    "local_site": {"name": "hq", "kind": "vcenter"},
-    "sites": [{"name": "dr", "kind": "vcenter"}, {"name": "aws", "kind": "aws"}],
-    "vpgs": [
-        {"name": "web-vpg", "site_kind": "vcenter", "protected_site": "hq",
-         "recovery_site": "dr", "vms": [{"name": "web-01", "vcenter_id": "vm-11"}]},
-        {"name": "dr-vpg", "site_kind": "vcenter", "protected_site": "dr",
-         "recovery_site": "hq", "vms": [{"name": "db-01", "vcenter_id": "vm-21"}]},
-        {"name": "hq-only", "site_kind": "vcenter", "protected_site": "hq",
-         "recovery_site": "aws", "vms": [{"name": "app-01", "vcenter_id": "vm-12"}]},
-        {"name": "from-aws", "site_kind": "aws", "protected_site": "aws",
-         "recovery_site": "hq", "vms": [{"name": "cloud-01", "vcenter_id": "vm-31"}]},
-    ],
-}  # fmt: skip
-DR_ESTATE: dict[str, Any] = {
-    "local_site": {"name": "dr", "kind": "vcenter"},
-    "sites": [{"name": "hq", "kind": "vcenter"}],
-    "vpgs": [
-        {"name": "web-vpg", "site_kind": "vcenter", "protected_site": "hq",
-         "recovery_site": "dr", "vms": [{"name": "web-01", "vcenter_id": "vm-11"}]},
-        {"name": "dr-vpg", "site_kind": "vcenter", "protected_site": "dr",
-         "recovery_site": "hq", "vms": [{"name": "db-01", "vcenter_id": "vm-21"}]},
-        {"name": "dr-own", "site_kind": "vcenter", "protected_site": "dr",
-         "recovery_site": "hq", "vms": [{"name": "web-01b", "vcenter_id": "vm-22"}]},
-    ],
-}  # fmt: skip
+HQ_ESTATE, DR_ESTATE = PAIRED_ESTATES["hq"], PAIRED_ESTATES["dr"]
 
 
 def estate_settings(tmp_path: Path, sites: list[str], **guard: Any) -> Settings:
