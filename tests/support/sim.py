@@ -85,35 +85,31 @@ def sim_settings(sim: SimServer, *, grant: str = "password", **overrides: Any) -
 # dr-vpg (db-01) to hq; hq also protects hq-only (app-01, app-02) to an AWS site no ZVM of the
 # estate is. Each site's backend sees the estate from its own side, as its ZVM would:
 # the same VPG, site and VM identifiers, protected on one side, recovering on the other.
+def _vpg(name: str, protected: str, recovery: str, *vms: tuple[str, str]) -> dict[str, Any]:
+    kind = "aws" if protected == "aws" else "vcenter"
+    return {
+        "name": name, "site_kind": kind, "protected_site": protected, "recovery_site": recovery,
+        "vms": [{"name": vm, "vcenter_id": moref} for vm, moref in vms],
+    }  # fmt: skip
+
+
+_WEB = _vpg("web-vpg", "hq", "dr", ("web-01", "vm-11"))
+_DB = _vpg("dr-vpg", "dr", "hq", ("db-01", "vm-21"))
 _HQ: dict[str, Any] = {
     "local_site": {"name": "hq", "kind": "vcenter"},
     "sites": [{"name": "dr", "kind": "vcenter"}, {"name": "aws", "kind": "aws"}],
     "vpgs": [
-        {"name": "web-vpg", "site_kind": "vcenter", "protected_site": "hq",
-         "recovery_site": "dr", "vms": [{"name": "web-01", "vcenter_id": "vm-11"}]},
-        {"name": "dr-vpg", "site_kind": "vcenter", "protected_site": "dr",
-         "recovery_site": "hq", "vms": [{"name": "db-01", "vcenter_id": "vm-21"}]},
-        {"name": "hq-only", "site_kind": "vcenter", "protected_site": "hq",
-         "recovery_site": "aws", "vms": [{"name": "app-01", "vcenter_id": "vm-12"},
-                                          {"name": "app-02", "vcenter_id": "vm-13"}]},
-        {"name": "from-aws", "site_kind": "aws", "protected_site": "aws",
-         "recovery_site": "hq", "vms": [{"name": "cloud-01", "vcenter_id": "vm-31"}]},
+        _WEB,
+        _DB,
+        _vpg("hq-only", "hq", "aws", ("app-01", "vm-12"), ("app-02", "vm-13")),
+        _vpg("from-aws", "aws", "hq", ("cloud-01", "vm-31")),
     ],
-}  # fmt: skip
+}
 _DR: dict[str, Any] = {
     "local_site": {"name": "dr", "kind": "vcenter"},
     "sites": [{"name": "hq", "kind": "vcenter"}],
-    "vpgs": [
-        {"name": "web-vpg", "site_kind": "vcenter", "protected_site": "hq",
-         "recovery_site": "dr", "vms": [{"name": "web-01", "vcenter_id": "vm-11"}]},
-        {"name": "dr-vpg", "site_kind": "vcenter", "protected_site": "dr",
-         "recovery_site": "hq", "vms": [{"name": "db-01", "vcenter_id": "vm-21"}]},
-        {"name": "dr-own", "site_kind": "vcenter", "protected_site": "dr",
-         "recovery_site": "hq", "vms": [{"name": "web-01b", "vcenter_id": "vm-22"}]},
-    ],
-}  # fmt: skip
-
-
+    "vpgs": [_WEB, _DB, _vpg("dr-own", "dr", "hq", ("web-01b", "vm-22"))],
+}
 PAIRED_ESTATES: dict[str, dict[str, Any]] = {"hq": _HQ, "dr": _DR}
 
 

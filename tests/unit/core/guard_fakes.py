@@ -30,6 +30,7 @@ from zerto_rewind.zvm.models import Checkpoint, Task, VmRef, Vpg
 
 URL = "https://zvm.sim.test"
 TOOL = "mcp__vsphere__power_off_vm"
+HOST_TOOL = "mcp__vsphere__host_maintenance"  # a tool whose catalog entry names a VPG
 # 2027-01-15T08:00:00Z: far from any real clock, so no test leans on time.time().
 START_WALL = 1_800_000_000.0
 START_MONO = 5_000.0
@@ -213,12 +214,18 @@ def make_backend(clock: FakeClock, **config: Any) -> Backend:
     return Backend(SimConfig(**values))
 
 
-def make_settings(tmp_path: Path, **guard: Any) -> Settings:
-    """Settings with a vSphere-like catalog and the given guard knobs."""
-    config = {
-        "zvm": {"url": URL, "username": "u", "password": "p"},
+def make_settings(tmp_path: Path, *, sites: list[str] | None = None, **guard: Any) -> Settings:
+    """Settings with a vSphere-like catalog and the given guard knobs; with ``sites``, one
+    ZVM per site (``zvms``, ``https://SITE.zvm.test``) and a tool that names VPG dr-own."""
+    zvm = {"username": "u", "password": "p"}
+    tools: dict[str, Any] = {TOOL: {"vm_arg": ["name", "names[]"]}}
+    config: dict[str, Any] = {"zvm": {"url": URL, **zvm}}
+    if sites is not None:
+        config = {"zvms": {site: {"url": f"https://{site}.zvm.test", **zvm} for site in sites}}
+        tools[HOST_TOOL] = {"vpgs": ["dr-own"]}
+    config |= {
         "read_only_tools": ["mcp__vsphere__list_vms"],
-        "tools": {TOOL: {"vm_arg": ["name", "names[]"]}},
+        "tools": tools,
         "guard": guard,
         "state_dir": str(tmp_path / "state"),
     }
@@ -227,6 +234,13 @@ def make_settings(tmp_path: Path, **guard: Any) -> Settings:
     with os.fdopen(fd, "w") as fh:
         json.dump(config, fh)
     return load_settings({"HOME": str(tmp_path)}, path=str(path))
+
+
+def clocked_guard(settings: Settings, state: GuardState, clock: FakeClock, **clients: Any) -> Guard:
+    """A guard on the fake clock over fake ZVM clients (``client=`` or ``clients=``)."""
+    return Guard(
+        settings, state=state, wall=clock.wall, mono=clock.mono, sleep=clock.sleep, **clients
+    )
 
 
 class Rig:
@@ -240,14 +254,7 @@ class Rig:
         self.state = HookedState(self.settings.state_dir)
 
     def guard(self) -> Guard:
-        return Guard(
-            self.settings,
-            client=self.zvm,  # type: ignore[arg-type]
-            state=self.state,
-            wall=self.clock.wall,
-            mono=self.clock.mono,
-            sleep=self.clock.sleep,
-        )
+        return clocked_guard(self.settings, self.state, self.clock, client=self.zvm)
 
     def tagger(self) -> Tagger:
         return Tagger(
@@ -277,28 +284,6 @@ class Rig:
 HQ_ESTATE, DR_ESTATE = PAIRED_ESTATES["hq"], PAIRED_ESTATES["dr"]
 
 
-def estate_settings(tmp_path: Path, sites: list[str], **guard: Any) -> Settings:
-    """Settings with one ZVM per site (zvms), the vSphere-like catalog and guard knobs."""
-    config = {
-        "zvms": {
-            site: {"url": f"https://{site}.zvm.test", "username": "u", "password": "p"}
-            for site in sites
-        },
-        "read_only_tools": ["mcp__vsphere__list_vms"],
-        "tools": {TOOL: {"vm_arg": ["name", "names[]"]}, HOST_TOOL: {"vpgs": ["dr-own"]}},
-        "guard": guard,
-        "state_dir": str(tmp_path / "state"),
-    }
-    path = tmp_path / "config.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(config, fh)
-    return load_settings({"HOME": str(tmp_path)}, path=str(path))
-
-
-HOST_TOOL = "mcp__vsphere__host_maintenance"
-
-
 class EstateRig:
     """A guard over several simulated ZVMs (one backend each), a state directory, a clock."""
 
@@ -313,18 +298,11 @@ class EstateRig:
             path.write_text(json.dumps(estate))
             backend = make_backend(self.clock, estate_file=path)
             self.zvms[site] = SimZvm(backend, url=f"https://{site}.zvm.test")
-        self.settings = estate_settings(tmp_path, list(estates), **guard)
+        self.settings = make_settings(tmp_path, sites=list(estates), **guard)
         self.state = HookedState(self.settings.state_dir)
 
     def guard(self) -> Guard:
-        return Guard(
-            self.settings,
-            clients=self.zvms,  # type: ignore[arg-type]
-            state=self.state,
-            wall=self.clock.wall,
-            mono=self.clock.mono,
-            sleep=self.clock.sleep,
-        )
+        return clocked_guard(self.settings, self.state, self.clock, clients=self.zvms)
 
     def decide(self, *vms: str, tool: str = TOOL, session: str = "s1") -> Any:
         tool_input: dict[str, Any] = {"name": vms[0]} if len(vms) == 1 else {"names": list(vms)}
