@@ -366,7 +366,9 @@ class Guard:
         deadline: float,
     ) -> list[TagPlan]:
         plans = [
-            tagger.plan(vpg, outcome, call, deadline, client=self._client_of(outcome))
+            tagger.plan(
+                vpg, outcome, call, deadline, client=self._client_of(outcome), site=outcome.site
+            )
             for vpg, outcome in inspected
         ]
         for plan in plans:
@@ -512,7 +514,14 @@ class Guard:
             wall=self.wall,
             mono=self.mono,
             sleep=self.sleep,
+            site_client=self._site_client,
         )
+
+    def _site_client(self, site: str) -> ZvmClient | None:
+        """The client of a site that took a tag, unless it is unknown or marked down."""
+        if site not in self.estate().names or self.sites().down(site) is not None:
+            return None
+        return self.estate().client(site)
 
 
 def entity_type_names(

@@ -83,6 +83,10 @@ class TagPlan:
     done: bool = False
     # The ZVM that takes this VPG's tag and lists its journal (its site's, in an estate).
     client: ZvmClient | None = None
+    site: str | None = None
+    # The ZVM that knows the adopted tag's task: the one that took the request (None: no
+    # ZVM can be asked now, so only the journal and the overdue time decide).
+    task_client: ZvmClient | None = None
 
     @property
     def waiting(self) -> bool:
@@ -101,8 +105,12 @@ class Tagger:
         wall: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        site_client: Callable[[str], ZvmClient | None] | None = None,
     ) -> None:
+        """``site_client(site)``: the client of the estate's site that took a tag another
+        call requested (None while that site is down); without it, the plan's client."""
         self.client = client
+        self.site_client = site_client
         self.state = state
         self.settings = settings
         self.wall = wall
@@ -119,12 +127,14 @@ class Tagger:
         deadline: float,
         *,
         client: ZvmClient | None = None,
+        site: str | None = None,
     ) -> TagPlan:
         """Decide, under the VPG's lock, whether to reuse, join or request a tag.
 
-        ``client``: the ZVM that takes this VPG's tag (default: the tagger's own).
+        ``client``: the ZVM that takes this VPG's tag (default: the tagger's own), the
+        estate's ``site`` of it.
         """
-        plan = TagPlan(outcome, client=client or self.client)
+        plan = TagPlan(outcome, client=client or self.client, site=site)
         with self.state.vpg(vpg.vpg_id) as record:
             record.vpg_name = vpg.name
             self._learn_cadence(plan, record, vpg, deadline)
@@ -202,6 +212,7 @@ class Tagger:
             overdue_at=overdue,
             task_id=task_id,
             requested_by=f"{call.tool_name} {','.join(plan.outcome.vms)}",
+            site=plan.site,
         )
         record.allowed_since_landing = 0
         self._adopt(plan, record, record.tag)
@@ -223,6 +234,10 @@ class Tagger:
     def _adopt(self, plan: TagPlan, record: VpgRecord, tag: TagRecord) -> None:
         out = plan.outcome
         plan.tag_name, plan.task_id, plan.overdue_at = tag.name, tag.task_id, tag.overdue_at
+        plan.task_client = _client(self, plan)
+        if tag.site is not None and tag.site != plan.site and self.site_client is not None:
+            # Requested through another site's ZVM (guard.tag_via any): its task is there.
+            plan.task_client = self.site_client(tag.site)
         # expected_at = boundary + the lag planned with. Until this VPG's lag is
         # learned, poll from the boundary on; once learned, poll when it should land.
         plan.lag_used_s = tag.planned_lag_s
@@ -247,9 +262,9 @@ class Tagger:
         finished task settles the question, so a running one is asked again at
         the next poll past the expected landing.
         """
-        if plan.task_id is None or plan.done or plan.task_checked:
+        if plan.task_id is None or plan.done or plan.task_checked or plan.task_client is None:
             return
-        task = _client(self, plan).get_task(plan.task_id, deadline=deadline)
+        task = plan.task_client.get_task(plan.task_id, deadline=deadline)
         plan.task_checked = task.done
         reason = task_failure(task, plan.task_id)
         if reason:
@@ -278,9 +293,9 @@ class Tagger:
     def _check_joined_task(self, plan: TagPlan, tag: TagRecord, deadline: float) -> None:
         """A joined tag this call will not wait for (it lands past the budget): ask its task
         now, under the VPG's lock, since no poll will; a failed task fails the tag for all."""
-        if tag.task_id is None:
+        if tag.task_id is None or plan.task_client is None:
             return
-        task = _client(self, plan).get_task(tag.task_id, deadline=deadline)
+        task = plan.task_client.get_task(tag.task_id, deadline=deadline)
         plan.task_checked = task.done
         reason = task_failure(task, tag.task_id)
         if reason:

@@ -256,3 +256,45 @@ def test_a_catalog_named_vpg_of_a_dark_site_is_denied_naming_it(rig: EstateRig) 
     assert (decision.row, decision.outcome) == (Row.FAILED, Outcome.DENY)
     assert "site dr" in decision.reason
     assert "AuthError" in decision.reason
+
+
+def test_a_tag_requested_through_another_sites_zvm_has_its_task_asked_there(
+    rig: EstateRig,
+) -> None:
+    """tag_via any: hq's ZVM took dr-vpg's tag while dr was dark. A later call through dr
+    joins that tag, and asks hq (which knows the task), not dr, how it went."""
+    from zerto_rewind.core.decision import ToolCall, VpgOutcome
+    from zerto_rewind.core.tagging import Tagger, TagPlan
+
+    hq, dr = rig.zvms["hq"], rig.zvms["dr"]
+    hq.tag_behaviour("dr-vpg", "fail", reason="the VRA did not answer")
+    tagger = Tagger(
+        hq,  # type: ignore[arg-type]
+        rig.state,
+        rig.settings.guard,
+        wall=rig.clock.wall,
+        mono=rig.clock.mono,
+        sleep=rig.clock.sleep,
+        site_client=rig.zvms.get,  # type: ignore[arg-type]
+    )
+    deadline = rig.clock.mono() + 30
+    vpg_id = hq.vpg_id("dr-vpg")
+
+    def plan_on(site: str, session: str) -> TagPlan:
+        zvm = rig.zvms[site]
+        call = ToolCall("t", {}, session_id=session, started_at=rig.clock.wall())
+        outcome = VpgOutcome(vpg_id, "dr-vpg", ("db-01",), site_kind="vcenter", site=site)
+        vpg = zvm.get_vpg(vpg_id)
+        return tagger.plan(vpg, outcome, call, deadline, client=zvm, site=site)  # type: ignore[arg-type]
+
+    plan_on("hq", "s1")
+    tag = rig.state.peek_vpg(vpg_id).tag
+    assert tag is not None
+    assert tag.site == "hq"
+    rig.clock.advance(1)
+    joined = plan_on("dr", "s2")
+    tagger.check_task(joined, deadline)
+    assert joined.outcome.row == Row.FAILED
+    assert "the VRA did not answer" in joined.outcome.reason
+    assert "get_task" in hq.calls
+    assert "get_task" not in dr.calls
