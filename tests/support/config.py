@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "VSPHERE_CATALOG",
     "sim_zvm",
     "write_config",
+    "write_estate_config",
     "write_offline_config",
     "write_sim_config",
 ]
@@ -79,6 +81,24 @@ def write_sim_config(
 ) -> Path:
     """A 0600 config that logs in to ``sim`` (see :func:`sim_zvm`), state in ``directory/state``."""
     data = {"zvm": sim_zvm(sim, secret_env=secret_env), "state_dir": str(directory / "state")}
+    data.update(sections)
+    return write_config(directory, data, name=name)
+
+
+def write_estate_config(
+    sims: Mapping[str, SimServer],
+    directory: Path,
+    *,
+    zvm_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    name: str = "config.json",
+    **sections: Any,
+) -> Path:
+    """A 0600 config with one ``zvms`` entry per site's simulator (``zvm_overrides`` change a
+    site's entry, e.g. a wrong password or another site's CA), state in ``directory/state``."""
+    zvms = {
+        site: {**sim_zvm(sim), **(zvm_overrides or {}).get(site, {})} for site, sim in sims.items()
+    }
+    data = {"zvms": zvms, "state_dir": str(directory / "state")}
     data.update(sections)
     return write_config(directory, data, name=name)
 

@@ -20,7 +20,8 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,10 @@ from zerto_rewind.sim.estate import ESTATES_DIR
 from zerto_rewind.testing import FAST_CADENCES
 
 __all__ = [
+    "PAIRED_ESTATES",
     "THREE_SITES",
     "Launched",
+    "estate_sims",
     "launch_sim",
     "sim_config",
     "sim_fixture",
@@ -160,3 +163,56 @@ def launch_sim(tmp_path: Path) -> Iterator[Callable[..., Launched]]:
                 proc.wait()
             if proc.stderr is not None:
                 proc.stderr.close()
+
+
+# Two sites that know each other: hq protects web-vpg (web-01) to dr; dr protects
+# dr-vpg (db-01) to hq; hq also protects hq-only (app-01, app-02) to an AWS site no ZVM of the
+# estate is. Each site's backend sees the estate from its own side, as its ZVM would:
+# the same VPG, site and VM identifiers, protected on one side, recovering on the other.
+def _vpg(name: str, protected: str, recovery: str, *vms: tuple[str, str]) -> dict[str, Any]:
+    kind = "aws" if protected == "aws" else "vcenter"
+    return {
+        "name": name, "site_kind": kind, "protected_site": protected, "recovery_site": recovery,
+        "vms": [{"name": vm, "vcenter_id": moref} for vm, moref in vms],
+    }  # fmt: skip
+
+
+_WEB = _vpg("web-vpg", "hq", "dr", ("web-01", "vm-11"))
+_DB = _vpg("dr-vpg", "dr", "hq", ("db-01", "vm-21"))
+_HQ: dict[str, Any] = {
+    "local_site": {"name": "hq", "kind": "vcenter"},
+    "sites": [{"name": "dr", "kind": "vcenter"}, {"name": "aws", "kind": "aws"}],
+    "vpgs": [
+        _WEB,
+        _DB,
+        _vpg("hq-only", "hq", "aws", ("app-01", "vm-12"), ("app-02", "vm-13")),
+        _vpg("from-aws", "aws", "hq", ("cloud-01", "vm-31")),
+    ],
+}
+_DR: dict[str, Any] = {
+    "local_site": {"name": "dr", "kind": "vcenter"},
+    "sites": [{"name": "hq", "kind": "vcenter"}],
+    "vpgs": [_WEB, _DB, _vpg("dr-own", "dr", "hq", ("web-01b", "vm-22"))],
+}
+PAIRED_ESTATES: dict[str, dict[str, Any]] = {"hq": _HQ, "dr": _DR}
+
+
+@contextmanager
+def estate_sims(
+    directory: Path, estates: Mapping[str, Mapping[str, Any]] | None = None, **overrides: Any
+) -> Iterator[dict[str, SimServer]]:
+    """One simulator per site (default :data:`PAIRED_ESTATES`), each over TLS with its own
+    CA, credentials and estate file; all stopped on exit.
+
+    Until the simulator runs paired sites itself, each site's ZVM is its own process-less
+    server: a tag on one is not in the other's journal, which the guard never needs (a
+    VPG is tagged and confirmed on one ZVM).
+    """
+    estates = estates or PAIRED_ESTATES
+    with ExitStack() as stack:
+        sims: dict[str, SimServer] = {}
+        for site, estate in estates.items():
+            path = directory / f"estate-{site}.json"
+            path.write_text(json.dumps(estate))
+            sims[site] = stack.enter_context(SimServer(sim_config(estate_file=path, **overrides)))
+        yield sims

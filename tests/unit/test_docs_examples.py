@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(json|bash|sh|console)\n(.*?)^```", re.M | re.S)
 CONFIG_KEYS = {
-    "zvm", "read_only_tools", "tools", "guard", "vm_map", "unknown_tools", "recovery",
+    "zvm", "zvms", "read_only_tools", "tools", "guard", "vm_map", "unknown_tools", "recovery",
     "approvals", "upstreams",
 }  # fmt: skip
 STAND_IN_ZVM = {"url": "https://zvm.example.com", "client_id": "c", "client_secret_env": "S"}
@@ -99,7 +99,7 @@ def test_json_example(block: tuple[str, int, str, str], tmp_path: Path) -> None:
         parse_estate(data)
     else:
         assert set(data) & CONFIG_KEYS, f"not config-shaped: {sorted(data)}"
-        config = {"zvm": STAND_IN_ZVM, **data}
+        config = {**({} if "zvms" in data else {"zvm": STAND_IN_ZVM}), **data}
         path = tmp_path / "config.json"
         parser = Parser(str(path), str(tmp_path))
         settings = parser.settings(config, {"S": "x"}, loose_permissions=False)

@@ -230,9 +230,16 @@ class _Answer:
         from ..core.decision import Decision, Outcome, Row
 
         budget = self.settings.guard.timeout_s
+        zvms = self.settings.zvms
+        where = (
+            f"the ZVM at {self.settings.zvm.url} did not answer in time"
+            if len(zvms) == 1
+            else "a ZVM of the estate did not answer in time: "
+            + ", ".join(f"site {site} at {zvm.url}" for site, zvm in zvms.items())
+        )
         reason = (
             f"zerto-rewind could not confirm a checkpoint for {self.call.tool_name} within its "
-            f"{budget:g} s budget (the ZVM at {self.settings.zvm.url} did not answer in time); "
+            f"{budget:g} s budget ({where}); "
             "the call was not run. Check the ZVM with `zerto-rewind doctor`, then retry."
         )
         decision = Decision(Row.ERROR, Outcome.DENY, self.call.tool_name, reason=reason)

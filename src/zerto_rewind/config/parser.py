@@ -10,10 +10,12 @@ import os
 
 from ..errors import ConfigError
 from .settings import (
+    DEFAULT_SITE,
     ON_PENDING_CHOICES,
     PROMPT_AS_CHOICES,
     PROMPT_VIA_CHOICES,
     SITE_KINDS,
+    TAG_VIA_CHOICES,
     TOOL_DECISIONS,
     UNKNOWN_CHOICES,
     ZERTO_ID_FIELDS,
@@ -99,6 +101,7 @@ class Parser:
             "",
             (
                 "zvm",
+                "zvms",
                 "read_only_tools",
                 "tools",
                 "vm_map",
@@ -114,16 +117,15 @@ class Parser:
                 "approvals",
             ),
         )
-        if "zvm" not in top:
-            self.fail("zvm", "missing: the ZVM's url and credentials are required")
-        zvm = self.zvm(top["zvm"], env, loose_permissions=loose_permissions)
+        zvms = self.zvms(top, env, loose_permissions=loose_permissions)
         catalog = self.catalog(top, env)
         guard = self.guard(top.get("guard", {}), env)
         recovery = self.obj(top.get("recovery", {}), "recovery", ("allow_live",))
         allow_live = self.boolean(recovery.get("allow_live", False), "recovery.allow_live")
         return Settings(
             path=self.path,
-            zvm=zvm,
+            zvm=next(iter(zvms.values())),
+            zvms=zvms,
             catalog=catalog,
             guard=guard,
             allow_live_recovery=allow_live,
@@ -348,14 +350,55 @@ class Parser:
             return default_log_path(env)
         return self.file_path(top["log"], "log")
 
-    def zvm(self, raw: Any, env: Mapping[str, str], *, loose_permissions: bool) -> ZvmSettings:
+    def zvms(
+        self, top: dict[str, Any], env: Mapping[str, str], *, loose_permissions: bool
+    ) -> dict[str, ZvmSettings]:
+        """``zvm`` (one ZVM: a one-site estate named ``default``) or ``zvms`` (site -> ZVM)."""
+        if "zvm" in top and "zvms" in top:
+            self.fail(
+                "zvms",
+                "the config gives both zvm and zvms; use zvms alone (one entry per site) or "
+                "zvm alone (a single ZVM)",
+            )
+        if "zvm" in top:
+            return {DEFAULT_SITE: self.zvm(top["zvm"], env, loose_permissions=loose_permissions)}
+        if "zvms" not in top:
+            self.fail("zvm", "missing: the ZVM's url and credentials are required (zvm or zvms)")
+        raw = top["zvms"]
+        if not isinstance(raw, dict) or not raw:
+            self.fail("zvms", "must be a non-empty JSON object of site name -> ZVM settings")
+        sites: dict[str, ZvmSettings] = {}
+        urls: dict[str, str] = {}
+        for site, spec in raw.items():
+            key = f"zvms.{site}"
+            if not site or not all(ch.isalnum() or ch in "-_" for ch in site):
+                self.fail(key, "a site name may hold only letters, digits, - and _")
+            zvm = self.zvm(spec, env, loose_permissions=loose_permissions, key=key, site=site)
+            if zvm.url in urls:
+                self.fail(
+                    f"{key}.url",
+                    f"is also the url of site {urls[zvm.url]}; each site has its own ZVM",
+                )
+            urls[zvm.url] = site
+            sites[site] = zvm
+        return sites
+
+    def zvm(
+        self,
+        raw: Any,
+        env: Mapping[str, str],
+        *,
+        loose_permissions: bool,
+        key: str = "zvm",
+        site: str = DEFAULT_SITE,
+    ) -> ZvmSettings:
         keys = (
             "url", "client_id", "client_secret", "client_secret_env", "client_secret_file",
             "username", "password", "password_env", "password_file",
             "ca_bundle", "verify_tls", "connect_timeout_s", "read_timeout_s", "scope",
         )  # fmt: skip
-        zvm = self.obj(raw, "zvm", keys)
-        url = self.url(zvm.get("url"))
+        zvm = self.obj(raw, key, keys)
+        url = self.url(zvm.get("url"), f"{key}.url")
         password_keys: list[str] = [
             k for k in ("password", "password_env", "password_file") if k in zvm
         ]
@@ -366,23 +409,27 @@ class Parser:
         username: str | None = None
         if "username" in zvm or password_keys:
             if secret_keys:
-                self.fail("zvm", "give username + password or client_id + client_secret, not both")
+                self.fail(key, "give username + password or client_id + client_secret, not both")
             grant, chosen, client_id = (
                 "password",
                 password_keys,
                 zvm.get("client_id", "zerto-client"),
             )
-            username = self.string(zvm.get("username"), "zvm.username")
+            username = self.string(zvm.get("username"), f"{key}.username")
         else:
             grant, chosen, client_id = "client_credentials", secret_keys, zvm.get("client_id")
-        client_id = self.string(client_id, "zvm.client_id")
-        source = self.secret_source(zvm, chosen, grant, loose_permissions=loose_permissions)
-        verify = self.boolean(zvm.get("verify_tls", True), "zvm.verify_tls")
+        client_id = self.string(client_id, f"{key}.client_id")
+        source = self.secret_source(
+            zvm, chosen, grant, loose_permissions=loose_permissions, key=key
+        )
+        verify = self.boolean(zvm.get("verify_tls", True), f"{key}.verify_tls")
         ca_bundle = (
-            self.file_path(zvm["ca_bundle"], "zvm.ca_bundle") if "ca_bundle" in zvm else None
+            self.file_path(zvm["ca_bundle"], f"{key}.ca_bundle") if "ca_bundle" in zvm else None
         )
         if ca_bundle is not None and not verify:
-            self.fail("zvm.verify_tls", "is false while zvm.ca_bundle is set; drop one of them")
+            self.fail(
+                f"{key}.verify_tls", f"is false while {key}.ca_bundle is set; drop one of them"
+            )
         return ZvmSettings(
             url=url,
             grant=grant,
@@ -391,39 +438,48 @@ class Parser:
             secret_source=source,
             ca_bundle=ca_bundle,
             verify_tls=verify,
-            connect_timeout_s=self.number(zvm.get("connect_timeout_s", 5), "zvm.connect_timeout_s"),
-            read_timeout_s=self.number(zvm.get("read_timeout_s", 30), "zvm.read_timeout_s"),
-            scope=self.string(zvm["scope"], "zvm.scope") if "scope" in zvm else None,
-            secret_origin=(self.path, f"zvm.{chosen[0]}"),
+            connect_timeout_s=self.number(
+                zvm.get("connect_timeout_s", 5), f"{key}.connect_timeout_s"
+            ),
+            read_timeout_s=self.number(zvm.get("read_timeout_s", 30), f"{key}.read_timeout_s"),
+            scope=self.string(zvm["scope"], f"{key}.scope") if "scope" in zvm else None,
+            secret_origin=(self.path, f"{key}.{chosen[0]}"),
             env=env,
+            site=site,
         )
 
-    def url(self, value: Any) -> str:
-        url = self.string(value, "zvm.url").rstrip("/")
+    def url(self, value: Any, key: str = "zvm.url") -> str:
+        url = self.string(value, key).rstrip("/")
         if not url.startswith(("https://", "http://")) or len(url.split("://", 1)[1]) == 0:
-            self.fail("zvm.url", f"must be an https:// URL of the ZVM, not {url!r}")
+            self.fail(key, f"must be an https:// URL of the ZVM, not {url!r}")
         return url
 
     def secret_source(
-        self, zvm: dict[str, Any], chosen: list[str], grant: str, *, loose_permissions: bool
+        self,
+        zvm: dict[str, Any],
+        chosen: list[str],
+        grant: str,
+        *,
+        loose_permissions: bool,
+        key: str = "zvm",
     ) -> tuple[str, str]:
         what = "password" if grant == "password" else "client_secret"
         if len(chosen) != 1:
             options = f"{what}_env, {what}_file or {what}"
             problem = "missing" if not chosen else f"set only one of {', '.join(chosen)}"
-            self.fail(f"zvm.{what}", f"{problem}: give exactly one of {options}")
-        key = chosen[0]
-        if key.endswith("_env"):
-            return ("env", self.string(zvm[key], f"zvm.{key}"))
-        if key.endswith("_file"):
-            return ("file", self.file_path(zvm[key], f"zvm.{key}"))
+            self.fail(f"{key}.{what}", f"{problem}: give exactly one of {options}")
+        name = chosen[0]
+        if name.endswith("_env"):
+            return ("env", self.string(zvm[name], f"{key}.{name}"))
+        if name.endswith("_file"):
+            return ("file", self.file_path(zvm[name], f"{key}.{name}"))
         if loose_permissions:
             msg = (
                 "holds a secret but the config file is readable by others; "
-                f"chmod 600 the file, or use zvm.{what}_env / zvm.{what}_file"
+                f"chmod 600 the file, or use {key}.{what}_env / {key}.{what}_file"
             )
-            self.fail(f"zvm.{key}", msg)
-        return ("inline", self.string(zvm[key], f"zvm.{key}"))
+            self.fail(f"{key}.{name}", msg)
+        return ("inline", self.string(zvm[name], f"{key}.{name}"))
 
     def catalog(self, top: dict[str, Any], env: Mapping[str, str]) -> CatalogSettings:
         read_only = self.name_list(top.get("read_only_tools", []), "read_only_tools")
@@ -644,14 +700,15 @@ class Parser:
         keys = (
             "timeout_s", "on_pending", "prompt_as", "cadence_s", "site_cadence_s", "site_types",
             "landing_allowance_s", "overdue_factor", "overdue_min_s", "vm_cache_ttl_s",
-            "tag_prefix", "protect_self", "prompt_via", "max_tags_per_minute",
+            "tag_prefix", "protect_self", "prompt_via", "max_tags_per_minute", "tag_via",
+            "site_down_s",
         )  # fmt: skip
         guard = self.obj(raw, "guard", keys)
         values: dict[str, Any] = {}
         for name in ("timeout_s", "overdue_min_s"):
             if name in guard:
                 values[name] = self.number(guard[name], f"guard.{name}")
-        for name in ("landing_allowance_s", "vm_cache_ttl_s"):
+        for name in ("landing_allowance_s", "vm_cache_ttl_s", "site_down_s"):
             if name in guard:
                 values[name] = self.number(guard[name], f"guard.{name}", inclusive=True)
         if "overdue_factor" in guard:
@@ -663,6 +720,7 @@ class Parser:
             ("on_pending", ON_PENDING_CHOICES),
             ("prompt_as", PROMPT_AS_CHOICES),
             ("prompt_via", PROMPT_VIA_CHOICES),
+            ("tag_via", TAG_VIA_CHOICES),
         ):
             if name in guard:
                 values[name] = self.string(guard[name], f"guard.{name}", choices=choices)

@@ -50,6 +50,12 @@ UNKNOWN_CHOICES = ("prompt", "allow", "deny")
 ON_PENDING_CHOICES = ("deny", "prompt", "defer")
 PROMPT_AS_CHOICES = ("ask", "deny")
 PROMPT_VIA_CHOICES = ("host", "approvals")
+# Which ZVM takes a VPG's tag: its protected site's, or any that lists it (UNCONFIRMED
+# that Zerto accepts a tag from the recovery site's ZVM; docs/configuration.md).
+TAG_VIA_CHOICES = ("protected", "any")
+# The site name of the single ``zvm`` key: a one-site estate.
+DEFAULT_SITE = "default"
+DEFAULT_SITE_DOWN_S = 10.0
 SITE_KINDS = ("vcenter", "hyperv", "vcd", "aws", "azure", "gcp", "public_cloud", "unknown")
 DEFAULT_SITE_CADENCE_S = {
     "vcenter": 5.0,
@@ -78,6 +84,7 @@ class ZvmSettings:
         "grant",
         "read_timeout_s",
         "scope",
+        "site",
         "url",
         "username",
         "verify_tls",
@@ -98,7 +105,9 @@ class ZvmSettings:
         scope: str | None = None,
         secret_origin: tuple[str | None, str | None] = (None, None),
         env: Mapping[str, str] | None = None,
+        site: str = DEFAULT_SITE,
     ) -> None:
+        self.site = site  # the estate's name for this ZVM's site (zvms key; "default" for zvm)
         self._secret_origin = secret_origin  # (config file, key) for messages
         self._env = env  # the environment the settings were loaded from
         self.url = url
@@ -143,7 +152,10 @@ class ZvmSettings:
             raise ConfigError(exc.detail, path=path, key=key) from None
 
     def __repr__(self) -> str:  # never print the secret
-        return f"ZvmSettings(url={self.url!r}, grant={self.grant!r}, client_id={self.client_id!r})"
+        return (
+            f"ZvmSettings(site={self.site!r}, url={self.url!r}, grant={self.grant!r}, "
+            f"client_id={self.client_id!r})"
+        )
 
 
 class VmPath:
@@ -293,8 +305,10 @@ class GuardSettings:
         "prompt_via",
         "protect_self",
         "site_cadence_s",
+        "site_down_s",
         "site_types",
         "tag_prefix",
+        "tag_via",
         "timeout_s",
         "vm_cache_ttl_s",
     )
@@ -317,6 +331,12 @@ class GuardSettings:
         self.overdue_min_s: float = values.get("overdue_min_s", 60.0)
         self.vm_cache_ttl_s: float = values.get("vm_cache_ttl_s", 60.0)
         self.tag_prefix: str = values.get("tag_prefix", "zerto-rewind")
+        # protected: a VPG is tagged on its protected site's ZVM; any: on any ZVM that lists
+        # it, the protected site's first (whether Zerto takes that is UNCONFIRMED).
+        self.tag_via: str = values.get("tag_via", "protected")
+        # How long a ZVM that failed to answer is treated as down without asking it again,
+        # so a hanging site costs its timeout once, not on every call.
+        self.site_down_s: float = values.get("site_down_s", DEFAULT_SITE_DOWN_S)
         # The hook also watches the host's file and shell tools and denies writes to the
         # guard's own files (config, host settings, state, log, venv).
         self.protect_self: bool = values.get("protect_self", True)
@@ -468,6 +488,7 @@ class Settings:
         "state_url",
         "upstreams",
         "zvm",
+        "zvms",
     )
 
     def __init__(
@@ -484,10 +505,13 @@ class Settings:
         gateway: GatewaySettings | None = None,
         state_url: str | None = None,
         approvals: ApprovalsSettings | None = None,
+        zvms: dict[str, ZvmSettings] | None = None,
     ) -> None:
         self.path = path
         self.approvals = approvals or ApprovalsSettings()
+        # The first site's ZVM, for callers that know one ZVM; the estate is ``zvms``.
         self.zvm = zvm
+        self.zvms: dict[str, ZvmSettings] = zvms or {zvm.site: zvm}
         self.catalog = catalog
         self.guard = guard
         self.allow_live_recovery = allow_live_recovery

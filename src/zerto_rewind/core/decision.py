@@ -102,6 +102,7 @@ class VpgOutcome:
     new_tag: bool = False
     reason: str = ""
     bounded: bool = False  # refused: guard.max_tags_per_minute reached on this VPG
+    site: str | None = None  # the estate's site whose ZVM takes the tag (several ZVMs only)
 
 
 @dataclass
@@ -156,6 +157,7 @@ class Decision:
             "elapsed_ms": self.elapsed_ms,
             "reason": self.reason,
             **({"tag_bound": bounded} if (bounded := self._bounded()) else {}),
+            **({"sites": sites} if any(sites := [v.site for v in self.vpgs]) else {}),
         }
 
     def _bounded(self) -> list[str]:

@@ -23,11 +23,12 @@ no stripping): ``Web-01`` or ``web-01`` + NBSP is another VM, unknown to Zerto.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..config.settings import Settings
-from ..errors import ConfigError, NotFound, ZertoRewindError
+from ..errors import ConfigError, ZertoRewindError
 from .catalog import MUTATING, READ_ONLY, Classification, classify
 from .decision import (
     SEVERITY,
@@ -42,8 +43,11 @@ from .decision import (
 )
 
 if TYPE_CHECKING:
+    from ..errors import ZvmError
     from ..zvm.client import ZvmClient
+    from ..zvm.estate import Estate
     from ..zvm.models import Vpg
+    from .sites import SiteView
     from .state import GuardStateLike
     from .tagging import Tagger, TagPlan
 
@@ -68,14 +72,27 @@ def budget_deadline(settings: Settings, started_mono: float) -> float:
     return started_mono + max(0.5, budget - min(_ANSWER_MARGIN_S, budget * 0.1))
 
 
+@dataclass
+class _Resolved:
+    """A call's VMs as the estate sees them."""
+
+    groups: dict[str, list[str]] = field(default_factory=dict)  # vpg id -> VM names
+    unknown: list[str] = field(default_factory=list)
+    identities: dict[str, list[VmIdentity]] = field(default_factory=dict)
+    sites: dict[str, str] = field(default_factory=dict)  # vpg id -> the site that tags it
+    problems: dict[str, tuple[str, str]] = field(default_factory=dict)  # vpg id -> name, why
+    failed: dict[str, str] = field(default_factory=dict)  # site -> why it did not answer
+
+
 class Guard:
-    """The decision table, over one ZVM client and one state directory."""
+    """The decision table, over the estate's ZVMs (one per site) and one state directory."""
 
     def __init__(
         self,
         settings: Settings,
         *,
         client: ZvmClient | None = None,
+        clients: Mapping[str, ZvmClient] | None = None,
         state: GuardStateLike | None = None,
         wall: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
@@ -83,10 +100,18 @@ class Guard:
         rewind_tool: str | None = None,
     ) -> None:
         """``rewind_tool``: the recovery-plan tool as the agent sees it (its door knows
-        whether zerto-rewind's MCP server is installed); None names the CLI instead."""
+        whether zerto-rewind's MCP server is installed); None names the CLI instead.
+
+        ``client`` stands in for the first site's ZVM, ``clients`` for any site's (tests).
+        """
         self.settings = settings
         self.rewind_tool = rewind_tool
-        self._client = client
+        self._given: dict[str, ZvmClient] = dict(clients or {})
+        if client is not None:
+            self._given.setdefault(settings.zvm.site, client)
+        self._estate: Estate | None = None
+        self._sites: SiteView | None = None
+        self._dark_errors: dict[int, str] = {}  # id(error) -> the site whose ZVM raised it
         self._state = state
         self.wall, self.mono, self.sleep = wall, mono, sleep
 
@@ -117,14 +142,19 @@ class Guard:
             decision = _deny(call, Row.CONFIG_ERROR, reason, vms)
         except ZertoRewindError as exc:
             vms = verdict.vms if verdict else ()
-            decision = _deny(call, Row.ERROR, _error_reason(call, vms, exc), vms)
+            site = self._dark_errors.get(id(exc))
+            where = self._site_words(site) if site is not None else None
+            decision = _deny(call, Row.ERROR, _error_reason(call, vms, exc, where), vms)
         decision.elapsed_ms = int((self.mono() - started) * 1000)
         return decision
 
     def close(self) -> None:
-        """Release the ZVM connection."""
-        if self._client is not None:
-            self._client.close()
+        """Release the ZVM connections."""
+        if self._estate is not None:
+            self._estate.close()
+        else:
+            for client in self._given.values():
+                client.close()
 
     # ------------------------------------------------------------------ the table
 
@@ -164,10 +194,13 @@ class Guard:
         fixed: tuple[str, ...] = (),
         verdict: Classification | None = None,
     ) -> Decision:
-        groups, unknown, identities = self._resolve(vms, deadline)
+        found = self._resolve(vms, deadline)
+        groups, unknown, identities = found.groups, found.unknown, found.identities
+        if unknown and found.failed:
+            return self._dark_unknown(call, vms, unknown, found.failed)
         ambiguous = {vm: ids for vm, ids in identities.items() if len(ids) > 1}
         if ambiguous and not unknown:
-            return _ambiguous(call, vms, ambiguous, self.settings.zvm.url)
+            return _ambiguous(call, vms, ambiguous, self._zvm_words())
         if unknown:
             origins = verdict.origins if verdict is not None else {}
             names = ", ".join(
@@ -177,7 +210,8 @@ class Guard:
                 for vm in unknown
             )
             reason = (
-                f"zerto-rewind: no VPG protects {names} (the ZVM at {self.settings.zvm.url} does "
+                f"zerto-rewind: no VPG protects {names} ({self._zvm_words()} "
+                f"{'does' if len(self.estate().names) == 1 else 'do'} "
                 f"not know it; names match exactly, case and spaces included), so there is "
                 f"nothing to rewind {call.tool_name} to. Approve only if the change needs no "
                 "rewind point. If the VM name is wrong, an operator can check how the guard's "
@@ -185,17 +219,12 @@ class Guard:
             )
             return Decision(Row.VM_UNKNOWN, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms)
         for vpg_name in fixed:
-            try:
-                vpg = self.client().find_vpg(vpg_name, deadline=deadline)
-            except NotFound:
-                reason = (
-                    f"zerto-rewind denied {call.tool_name}: the guard's catalog says it changes "
-                    f"VPG {vpg_name!r}, which the ZVM at {self.settings.zvm.url} does not know, "
-                    "so no rewind point could be made and the call was not run."
-                )
-                return Decision(Row.FAILED, Outcome.DENY, call.tool_name, reason=reason, vms=vms)
-            groups.setdefault(vpg.vpg_id, [])
-        inspected = self._inspect(groups, deadline)
+            denied = self._add_fixed(call, vms, vpg_name, found, deadline)
+            if denied is not None:
+                return denied
+        if found.problems:
+            return self._combine(call, vms, self._unreachable(found))
+        inspected = self._inspect(groups, found.sites, deadline)
         outcomes = [outcome for _vpg, outcome in inspected]
         if any(o.row == Row.FAILED for o in outcomes):
             return self._combine(call, vms, outcomes)
@@ -215,59 +244,114 @@ class Guard:
             decision.vm_args = dict(verdict.args) if verdict is not None else {}
         return decision
 
-    def _resolve(
-        self, vms: tuple[str, ...], deadline: float
-    ) -> tuple[dict[str, list[str]], list[str], dict[str, list[VmIdentity]]]:
-        """VM names → {vpg_id: [vm names]}, the names no VPG protects, each name's VMs."""
-        groups: dict[str, list[str]] = {}
-        unknown: list[str] = []
-        identities: dict[str, list[VmIdentity]] = {}
+    def _resolve(self, vms: tuple[str, ...], deadline: float) -> _Resolved:
+        """VM names → their VPGs over the estate, the site that tags each, the dark sites."""
+        lookup = self.sites().find(vms, deadline)
+        found = _Resolved(failed=lookup.failed)
         for vm in vms:
-            refs = self._vpgs_of(vm, deadline)
-            if not refs:
-                unknown.append(vm)
+            merged = sorted(lookup.vpgs[vm].values(), key=lambda v: v.vpg_id)
+            if not merged:
+                found.unknown.append(vm)
             seen: dict[str, VmIdentity] = {}
-            for vpg_id, _name, vm_id, instance_id in refs:
-                groups.setdefault(vpg_id, []).append(vm)
-                seen.setdefault(vm_id, VmIdentity(vm_id, instance_id or None))
+            for vpg in merged:
+                found.groups.setdefault(vpg.vpg_id, []).append(vm)
+                ref = vpg.rows[vm]
+                seen.setdefault(ref.vm_id, VmIdentity(ref.vm_id, ref.instance_id or None))
+                if vpg.vpg_id in found.sites or vpg.vpg_id in found.problems:
+                    continue
+                site, problem = self.sites().tag_site(vpg, lookup.failed)
+                if site is not None:
+                    found.sites[vpg.vpg_id] = site
+                else:
+                    found.problems[vpg.vpg_id] = (vpg.vpg_name, problem)
             if seen:
-                identities[vm] = list(seen.values())
-        return groups, unknown, identities
+                found.identities[vm] = list(seen.values())
+        return found
 
-    def _vpgs_of(self, vm: str, deadline: float) -> list[tuple[str, str, str, str]]:
-        """(vpg id, vpg name, vm id, instance id or "") of each row Zerto lists for ``vm``.
+    def _add_fixed(
+        self,
+        call: ToolCall,
+        vms: tuple[str, ...],
+        vpg_name: str,
+        found: _Resolved,
+        deadline: float,
+    ) -> Decision | None:
+        """A VPG the catalog names for this tool joins the call's VPGs; a deny if it cannot."""
+        vpg, failed = self.sites().find_vpg(vpg_name, deadline)
+        found.failed.update(failed)
+        if vpg is None:
+            dark = f"; and {self._dark_words(failed)}, so it may be that site's" if failed else ""
+            reason = (
+                f"zerto-rewind denied {call.tool_name}: the guard's catalog says it changes "
+                f"VPG {vpg_name!r}, which {self._zvm_words()} "
+                f"{'does' if len(self.estate().names) == 1 else 'do'} not know{dark}, "
+                "so no rewind point could be made and the call was not run."
+            )
+            return Decision(Row.FAILED, Outcome.DENY, call.tool_name, reason=reason, vms=vms)
+        found.groups.setdefault(vpg.vpg_id, [])
+        site, problem = self.sites().tag_site(vpg, found.failed)
+        if site is not None:
+            found.sites.setdefault(vpg.vpg_id, site)
+        else:
+            found.problems.setdefault(vpg.vpg_id, (vpg.vpg_name, problem))
+        return None
 
-        Keyed by the exact name: ``Web-01`` never reads ``web-01``'s cached rows.
-        """
-        state, key = self.state(), f"{self.settings.zvm.url}|{vm}"
-        cached = state.cached("vms", key, self.settings.guard.vm_cache_ttl_s)
-        if isinstance(cached, list) and all(
-            isinstance(i, list) and len(i) == 4 and all(isinstance(x, str) for x in i)
-            for i in cached
-        ):
-            return [(a, b, c, d) for a, b, c, d in cached]
-        refs = sorted(
-            {
-                (r.vpg_id, r.vpg_name, r.vm_id, r.instance_id or "")
-                for r in self.client().find_vms(vm, deadline=deadline)
-            }
+    def _unreachable(self, found: _Resolved) -> list[VpgOutcome]:
+        """The VPGs no ZVM can tag right now (their site is dark), each failed with why."""
+        outcomes = []
+        for vpg_id, (name, problem) in found.problems.items():
+            outcome = VpgOutcome(vpg_id, name, tuple(found.groups.get(vpg_id, ())))
+            outcome.row = Row.FAILED
+            outcome.reason = (
+                f"{problem}. Retry once that ZVM answers again (`zerto-rewind doctor` shows "
+                "each site's ZVM)"
+            )
+            outcomes.append(outcome)
+        return outcomes
+
+    def _dark_unknown(
+        self, call: ToolCall, vms: tuple[str, ...], unknown: list[str], failed: dict[str, str]
+    ) -> Decision:
+        """No ZVM that answered knows the VM, and some did not answer: it may be theirs."""
+        answered = [s for s in self.estate().names if s not in failed]
+        asked = (
+            f"the ZVMs that answered ({', '.join(answered)}) do not know it"
+            if answered
+            else "no ZVM answered"
         )
-        if refs:
-            state.store("vms", key, [list(r) for r in refs])
-        return refs
+        reason = (
+            f"zerto-rewind denied {call.tool_name}: it cannot tell whether Zerto protects "
+            f"{', '.join(shown_vm(vm) for vm in unknown)}: {asked}, and "
+            f"{self._dark_words(failed)}. The VM may be that site's, so no checkpoint was "
+            "made and the call was not run. An operator can check that site's ZVM with "
+            "`zerto-rewind doctor`; retry the same call once it answers."
+        )
+        return Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason, vms=vms)
 
     def _inspect(
-        self, groups: dict[str, list[str]], deadline: float
+        self, groups: dict[str, list[str]], sites: dict[str, str], deadline: float
     ) -> list[tuple[Vpg, VpgOutcome]]:
-        """Fetch each VPG; refuse fast where it cannot take a tag."""
+        """Fetch each VPG from the ZVM that tags it; refuse fast where it cannot take a tag."""
+        from ..zvm.estate import is_dark
         from ..zvm.models import site_kind, tag_refusal
 
-        type_names = self._entity_types(deadline)
+        several = len(self.estate().names) > 1
         outcomes = []
         for vpg_id, vms in groups.items():
-            vpg = self.client().get_vpg(vpg_id, deadline=deadline)
+            site = sites.get(vpg_id, self.estate().first)
+            client = self.estate().client(site)
+            try:
+                type_names = entity_type_names(client, self.state(), deadline=deadline)
+                vpg = client.get_vpg(vpg_id, deadline=deadline)
+            except ZertoRewindError as exc:
+                # The site answered the lookup (or was cached) and fails now: mark it down
+                # and name it, whether or not its client reported the failure itself.
+                if several and is_dark(exc):
+                    self._on_dark(site, exc)  # type: ignore[arg-type]
+                raise
             kind = site_kind(vpg.protected_entity, type_names, self.settings.guard.site_types)
             outcome = VpgOutcome(vpg_id, vpg.name, tuple(vms), site_kind=kind)
+            outcome.site = site if several else None
             refusal = tag_refusal(vpg)
             if refusal:
                 outcome.row, outcome.reason = Row.FAILED, refusal
@@ -281,7 +365,12 @@ class Guard:
         call: ToolCall,
         deadline: float,
     ) -> list[TagPlan]:
-        plans = [tagger.plan(vpg, outcome, call, deadline) for vpg, outcome in inspected]
+        plans = [
+            tagger.plan(
+                vpg, outcome, call, deadline, client=self._client_of(outcome), site=outcome.site
+            )
+            for vpg, outcome in inspected
+        ]
         for plan in plans:
             if plan.outcome.new_tag:
                 tagger.check_task(plan, deadline)
@@ -312,7 +401,7 @@ class Guard:
             if out.row != Row.PENDING or self.mono() > deadline:
                 continue
             try:
-                vpg = self.client().get_vpg(out.vpg_id, deadline=deadline + 0.5)
+                vpg = self._client_of(out).get_vpg(out.vpg_id, deadline=deadline + 0.5)
             except ZertoRewindError:
                 continue  # no better answer than pending; the retry will ask again
             refusal = tag_refusal(vpg)
@@ -348,13 +437,64 @@ class Guard:
     # ------------------------------------------------------------------ collaborators
 
     def client(self) -> ZvmClient:
-        """The ZVM client, created on first use (keeps httpx off the read-only path)."""
-        if self._client is None:
-            from ..zvm.client import ZvmClient
+        """The first site's ZVM client, for callers that know one ZVM (created on first use,
+        which keeps httpx off the read-only path). The whole estate is :meth:`estate`."""
+        estate = self.estate()
+        return estate.client(estate.first)
 
-            cache = self.state().token_cache()
-            self._client = ZvmClient(self.settings.zvm, token_cache=cache)
-        return self._client
+    def estate(self) -> Estate:
+        """Every site's ZVM, in config order; a failing request marks its site down."""
+        if self._estate is None:
+            from ..zvm.estate import Estate
+
+            zvms = self.settings.zvms
+            missing = [site for site in zvms if site not in self._given]
+            cache = self.state().token_cache() if missing else None
+            self._estate = Estate(
+                zvms if missing else {},
+                token_cache=cache,
+                clients=self._given,
+                on_dark=self._on_dark,
+                mono=self.mono,
+            )
+        return self._estate
+
+    def sites(self) -> SiteView:
+        """The estate seen through the shared state: per-ZVM caches and site-down marks."""
+        if self._sites is None:
+            from .sites import SiteView
+
+            self._sites = SiteView(
+                self.estate, self.state, self.settings.guard, self.settings.guard.vm_cache_ttl_s
+            )
+        return self._sites
+
+    def _on_dark(self, site: str, exc: ZvmError) -> None:
+        if len(self.settings.zvms) > 1:  # one ZVM: its errors read as they always did
+            self._dark_errors[id(exc)] = site
+            self.sites().mark_down(site, exc)
+
+    def _client_of(self, outcome: VpgOutcome) -> ZvmClient:
+        return self.estate().client(outcome.site) if outcome.site else self.client()
+
+    def _zvm_words(self) -> str:
+        """The estate's ZVMs as a message names them."""
+        estate = self.estate()
+        if len(estate.names) == 1:
+            return f"the ZVM at {estate.url(estate.first)}"
+        return "the ZVMs of " + ", ".join(f"site {s} ({estate.url(s)})" for s in estate.names)
+
+    def _site_words(self, site: str) -> str:
+        estate = self.estate()
+        if len(estate.names) == 1:
+            return f"the ZVM at {estate.url(site)}"
+        return f"the ZVM of site {site} ({estate.url(site)})"
+
+    def _dark_words(self, failed: dict[str, str]) -> str:
+        from .sites import dark_reason
+
+        estate = self.estate()
+        return "; ".join(dark_reason(s, estate.url(s), why) for s, why in failed.items())
 
     def state(self) -> GuardStateLike:
         """The shared state (directory, or Redis for gateway replicas), opened on first use."""
@@ -374,10 +514,14 @@ class Guard:
             wall=self.wall,
             mono=self.mono,
             sleep=self.sleep,
+            site_client=self._site_client,
         )
 
-    def _entity_types(self, deadline: float) -> list[str]:
-        return entity_type_names(self.client(), self.state(), deadline=deadline)
+    def _site_client(self, site: str) -> ZvmClient | None:
+        """The client of a site that took a tag, unless it is unknown or marked down."""
+        if site not in self.estate().names or self.sites().down(site) is not None:
+            return None
+        return self.estate().client(site)
 
 
 def entity_type_names(
@@ -424,7 +568,7 @@ def _ambiguous(
     call: ToolCall,
     vms: tuple[str, ...],
     ambiguous: dict[str, list[VmIdentity]],
-    zvm_url: str,
+    zvms: str,
 ) -> Decision:
     """Zerto lists several VMs of one name: the guard cannot tell which one the server changes."""
     parts = [
@@ -432,7 +576,7 @@ def _ambiguous(
         for vm, ids in ambiguous.items()
     ]
     reason = (
-        f"zerto-rewind cannot tell which VM {call.tool_name} changes: the ZVM at {zvm_url} lists "
+        f"zerto-rewind cannot tell which VM {call.tool_name} changes: Zerto ({zvms}) lists "
         f"several VMs of the name {', '.join(parts)} (vCenter allows one name in several "
         "folders), and the VM server picks one by itself. No checkpoint was made. Approve only "
         "if you know which VM the call changes and accept it without a rewind point; an "
@@ -441,12 +585,15 @@ def _ambiguous(
     return Decision(Row.VM_AMBIGUOUS, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms)
 
 
-def _error_reason(call: ToolCall, vms: tuple[str, ...], exc: ZertoRewindError) -> str:
+def _error_reason(
+    call: ToolCall, vms: tuple[str, ...], exc: ZertoRewindError, where: str | None = None
+) -> str:
     target = f" on {', '.join(vms)}" if vms else ""
+    source = f"{where} failed: " if where else ""
     return (
         f"zerto-rewind denied {call.tool_name}{target}: no checkpoint could be confirmed because "
-        f"{type(exc).__name__}: {exc}. The call was not run. An operator can look into it "
-        "with `zerto-rewind doctor`; retry the same call once it is resolved."
+        f"{source}{type(exc).__name__}: {exc}. The call was not run. An operator can look into "
+        "it with `zerto-rewind doctor`; retry the same call once it is resolved."
     )
 
 
@@ -548,9 +695,10 @@ def _context(call: ToolCall, outcomes: list[VpgOutcome], rewind_tool: str | None
     lines = [f"zerto-rewind: a Zerto checkpoint protects this {call.tool_name} call."]
     for o in outcomes:
         landed = fmt_time(o.landed_at) if o.landed_at else "unknown time"
+        kind = f"{o.site_kind}, site {o.site}" if o.site else o.site_kind
         if not o.vms:  # a VPG the catalog names for this tool
             lines.append(
-                f"- VPG {o.vpg_name!r} ({o.site_kind}): checkpoint {o.checkpoint_id} tagged "
+                f"- VPG {o.vpg_name!r} ({kind}): checkpoint {o.checkpoint_id} tagged "
                 f"{o.tag!r} at {landed}. To rewind: recover VPG {o.vpg_name!r} to checkpoint "
                 f"{o.checkpoint_id!r} (Zerto failover test or failover)."
             )
@@ -568,7 +716,7 @@ def _context(call: ToolCall, outcomes: list[VpgOutcome], rewind_tool: str | None
                 "test or failover)"
             )
         lines.append(
-            f"- VM {', '.join(o.vms)}: VPG {o.vpg_name!r} ({o.site_kind}), checkpoint "
+            f"- VM {', '.join(o.vms)}: VPG {o.vpg_name!r} ({kind}), checkpoint "
             f"{o.checkpoint_id} tagged {o.tag!r} at {landed}. To rewind: {how}."
         )
     return "\n".join(lines)

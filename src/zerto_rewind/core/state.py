@@ -58,6 +58,8 @@ class TagRecord:
     landed_at: float | None = None
     reason: str | None = None
     requested_by: str | None = None  # "tool VM" of the call that asked, for the log
+    # The estate's site whose ZVM took the request (its task lives there); None: one ZVM.
+    site: str | None = None
 
     def mark_landed(self, checkpoint_id: str, landed_at: float) -> None:
         """The tag is in the journal as ``checkpoint_id``, time-stamped ``landed_at``."""

@@ -81,6 +81,12 @@ class TagPlan:
     overdue_at: float = 0.0
     lag_used_s: float = 0.0
     done: bool = False
+    # The ZVM that takes this VPG's tag and lists its journal (its site's, in an estate).
+    client: ZvmClient | None = None
+    site: str | None = None
+    # The ZVM that knows the adopted tag's task: the one that took the request (None: no
+    # ZVM can be asked now, so only the journal and the overdue time decide).
+    task_client: ZvmClient | None = None
 
     @property
     def waiting(self) -> bool:
@@ -99,8 +105,12 @@ class Tagger:
         wall: Callable[[], float] = time.time,
         mono: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        site_client: Callable[[str], ZvmClient | None] | None = None,
     ) -> None:
+        """``site_client(site)``: the client of the estate's site that took a tag another
+        call requested (None while that site is down); without it, the plan's client."""
         self.client = client
+        self.site_client = site_client
         self.state = state
         self.settings = settings
         self.wall = wall
@@ -109,19 +119,34 @@ class Tagger:
 
     # ------------------------------------------------------------------ planning
 
-    def plan(self, vpg: Vpg, outcome: VpgOutcome, call: ToolCall, deadline: float) -> TagPlan:
-        """Decide, under the VPG's lock, whether to reuse, join or request a tag."""
-        plan = TagPlan(outcome)
+    def plan(
+        self,
+        vpg: Vpg,
+        outcome: VpgOutcome,
+        call: ToolCall,
+        deadline: float,
+        *,
+        client: ZvmClient | None = None,
+        site: str | None = None,
+    ) -> TagPlan:
+        """Decide, under the VPG's lock, whether to reuse, join or request a tag.
+
+        ``client``: the ZVM that takes this VPG's tag (default: the tagger's own), the
+        estate's ``site`` of it.
+        """
+        plan = TagPlan(outcome, client=client or self.client, site=site)
         with self.state.vpg(vpg.vpg_id) as record:
             record.vpg_name = vpg.name
-            self._learn_cadence(record, vpg, outcome, deadline)
+            self._learn_cadence(plan, record, vpg, deadline)
             plan.poll_s = min(2.0, max(0.1, (record.cadence_s or 5.0) / 20))
-            confirmed = self._refresh(record, deadline)
+            confirmed = self._refresh(plan, record, deadline)
             action = plan_action(record, call, self.wall())
             tag = record.tag
             if action == REUSE_LANDED and tag is not None and not confirmed:
                 # The state directory is the agent's to write: no allow on it alone.
-                action = REUSE_LANDED if self._in_journal(record, tag, deadline) else REQUEST_NEW
+                action = (
+                    REUSE_LANDED if self._in_journal(plan, record, tag, deadline) else REQUEST_NEW
+                )
             if action == REQUEST_NEW or tag is None:
                 self._request(plan, record, vpg, call, deadline)
             elif action == FAIL_OVERDUE:
@@ -133,15 +158,14 @@ class Tagger:
                     self._check_joined_task(plan, tag, deadline)
         return plan
 
-    def _learn_cadence(
-        self, record: VpgRecord, vpg: Vpg, outcome: VpgOutcome, deadline: float
-    ) -> None:
+    def _learn_cadence(self, plan: TagPlan, record: VpgRecord, vpg: Vpg, deadline: float) -> None:
+        outcome = plan.outcome
         now = self.wall()
         known = known_cadence(record, vpg.name, self.settings, now)
         if known is None:
             site_default = self.settings.site_cadence_s.get(outcome.site_kind, 630.0)
             since = now - site_default * _CADENCE_WINDOW_STEPS
-            checkpoints = self.client.list_checkpoints(
+            checkpoints = _client(self, plan).list_checkpoints(
                 vpg.vpg_id, since=_utc(since), deadline=deadline
             )
             self._note_checkpoints(record, checkpoints)
@@ -174,7 +198,7 @@ class Tagger:
         named = plan.outcome.vms or (plan.outcome.vpg_name,)  # a VPG the catalog names
         name = tag_name(self.settings.tag_prefix, call, named, self.wall())
         requested_at = self.wall()
-        task_id = self.client.tag_checkpoint(vpg.vpg_id, name, deadline=deadline)
+        task_id = _client(self, plan).tag_checkpoint(vpg.vpg_id, name, deadline=deadline)
         expected, overdue = planned_landing(
             requested_at, record.last_checkpoint_at, cadence, lag, self.settings
         )
@@ -188,6 +212,7 @@ class Tagger:
             overdue_at=overdue,
             task_id=task_id,
             requested_by=f"{call.tool_name} {','.join(plan.outcome.vms)}",
+            site=plan.site,
         )
         record.allowed_since_landing = 0
         self._adopt(plan, record, record.tag)
@@ -209,6 +234,10 @@ class Tagger:
     def _adopt(self, plan: TagPlan, record: VpgRecord, tag: TagRecord) -> None:
         out = plan.outcome
         plan.tag_name, plan.task_id, plan.overdue_at = tag.name, tag.task_id, tag.overdue_at
+        plan.task_client = _client(self, plan)
+        if tag.site is not None and tag.site != plan.site and self.site_client is not None:
+            # Requested through another site's ZVM (guard.tag_via any): its task is there.
+            plan.task_client = self.site_client(tag.site)
         # expected_at = boundary + the lag planned with. Until this VPG's lag is
         # learned, poll from the boundary on; once learned, poll when it should land.
         plan.lag_used_s = tag.planned_lag_s
@@ -233,9 +262,9 @@ class Tagger:
         finished task settles the question, so a running one is asked again at
         the next poll past the expected landing.
         """
-        if plan.task_id is None or plan.done or plan.task_checked:
+        if plan.task_id is None or plan.done or plan.task_checked or plan.task_client is None:
             return
-        task = self.client.get_task(plan.task_id, deadline=deadline)
+        task = plan.task_client.get_task(plan.task_id, deadline=deadline)
         plan.task_checked = task.done
         reason = task_failure(task, plan.task_id)
         if reason:
@@ -253,7 +282,7 @@ class Tagger:
 
         plan.vpg_checked = True
         try:
-            vpg = self.client.get_vpg(plan.outcome.vpg_id, deadline=deadline)
+            vpg = _client(self, plan).get_vpg(plan.outcome.vpg_id, deadline=deadline)
         except ZertoRewindError:
             return  # the journal polls go on; the guard's last look may still tell
         refusal = tag_refusal(vpg)
@@ -264,9 +293,9 @@ class Tagger:
     def _check_joined_task(self, plan: TagPlan, tag: TagRecord, deadline: float) -> None:
         """A joined tag this call will not wait for (it lands past the budget): ask its task
         now, under the VPG's lock, since no poll will; a failed task fails the tag for all."""
-        if tag.task_id is None:
+        if tag.task_id is None or plan.task_client is None:
             return
-        task = self.client.get_task(tag.task_id, deadline=deadline)
+        task = plan.task_client.get_task(tag.task_id, deadline=deadline)
         plan.task_checked = task.done
         reason = task_failure(task, tag.task_id)
         if reason:
@@ -299,7 +328,7 @@ class Tagger:
         out = plan.outcome
         requested_at = out.requested_at or self.wall()
         found, checkpoints = tag_in_journal(
-            self.client, out.vpg_id, plan.tag_name, requested_at, deadline=deadline
+            _client(self, plan), out.vpg_id, plan.tag_name, requested_at, deadline=deadline
         )
         with self.state.vpg(out.vpg_id) as record:
             self._note_checkpoints(record, checkpoints)
@@ -338,24 +367,28 @@ class Tagger:
         out.checkpoint_id, out.landed_at, out.row = checkpoint.cp_id, landed_at, Row.CONFIRMED
         plan.done = True
 
-    def _refresh(self, record: VpgRecord, deadline: float) -> bool:
+    def _refresh(self, plan: TagPlan, record: VpgRecord, deadline: float) -> bool:
         """Look once whether a requested tag has landed meanwhile (a retry's first question);
         True when this look found it in the journal."""
-        found, checkpoints = look_for_landing(self.client, record, self.wall(), deadline=deadline)
+        found, checkpoints = look_for_landing(
+            _client(self, plan), record, self.wall(), deadline=deadline
+        )
         self._note_checkpoints(record, checkpoints)
         if found is not None and record.tag is not None:
             record.tag.mark_landed(found.cp_id, found.timestamp.timestamp())
             return True
         return False
 
-    def _in_journal(self, record: VpgRecord, tag: TagRecord, deadline: float) -> bool:
+    def _in_journal(
+        self, plan: TagPlan, record: VpgRecord, tag: TagRecord, deadline: float
+    ) -> bool:
         """Confirm a recorded landed tag in the ZVM journal before reusing it (one listing).
 
         A record the journal does not bear out (stale, or forged in the state directory)
         is failed and kept in the history; the caller then requests a new tag.
         """
         found, checkpoints = tag_in_journal(
-            self.client, record.vpg_id, tag.name, tag.requested_at, deadline=deadline
+            _client(self, plan), record.vpg_id, tag.name, tag.requested_at, deadline=deadline
         )
         self._note_checkpoints(record, checkpoints)
         if found is not None and journal_confirms(
@@ -549,6 +582,11 @@ def look_for_landing(
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _client(tagger: Tagger, plan: TagPlan) -> ZvmClient:
+    """The ZVM a plan talks to: its VPG's tag site's, else the tagger's."""
+    return plan.client if plan.client is not None else tagger.client
 
 
 def _fail(plan: TagPlan, reason: str) -> None:

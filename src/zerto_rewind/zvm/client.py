@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from ..errors import AuthError, NotFound, ZvmTimeout
+from ..errors import AuthError, NotFound, ZvmError, ZvmTimeout
 from ._http import HttpCore, ZvmSettingsLike, api_error, bad_body, decode_json
 from .auth import TokenCacheLike, TokenProvider
 from .models import Checkpoint, Task, VmRef, Vpg, format_iso
@@ -59,7 +59,11 @@ class ZvmClient:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         scope: str | None = None,
+        on_failure: Callable[[ZvmError], None] | None = None,
     ) -> None:
+        """``on_failure`` hears of every request that fails with a ZvmError (the estate
+        marks a site down with it) before the error goes on to the caller."""
+        self._on_failure = on_failure
         self._http = HttpCore(
             settings,
             transport=transport,
@@ -98,6 +102,16 @@ class ZvmClient:
         self, method: str, path: str, *, deadline: float | None, **kwargs: Any
     ) -> httpx.Response:
         """Send an authenticated request; on 401 re-authenticate once."""
+        try:
+            return self._call_once(method, path, deadline=deadline, **kwargs)
+        except ZvmError as exc:
+            if self._on_failure is not None:
+                self._on_failure(exc)
+            raise
+
+    def _call_once(
+        self, method: str, path: str, *, deadline: float | None, **kwargs: Any
+    ) -> httpx.Response:
         idempotent = method == "GET"
         for attempt in range(2):
             token = self._tokens.token(deadline)

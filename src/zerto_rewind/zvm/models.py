@@ -26,6 +26,7 @@ __all__ = [
     "Vpg",
     "format_iso",
     "parse_iso",
+    "site_identifier",
     "site_kind",
     "status_name",
     "substatus_name",
@@ -192,6 +193,16 @@ def _opt_time(d: Mapping[str, Any], key: str) -> datetime | None:
     return None if value in (None, "") else parse_iso(value)
 
 
+def site_identifier(d: Mapping[str, Any], key: str) -> str | None:
+    """The ``identifier`` of a site link (``ProtectedSite``/``RecoverySite``), if given.
+
+    Link objects keep lowercase keys on the wire (docs of the API reference, section 2).
+    """
+    found = _opt_obj(d, key)
+    value = found.get("identifier") if found is not None else None
+    return value if isinstance(value, str) and value else None
+
+
 # ---------------------------------------------------------------- models
 
 
@@ -207,6 +218,9 @@ class VmRef:
     # ZVM (the vCenter instance UUID?) is UNCONFIRMED, so only an explicit
     # ``catalog.resolvers.*.zerto_field`` compares with it.
     instance_id: str | None = None
+    # ``ProtectedSite.identifier``: the site the VPG protects this VM from. A ZVM lists
+    # VMs in either direction; comparing this with its ``localsite`` tells which.
+    protected_site_id: str | None = None
 
     @classmethod
     def from_wire(cls, data: Any) -> VmRef:
@@ -220,6 +234,7 @@ class VmRef:
             vpg_id=_req_str(d, "VpgIdentifier"),
             vpg_name=_opt_str(d, "VpgName") or "",
             instance_id=instance if isinstance(instance, str) and instance else None,
+            protected_site_id=site_identifier(d, "ProtectedSite"),
         )
 
 
@@ -242,6 +257,8 @@ class Vpg:
     history_minutes: int | None
     vms_count: int | None
     failover_test_running: bool
+    protected_site_id: str | None = None
+    recovery_site_id: str | None = None
 
     @classmethod
     def from_wire(cls, data: Any) -> Vpg:
@@ -266,6 +283,8 @@ class Vpg:
             history_minutes=_opt_int(_opt_obj(d, "HistoryStatusApi"), "ActualHistoryInMinutes"),
             vms_count=_opt_int(d, "VmsCount"),
             failover_test_running=bool(active and active.get("RunningFailOverTestApi")),
+            protected_site_id=site_identifier(d, "ProtectedSite"),
+            recovery_site_id=site_identifier(d, "RecoverySite"),
         )
 
 

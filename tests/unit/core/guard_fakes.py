@@ -17,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from support.sim import PAIRED_ESTATES
 from zerto_rewind.config import Settings, load_settings
 from zerto_rewind.core.decision import ToolCall
 from zerto_rewind.core.guard import Guard
@@ -29,6 +30,7 @@ from zerto_rewind.zvm.models import Checkpoint, Task, VmRef, Vpg
 
 URL = "https://zvm.sim.test"
 TOOL = "mcp__vsphere__power_off_vm"
+HOST_TOOL = "mcp__vsphere__host_maintenance"  # a tool whose catalog entry names a VPG
 # 2027-01-15T08:00:00Z: far from any real clock, so no test leans on time.time().
 START_WALL = 1_800_000_000.0
 START_MONO = 5_000.0
@@ -71,26 +73,49 @@ class FakeClock:
 class SimZvm:
     """The ZvmClient methods the guard uses, answered by the simulator's backend."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, url: str = URL) -> None:
         self.backend = backend
-        self.settings = SimpleNamespace(url=URL)
+        self.settings = SimpleNamespace(url=url, connect_timeout_s=5.0, read_timeout_s=30.0)
         self.calls: list[str] = []
+        # a site that is dark: every request raises this (an estate test's fault)
+        self.fault: Exception | None = None
+
+    def _check(self) -> None:
+        if self.fault is not None:
+            raise self.fault
+
+    def local_site(self, *, deadline: float | None = None) -> dict[str, Any]:
+        self._check()
+        self.calls.append("local_site")
+        return views.local_site(self.backend, URL)
 
     def find_vms(self, name: str, *, deadline: float | None = None) -> list[VmRef]:
+        self._check()
         self.calls.append(f"find_vms {name}")
         rows = self.backend.find_vms(name, None, None)  # the sim's filter ignores case
         refs = [VmRef.from_wire(views.vm(self.backend, URL, vm, vpg)) for vm, vpg in rows]
         return [r for r in refs if r.vm_name == name]  # exact, as ZvmClient.find_vms
 
     def get_vpg(self, vpg_id: str, *, deadline: float | None = None) -> Vpg:
+        self._check()
         self.calls.append(f"get_vpg {self.name_of(vpg_id)}")
         return Vpg.from_wire(views.vpg(self.backend, URL, self.backend.vpg(vpg_id)))
 
     def find_vpg(self, name: str, *, deadline: float | None = None) -> Vpg:
+        self._check()
         self.calls.append(f"find_vpg {name}")
-        return Vpg.from_wire(views.vpg(self.backend, URL, self.backend.vpg_named(name)))
+        from zerto_rewind.errors import NotFound
+        from zerto_rewind.sim.errors import SimError
+
+        try:
+            found = self.backend.vpg_named(name)
+        except SimError:
+            msg = f"no VPG named {name!r}"
+            raise NotFound(msg, method="GET", url=f"{URL}/v1/vpgs", status=404) from None
+        return Vpg.from_wire(views.vpg(self.backend, URL, found))
 
     def entity_types(self, *, deadline: float | None = None) -> list[str]:
+        self._check()
         self.calls.append("entity_types")
         return list(enums.ENTITY_TYPES)
 
@@ -102,6 +127,7 @@ class SimZvm:
         until: datetime | None = None,
         deadline: float | None = None,
     ) -> list[Checkpoint]:
+        self._check()
         self.calls.append(f"list_checkpoints {self.name_of(vpg_id)}")
         found = self.backend.checkpoints(
             self.backend.vpg(vpg_id),
@@ -112,10 +138,12 @@ class SimZvm:
         return sorted(listed, key=Checkpoint.sort_key)
 
     def tag_checkpoint(self, vpg_id: str, name: str, *, deadline: float | None = None) -> str:
+        self._check()
         self.calls.append(f"tag {self.name_of(vpg_id)}")
         return self.backend.tag(self.backend.vpg(vpg_id), name).identifier
 
     def get_task(self, task_id: str, *, deadline: float | None = None) -> Task:
+        self._check()
         self.calls.append("get_task")
         return Task.from_wire(views.task(self.backend, URL, self.backend.task(task_id)))
 
@@ -186,12 +214,18 @@ def make_backend(clock: FakeClock, **config: Any) -> Backend:
     return Backend(SimConfig(**values))
 
 
-def make_settings(tmp_path: Path, **guard: Any) -> Settings:
-    """Settings with a vSphere-like catalog and the given guard knobs."""
-    config = {
-        "zvm": {"url": URL, "username": "u", "password": "p"},
+def make_settings(tmp_path: Path, *, sites: list[str] | None = None, **guard: Any) -> Settings:
+    """Settings with a vSphere-like catalog and the given guard knobs; with ``sites``, one
+    ZVM per site (``zvms``, ``https://SITE.zvm.test``) and a tool that names VPG dr-own."""
+    zvm = {"username": "u", "password": "p"}
+    tools: dict[str, Any] = {TOOL: {"vm_arg": ["name", "names[]"]}}
+    config: dict[str, Any] = {"zvm": {"url": URL, **zvm}}
+    if sites is not None:
+        config = {"zvms": {site: {"url": f"https://{site}.zvm.test", **zvm} for site in sites}}
+        tools[HOST_TOOL] = {"vpgs": ["dr-own"]}
+    config |= {
         "read_only_tools": ["mcp__vsphere__list_vms"],
-        "tools": {TOOL: {"vm_arg": ["name", "names[]"]}},
+        "tools": tools,
         "guard": guard,
         "state_dir": str(tmp_path / "state"),
     }
@@ -200,6 +234,13 @@ def make_settings(tmp_path: Path, **guard: Any) -> Settings:
     with os.fdopen(fd, "w") as fh:
         json.dump(config, fh)
     return load_settings({"HOME": str(tmp_path)}, path=str(path))
+
+
+def clocked_guard(settings: Settings, state: GuardState, clock: FakeClock, **clients: Any) -> Guard:
+    """A guard on the fake clock over fake ZVM clients (``client=`` or ``clients=``)."""
+    return Guard(
+        settings, state=state, wall=clock.wall, mono=clock.mono, sleep=clock.sleep, **clients
+    )
 
 
 class Rig:
@@ -213,14 +254,7 @@ class Rig:
         self.state = HookedState(self.settings.state_dir)
 
     def guard(self) -> Guard:
-        return Guard(
-            self.settings,
-            client=self.zvm,  # type: ignore[arg-type]
-            state=self.state,
-            wall=self.clock.wall,
-            mono=self.clock.mono,
-            sleep=self.clock.sleep,
-        )
+        return clocked_guard(self.settings, self.state, self.clock, client=self.zvm)
 
     def tagger(self) -> Tagger:
         return Tagger(
@@ -243,3 +277,40 @@ class Rig:
         guard = self.guard()
         consume = kwargs.pop("consume", True)
         return guard.decide(self.call(*vms, **kwargs), consume=consume)
+
+
+# ---------------------------------------------------------------- several sites
+
+HQ_ESTATE, DR_ESTATE = PAIRED_ESTATES["hq"], PAIRED_ESTATES["dr"]
+
+
+class EstateRig:
+    """A guard over several simulated ZVMs (one backend each), a state directory, a clock."""
+
+    def __init__(
+        self, tmp_path: Path, estates: dict[str, dict[str, Any]] | None = None, **guard: Any
+    ) -> None:
+        estates = estates or {"hq": HQ_ESTATE, "dr": DR_ESTATE}
+        self.clock = FakeClock()
+        self.zvms: dict[str, SimZvm] = {}
+        for site, estate in estates.items():
+            path = tmp_path / f"estate-{site}.json"
+            path.write_text(json.dumps(estate))
+            backend = make_backend(self.clock, estate_file=path)
+            self.zvms[site] = SimZvm(backend, url=f"https://{site}.zvm.test")
+        self.settings = make_settings(tmp_path, sites=list(estates), **guard)
+        self.state = HookedState(self.settings.state_dir)
+
+    def guard(self) -> Guard:
+        return clocked_guard(self.settings, self.state, self.clock, clients=self.zvms)
+
+    def decide(self, *vms: str, tool: str = TOOL, session: str = "s1") -> Any:
+        tool_input: dict[str, Any] = {"name": vms[0]} if len(vms) == 1 else {"names": list(vms)}
+        if not vms:
+            tool_input = {}
+        call = ToolCall(tool, tool_input, session_id=session, started_at=self.clock.wall())
+        return self.guard().decide(call)
+
+    def tags(self, site: str) -> list[str]:
+        """The VPGs that site's ZVM was asked to tag, in order."""
+        return [c.removeprefix("tag ") for c in self.zvms[site].calls if c.startswith("tag ")]

@@ -224,9 +224,9 @@ def test_a_call_that_ends_pending_is_planned_once(
     plans: list[str] = []  # jp-local: waited for; CMH-AWS-1: beyond the budget
     original = tagging.Tagger.plan
 
-    def counting(self: Any, vpg: Any, *args: Any) -> Any:
+    def counting(self: Any, vpg: Any, *args: Any, **kwargs: Any) -> Any:
         plans.append(vpg.name)
-        return original(self, vpg, *args)
+        return original(self, vpg, *args, **kwargs)
 
     monkeypatch.setattr(tagging.Tagger, "plan", counting)
     decision = rig.guard().decide(rig.call("jp-ubuntu"), deadline=rig.clock.mono() + 8.0)

@@ -1,0 +1,265 @@
+"""The guard's view of the estate: which site's ZVM knows a VM, cached per ZVM, and which
+sites are dark right now.
+
+* Each ZVM's answer for a VM name is cached under that ZVM's URL (``vms`` cache), its
+  ``localsite`` identifier a day (``localsite``): two sites never share an entry.
+  An empty answer is only trusted from the cache while another site's answer is not
+  empty; a VM the estate would call *unknown* is always asked of every ZVM afresh.
+* A site whose ZVM failed (down, hanging past its timeout, 401, TLS, 5xx) is marked
+  down for ``guard.site_down_s`` (``sitedown`` cache, shared by every process): until
+  then it is not asked again, so a hanging site costs its own timeout once, and the
+  other sites' VMs are decided in their normal time.
+
+:class:`Lookup` is what one call learned; the guard turns it into a decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..config.settings import GuardSettings
+from ..zvm.estate import Estate, EstateVpg, SiteAnswer, is_dark, merge_vpgs, tag_site
+from ..zvm.models import VmRef
+
+if TYPE_CHECKING:
+    from ..errors import ZertoRewindError, ZvmError
+    from ..zvm.client import ZvmClient
+    from .state import GuardStateLike
+
+__all__ = ["Lookup", "SiteView", "dark_reason"]
+
+_LOCAL_SITE_TTL_S = 86_400.0
+_ROW_FIELDS = 5
+
+
+@dataclass
+class Lookup:
+    """What the estate says of a call's VMs."""
+
+    # VM name -> its VPGs, merged over the sites (keyed by lowercased VPG identifier)
+    vpgs: dict[str, dict[str, EstateVpg]] = field(default_factory=dict)
+    # site -> why its ZVM gave no answer (this call, or a "site down" mark)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def dark_reason(site: str, url: str, why: str) -> str:
+    """How a dark site is named to the approver."""
+    return f"site {site} (the ZVM at {url}) did not answer: {why}"
+
+
+class SiteView:
+    """Finds VMs across the estate through the shared state's caches and marks."""
+
+    def __init__(
+        self,
+        estate: Callable[[], Estate],
+        state: Callable[[], GuardStateLike],
+        settings: GuardSettings,
+        vm_ttl_s: float,
+    ) -> None:
+        self._estate = estate
+        self._state = state
+        self.settings = settings
+        self.vm_ttl_s = vm_ttl_s
+
+    # ------------------------------------------------------------ site down marks
+
+    def _marks(self) -> bool:
+        # With one ZVM there is no other site to keep deciding, and its errors keep their
+        # own messages and retries as before the estate: marks are for several sites.
+        return self.settings.site_down_s > 0 and len(self._estate().names) > 1
+
+    def down(self, site: str) -> str | None:
+        """Why the site is marked down, while the mark lasts; else None."""
+        if not self._marks():
+            return None
+        mark = self._state().cached("sitedown", self._estate().url(site), self.settings.site_down_s)
+        if isinstance(mark, dict) and isinstance(mark.get("reason"), str):
+            return str(mark["reason"])
+        return None
+
+    def mark_down(self, site: str, exc: ZertoRewindError) -> None:
+        """Remember for ``guard.site_down_s`` that the site's ZVM failed, and how."""
+        if not self._marks():
+            return
+        reason = f"{type(exc).__name__}: {exc}"
+        self._state().store("sitedown", self._estate().url(site), {"site": site, "reason": reason})
+
+    def observe(self, site: str, exc: ZvmError) -> None:
+        """The estate's hook: any request of a site that failed darkly marks it down."""
+        self.mark_down(site, exc)
+
+    # ------------------------------------------------------------ finding VMs
+
+    def find(self, vms: tuple[str, ...], deadline: float) -> Lookup:
+        """Each VM's VPGs over every site, and the sites that gave no answer."""
+        estate, state = self._estate(), self._state()
+        multi = len(estate.names) > 1
+        lookup = Lookup()
+        answers: dict[str, dict[str, SiteAnswer]] = {vm: {} for vm in vms}
+        dark: dict[str, str] = {}
+        for site in estate.names:
+            why = self.down(site)
+            if why is not None:
+                dark[site] = why
+        # A dark site's cached rows still tell that a VM is its own: deny it at once.
+        for vm in vms:
+            for site in estate.names:
+                cached = self._cached(state, estate, site, vm, multi)
+                if cached is not None:
+                    answers[vm][site] = cached
+        ask: dict[str, list[str]] = {}
+        for vm in vms:
+            known = any(a.refs for a in answers[vm].values())
+            for site in estate.names:
+                if site in dark or (known and site in answers[vm]):
+                    continue
+                answers[vm].pop(site, None)  # a cached empty answer is asked again
+                ask.setdefault(site, []).append(vm)
+        if ask:
+            self._ask(estate, ask, answers, dark, deadline, multi)
+        for vm in vms:
+            lookup.vpgs[vm] = merge_vpgs(answers[vm], estate.names)
+        lookup.failed = {s: dark[s] for s in estate.names if s in dark}
+        return lookup
+
+    def _ask(
+        self,
+        estate: Estate,
+        ask: dict[str, list[str]],
+        answers: dict[str, dict[str, SiteAnswer]],
+        dark: dict[str, str],
+        deadline: float,
+        multi: bool,
+    ) -> None:
+        state = self._state()
+
+        def work(site: str, client: ZvmClient, site_deadline: float) -> dict[str, SiteAnswer]:
+            local = self.local_id(site, client, site_deadline) if multi else None
+            return {
+                vm: SiteAnswer(local, tuple(client.find_vms(vm, deadline=site_deadline)))
+                for vm in ask[site]
+            }
+
+        result = estate.ask(work, ask, deadline)
+        if not multi and result.failed:
+            raise next(iter(result.failed.values()))  # one ZVM: its error, as before
+        for site, found in result.ok.items():
+            for vm, answer in found.items():
+                answers[vm][site] = answer
+                state.store("vms", _vm_key(estate.url(site), vm), _rows(answer))
+        self._note_failures(result.failed, dark)
+
+    def local_id(self, site: str, client: ZvmClient, deadline: float | None) -> str | None:
+        """The site's own identifier (``GET /v1/localsite``), cached a day per ZVM."""
+        state, key = self._state(), client.settings.url
+        cached = state.cached("localsite", key, _LOCAL_SITE_TTL_S)
+        if isinstance(cached, str) and cached:
+            return cached
+        found = client.local_site(deadline=deadline).get("SiteIdentifier")
+        if isinstance(found, str) and found:
+            state.store("localsite", key, found)
+            return found
+        return None
+
+    def _cached(
+        self, state: GuardStateLike, estate: Estate, site: str, vm: str, multi: bool
+    ) -> SiteAnswer | None:
+        url = estate.url(site)
+        raw = state.cached("vms", _vm_key(url, vm), self.vm_ttl_s)
+        refs = _refs(raw, vm)
+        if refs is None:
+            return None
+        local: str | None = None
+        if multi:
+            known = state.cached("localsite", url, _LOCAL_SITE_TTL_S)
+            if not (isinstance(known, str) and known):
+                return None  # without the site's identity its rows cannot be placed
+            local = known
+        return SiteAnswer(local, refs)
+
+    def find_vpg(self, name: str, deadline: float) -> tuple[EstateVpg | None, dict[str, str]]:
+        """The VPG named ``name`` (a catalog's ``vpgs``) over every live site, merged, and
+        the sites that gave no answer."""
+        from ..errors import NotFound
+
+        estate = self._estate()
+        multi = len(estate.names) > 1
+        dark = {s: why for s in estate.names if (why := self.down(s)) is not None}
+
+        def work(site: str, client: ZvmClient, site_deadline: float) -> tuple[str | None, Any]:
+            local = self.local_id(site, client, site_deadline) if multi else None
+            try:
+                return local, client.find_vpg(name, deadline=site_deadline)
+            except NotFound:
+                return local, None
+
+        result = estate.ask(work, [s for s in estate.names if s not in dark], deadline)
+        if not multi and result.failed:
+            raise next(iter(result.failed.values()))  # one ZVM: its error, as before
+        self._note_failures(result.failed, dark)
+        by_local = {local: site for site, (local, _v) in result.ok.items() if local}
+        merged: EstateVpg | None = None
+        for site in estate.names:
+            _local, vpg = result.ok.get(site, (None, None))
+            if vpg is None:
+                continue
+            if merged is None:
+                merged = EstateVpg(vpg.vpg_id, vpg.name, protected_site_id=vpg.protected_site_id)
+                merged.protected_site = by_local.get(vpg.protected_site_id or "")
+            merged.listed_by.append(site)
+        return merged, {s: dark[s] for s in estate.names if s in dark}
+
+    def _note_failures(self, failed: Mapping[str, ZertoRewindError], dark: dict[str, str]) -> None:
+        for site, exc in failed.items():
+            if is_dark(exc):
+                self.mark_down(site, exc)
+            dark[site] = f"{type(exc).__name__}: {exc}"
+
+    # ------------------------------------------------------------ where to tag
+
+    def tag_site(self, vpg: EstateVpg, failed: Mapping[str, str]) -> tuple[str | None, str]:
+        """The site whose ZVM takes this VPG's tag, or why none can (names the dark site)."""
+        estate = self._estate()
+        live = EstateVpg(
+            vpg.vpg_id,
+            vpg.vpg_name,
+            [s for s in vpg.listed_by if s not in failed],
+            vpg.protected_site_id,
+            vpg.protected_site,
+            vpg.rows,
+        )
+        where = tag_site(live, sites=estate.names, failed=failed, tag_via=self.settings.tag_via)
+        if where.site is not None:
+            return where.site, ""
+        details = "; ".join(
+            dark_reason(s, estate.url(s), failed[s]) for s in where.dark if s in failed
+        )
+        return None, where.problem + (f" ({details})" if details else "")
+
+
+def _vm_key(url: str, vm: str) -> str:
+    # Keyed by the exact name: ``Web-01`` never reads ``web-01``'s cached rows.
+    return f"{url}|{vm}"
+
+
+def _rows(answer: SiteAnswer) -> list[list[str]]:
+    return sorted(
+        [r.vpg_id, r.vpg_name, r.vm_id, r.instance_id or "", r.protected_site_id or ""]
+        for r in answer.refs
+    )
+
+
+def _refs(raw: Any, vm: str) -> tuple[VmRef, ...] | None:
+    """Cached rows back into VmRefs; None unless every row has the current shape."""
+    if not isinstance(raw, list) or not all(
+        isinstance(i, list) and len(i) == _ROW_FIELDS and all(isinstance(x, str) for x in i)
+        for i in raw
+    ):
+        return None
+    return tuple(
+        VmRef(vm_id, vm, vpg_id, vpg_name, instance or None, protected or None)
+        for vpg_id, vpg_name, vm_id, instance, protected in raw
+    )
