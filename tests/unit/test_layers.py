@@ -23,6 +23,7 @@ RANKS: dict[str, int] = {
     "_fastjson": 0,
     "netutil": 0,
     "fsutil": 1,
+    "service_client": 1,
     "config": 2,
     "zvm": 3,
     "sim": 3,
