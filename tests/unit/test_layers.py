@@ -24,6 +24,7 @@ RANKS: dict[str, int] = {
     "netutil": 0,
     "fsutil": 1,
     "service_client": 1,
+    "agent_hooks": 6,
     "selfprotect": 1,
     "config": 2,
     "zvm": 3,

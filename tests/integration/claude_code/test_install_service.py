@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from integration.claude_code.service_helpers import guard_service
+from support.service import guard_service
 from support.users import unix_user
 from zerto_rewind.claude_code.install_managed import managed_config_path
 from zerto_rewind.claude_code.matcher import compile_matcher

@@ -1,0 +1,102 @@
+"""Codex CLI's ``PreToolUse`` hook protocol (``~/.codex/hooks.json``).
+
+Stdin: ``tool_name`` (``Bash``, ``apply_patch``, or ``mcp__<server>__<tool>``: the
+catalog's own names), ``tool_input`` (MCP: the arguments; ``Bash`` and
+``apply_patch``: ``{"command": …}``), ``session_id``, ``turn_id``, ``tool_use_id``,
+``cwd``. Sources: docs/hosts.md.
+
+Outcome → stdout (exit 0 with each):
+
+=========  ==============================================================
+none       nothing (Codex reports a bare ``allow`` as unsupported)
+context    ``hookSpecificOutput.additionalContext`` (a developer message)
+deny       ``permissionDecision: deny`` + a non-empty reason (an empty one
+           does not block)
+prompt     ``deny``: Codex does not support ``ask`` (the hook is marked
+           failed and the call runs), so a person decides outside the agent
+defer      ``deny``: Codex has no defer
+=========  ==============================================================
+
+Bad stdin is exit 2 with the reason on stderr: exit 2 with an *empty* stderr
+does not block in Codex.
+"""
+
+from __future__ import annotations
+
+from .calls import (
+    FILES,
+    MCP,
+    Call,
+    HookInputError,
+    apply_patch_paths,
+    arguments,
+    deny_reason,
+    file_call,
+    load_object,
+    opt_str,
+    shell_call,
+    tool_name_of,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["DEFAULT_PROMPT", "EVENT", "HOST", "PROMPT_CHOICES", "blocking", "parse", "render"]
+
+HOST = "codex"
+EVENT = "PreToolUse"
+PROMPT_CHOICES = ("deny",)
+DEFAULT_PROMPT = "deny"
+# The tools this hook checks itself, as Codex names them (apply_patch's aliases too).
+SHELL_TOOLS = ("Bash",)
+FILE_TOOLS = ("apply_patch", "Write", "Edit")
+
+
+def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
+    """Stdin → the call; HookInputError for anything that is not a PreToolUse payload."""
+    raw = load_object(data)
+    event = raw.get("hook_event_name", EVENT)
+    if event != EVENT:
+        msg = f"zerto-rewind's Codex hook handles {EVENT} only, got hook_event_name={event!r}"
+        raise HookInputError(msg)
+    name = tool_name_of(raw, "tool_name")
+    tool_input = arguments(raw.get("tool_input"), "tool_input")
+    ids: dict[str, str | None] = {
+        "session_id": opt_str(raw, "session_id"),
+        "tool_use_id": opt_str(raw, "tool_use_id"),
+        "cwd": opt_str(raw, "cwd"),
+    }
+    if name in SHELL_TOOLS:
+        return shell_call(name, tool_input, ids)
+    if name == "apply_patch":
+        return Call(FILES, "Write", name, tool_input, ids, paths=apply_patch_paths(tool_input))
+    if name in FILE_TOOLS:
+        return file_call(name, tool_input, ("file_path", "path"), ids)
+    return Call(MCP, name, name, tool_input, ids)
+
+
+def render(outcome: str, reason: str, context: str, *, prompt_as: str = DEFAULT_PROMPT) -> str:
+    """The stdout text for the guard's outcome; the hook exits 0 with every one of them."""
+    if outcome == "none":
+        return ""
+    if outcome == "context":
+        return _dump({"hookEventName": EVENT, "additionalContext": context})
+    return _dump(
+        {
+            "hookEventName": EVENT,
+            "permissionDecision": "deny",
+            "permissionDecisionReason": deny_reason(outcome, reason, "a Codex hook"),
+        }
+    )
+
+
+def blocking(reason: str) -> tuple[str, str, int]:
+    """(stdout, stderr, exit code) that block the call whatever else happened: exit 2 + stderr."""
+    return "", reason.strip() or "zerto-rewind: the hook failed; the call is blocked.", 2
+
+
+def _dump(specific: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps({"hookSpecificOutput": specific}, ensure_ascii=False)

@@ -1,0 +1,99 @@
+"""GitHub Copilot CLI's ``preToolUse`` hook protocol (``~/.copilot/hooks/*.json``).
+
+Stdin (camelCase): ``toolName`` (``bash``, ``create``, ``edit``, or
+``<server>-<tool>`` for an MCP tool), ``toolArgs`` (an object, or a string that
+holds one), ``sessionId``, ``cwd``; the PascalCase form (``tool_name``,
+``tool_input``) is read too. An MCP name is split on the servers the install
+named (``--servers``), longest first: a name that fits none is sent as Copilot
+named it, which no catalog lists (unlisted: a prompt, so a deny). Sources:
+docs/hosts.md.
+
+Outcome → stdout (one flat JSON object, exit 0 with each):
+
+=========  ==============================================================
+none       nothing (never ``allow``)
+context    nothing: Copilot's ``preToolUse`` has no channel for it (the
+           checkpoint is in the service's decision log)
+deny       ``permissionDecision: deny`` + ``permissionDecisionReason``
+prompt     ``deny``: ``ask`` is a denial for Copilot's cloud agent, and was
+           seen auto-approved under ``--yolo``
+defer      ``deny``: Copilot has no defer
+=========  ==============================================================
+
+Bad stdin: a JSON deny and exit 2 (a non-zero exit blocks in Copilot, even
+with JSON saying allow).
+"""
+
+from __future__ import annotations
+
+from .calls import (
+    MCP,
+    Call,
+    HookInputError,
+    arguments,
+    deny_reason,
+    file_call,
+    load_object,
+    opt_str,
+    shell_call,
+    split_server,
+    tool_name_of,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["DEFAULT_PROMPT", "EVENT", "HOST", "PROMPT_CHOICES", "blocking", "parse", "render"]
+
+HOST = "copilot"
+EVENT = "preToolUse"
+PROMPT_CHOICES = ("deny",)
+DEFAULT_PROMPT = "deny"
+SHELL_TOOLS = ("bash",)
+FILE_TOOLS = ("create", "edit")
+# Where Copilot's file tools name their file (``path`` per its reference; the
+# others accepted so that a renamed argument is still checked).
+PATH_KEYS = ("path", "file_path", "filePath")
+
+
+def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
+    """Stdin → the call; HookInputError for anything that is not a preToolUse payload."""
+    raw = load_object(data)
+    event = raw.get("hook_event_name", raw.get("hookEventName", EVENT))
+    if event not in (EVENT, "PreToolUse"):
+        msg = f"zerto-rewind's Copilot hook handles {EVENT} only, got hook_event_name={event!r}"
+        raise HookInputError(msg)
+    name = tool_name_of(raw, "toolName", "tool_name")
+    key = "toolArgs" if "toolArgs" in raw else "tool_input"
+    tool_input = arguments(raw.get(key), key)
+    ids: dict[str, str | None] = {
+        "session_id": opt_str(raw, "sessionId") or opt_str(raw, "session_id"),
+        "tool_use_id": opt_str(raw, "toolCallId") or opt_str(raw, "tool_use_id"),
+        "cwd": opt_str(raw, "cwd"),
+    }
+    if name in SHELL_TOOLS:
+        return shell_call(name, tool_input, ids)
+    if name in FILE_TOOLS:
+        return file_call(name, tool_input, PATH_KEYS, ids)
+    return Call(MCP, split_server(name, "", servers, "-") or name, name, tool_input, ids)
+
+
+def render(outcome: str, reason: str, context: str, *, prompt_as: str = DEFAULT_PROMPT) -> str:
+    """The stdout text for the guard's outcome; the hook exits 0 with every one of them."""
+    if outcome in ("none", "context"):
+        return ""
+    reason = deny_reason(outcome, reason, "a Copilot hook")
+    return _dump({"permissionDecision": "deny", "permissionDecisionReason": reason})
+
+
+def blocking(reason: str) -> tuple[str, str, int]:
+    """(stdout, stderr, exit code) that block the call: a JSON deny and exit 2."""
+    reason = reason.strip() or "zerto-rewind: the hook failed; the call is blocked."
+    return _dump({"permissionDecision": "deny", "permissionDecisionReason": reason}), reason, 2
+
+
+def _dump(body: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(body, ensure_ascii=False)

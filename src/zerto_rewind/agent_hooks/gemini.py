@@ -1,0 +1,114 @@
+"""Gemini CLI's ``BeforeTool`` hook protocol (``hooks.BeforeTool`` in ``settings.json``).
+
+Stdin: ``tool_name`` (``run_shell_command``, ``write_file``, ``replace``, or
+``mcp_<server>_<tool>``), ``tool_input``, ``mcp_context`` for MCP tools
+(``server_name``, ``tool_name``: the server and the tool as the server names it),
+``session_id``, ``cwd``. An MCP tool becomes ``mcp__<server>__<tool>`` from
+``mcp_context``; without it, from the name and the servers the install named,
+longest first. Sources: docs/hosts.md.
+
+Outcome → stdout (top-level JSON, exit 0 with each):
+
+=========  ==============================================================
+none       nothing (never ``allow``: it would skip Gemini's own confirmation)
+context    ``hookSpecificOutput.additionalContext`` and ``systemMessage``
+deny       ``decision: deny`` + ``reason`` (sent to the agent as the error)
+prompt     ``decision: ask`` (Gemini asks the user) — or ``deny`` with
+           ``--prompt-as deny``, for unattended runs (``-p``, ``--yolo``)
+defer      ``deny``: Gemini has no defer
+=========  ==============================================================
+
+Bad stdin: a JSON deny on stdout *and* exit 2 with the reason on stderr (Gemini
+honours the JSON whatever the exit code; exit 2 blocks with stderr as reason).
+"""
+
+from __future__ import annotations
+
+from .calls import (
+    MCP,
+    Call,
+    HookInputError,
+    arguments,
+    deny_reason,
+    file_call,
+    load_object,
+    opt_str,
+    shell_call,
+    split_server,
+    tool_name_of,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["DEFAULT_PROMPT", "EVENT", "HOST", "PROMPT_CHOICES", "blocking", "parse", "render"]
+
+HOST = "gemini"
+EVENT = "BeforeTool"
+PROMPT_CHOICES = ("ask", "deny")
+DEFAULT_PROMPT = "ask"
+SHELL_TOOLS = ("run_shell_command",)
+FILE_TOOLS = ("write_file", "replace")
+
+
+def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
+    """Stdin → the call; HookInputError for anything that is not a BeforeTool payload."""
+    raw = load_object(data)
+    event = raw.get("hook_event_name", EVENT)
+    if event != EVENT:
+        msg = f"zerto-rewind's Gemini hook handles {EVENT} only, got hook_event_name={event!r}"
+        raise HookInputError(msg)
+    name = tool_name_of(raw, "tool_name")
+    tool_input = arguments(raw.get("tool_input"), "tool_input")
+    ids: dict[str, str | None] = {
+        "session_id": opt_str(raw, "session_id"),
+        "tool_use_id": opt_str(raw, "tool_use_id"),
+        "cwd": opt_str(raw, "cwd"),
+    }
+    if name in SHELL_TOOLS:
+        return shell_call(name, tool_input, ids)
+    if name in FILE_TOOLS:
+        return file_call(name, tool_input, ("file_path", "path"), ids)
+    mcp_name = _mcp_name(name, raw.get("mcp_context"), servers)
+    return Call(MCP, mcp_name, name, tool_input, ids)
+
+
+def _mcp_name(name: str, context: Any, servers: tuple[str, ...]) -> str:
+    if isinstance(context, dict):
+        server, tool = context.get("server_name"), context.get("tool_name")
+        if isinstance(server, str) and server and isinstance(tool, str) and tool:
+            return f"mcp__{server}__{tool}"
+    # Gemini sanitises and may shorten the name; unsplittable, it stays as Gemini
+    # named it, which no catalog lists: unlisted, a prompt.
+    return split_server(name, "mcp_", servers, "_") or name
+
+
+def render(outcome: str, reason: str, context: str, *, prompt_as: str = DEFAULT_PROMPT) -> str:
+    """The stdout text for the guard's outcome; the hook exits 0 with every one of them."""
+    if outcome == "none":
+        return ""
+    if outcome == "context":
+        return _dump(
+            {
+                "hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": context},
+                "systemMessage": context,
+            }
+        )
+    if outcome == "prompt" and prompt_as == "ask":
+        return _dump({"decision": "ask", "reason": reason})
+    return _dump(
+        {"decision": "deny", "reason": deny_reason(outcome, reason, "an unattended Gemini run")}
+    )
+
+
+def blocking(reason: str) -> tuple[str, str, int]:
+    """(stdout, stderr, exit code) that block the call: a JSON deny and exit 2 with stderr."""
+    reason = reason.strip() or "zerto-rewind: the hook failed; the call is blocked."
+    return _dump({"decision": "deny", "reason": reason}), reason, 2
+
+
+def _dump(body: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(body, ensure_ascii=False)
