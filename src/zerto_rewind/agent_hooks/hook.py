@@ -53,7 +53,7 @@ _VALUED = {
     "--servers": "servers", "--prompt-as": "prompt_as",
 }  # fmt: skip
 
-_USAGE = """usage: zerto-rewind thin hook --host codex|gemini|copilot --service URL
+_USAGE = """usage: python -c LAUNCH_CODE hook --host codex|gemini|copilot --service URL
          [--service-user NAME|UID] [--servers a,b] [--prompt-as ask|deny] [--budget S]
          [--token-file F] [--ca-file F] [--protect PATH]...
 """
