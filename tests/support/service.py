@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from zerto_rewind.testing import Sandbox
 
 
@@ -35,3 +37,40 @@ def guard_service(box: Sandbox, run: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@contextmanager
+def sandbox_service(
+    factory: pytest.TempPathFactory, *, guard_timeout_s: float
+) -> Iterator[tuple[Sandbox, str]]:
+    """A sandbox (the ZVM simulator) and its guard service, for a module: (box, service URL)."""
+    root = factory.mktemp("svc")
+    with (
+        Sandbox(str(root / "box"), guard={"timeout_s": guard_timeout_s}) as box,
+        guard_service(box, factory.mktemp("run")) as url,
+    ):
+        yield box, url
+
+
+# Module-scoped fixtures for a test module that needs one sandbox and its service: import
+# them (``from support.service import served_box, served_url, served``); the guard budget is
+# the module's GUARD_BUDGET_S.
+@pytest.fixture(scope="module")
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Sandbox, str]]:
+    budget = float(getattr(request.module, "GUARD_BUDGET_S", 10.0))
+    with sandbox_service(tmp_path_factory, guard_timeout_s=budget) as pair:
+        yield pair
+
+
+@pytest.fixture(scope="module", name="box")
+def served_box(served: tuple[Sandbox, str]) -> Sandbox:
+    """The sandbox: the ZVM simulator, the config and the log the service uses."""
+    return served[0]
+
+
+@pytest.fixture(scope="module", name="service")
+def served_url(served: tuple[Sandbox, str]) -> str:
+    """The guard service's URL (``zerto-rewind gateway --socket``), hook-only."""
+    return served[1]

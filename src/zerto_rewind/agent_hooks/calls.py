@@ -24,8 +24,10 @@ __all__ = [
     "arguments",
     "deny_reason",
     "file_call",
+    "host_call",
     "load_object",
     "opt_str",
+    "read_payload",
     "shell_call",
     "split_server",
     "tool_name_of",
@@ -96,18 +98,59 @@ class Call:
 
 def load_object(data: bytes) -> dict[str, Any]:
     """Stdin as a JSON object; HookInputError says what is wrong."""
-    if len(data) > MAX_INPUT_BYTES:
-        msg = f"hook input is {len(data)} bytes, more than the {MAX_INPUT_BYTES} accepted"
-        raise HookInputError(msg)
     try:
-        raw = _fastjson.loads(data)
+        return _fastjson.loads_hook_input(data, MAX_INPUT_BYTES)
     except ValueError as exc:
-        msg = f"hook input is not valid JSON: {exc}"
-        raise HookInputError(msg) from None
-    if not isinstance(raw, dict):
-        msg = "hook input must be a JSON object"
+        raise HookInputError(str(exc)) from None
+
+
+def read_payload(
+    data: bytes,
+    host: str,
+    events: tuple[str, ...],
+    *,
+    name_keys: tuple[str, ...] = ("tool_name",),
+    input_keys: tuple[str, ...] = ("tool_input",),
+    id_keys: dict[str, tuple[str, ...]] | None = None,
+) -> tuple[dict[str, Any], str, dict[str, Any], dict[str, str | None]]:
+    """Stdin → (the object, the tool's name, its arguments, the ids); HookInputError otherwise.
+
+    ``events``: the event names this host's hook may be called for (the first is
+    the one a payload without ``hook_event_name`` is taken for). ``id_keys``: for
+    ``session_id``, ``tool_use_id`` and ``cwd``, the keys the host sends them under.
+    """
+    raw = load_object(data)
+    event = raw.get("hook_event_name", raw.get("hookEventName", events[0]))
+    if event not in events:
+        msg = f"zerto-rewind's {host} hook handles {events[0]} only, got hook_event_name={event!r}"
         raise HookInputError(msg)
-    return raw
+    name = tool_name_of(raw, *name_keys)
+    key = next((k for k in input_keys if k in raw), input_keys[0])
+    keys = id_keys or {}
+    ids = {
+        field: next((v for k in keys.get(field, (field,)) if (v := opt_str(raw, k))), None)
+        for field in ("session_id", "tool_use_id", "cwd")
+    }
+    return raw, name, arguments(raw.get(key), key), ids
+
+
+def host_call(
+    name: str,
+    tool_input: dict[str, Any],
+    ids: dict[str, str | None],
+    *,
+    shell: tuple[str, ...],
+    files: tuple[str, ...],
+    path_keys: tuple[str, ...],
+    mcp_name: str,
+) -> Call:
+    """The call for a host's tool: its ``shell`` tools, its ``files`` tools, else an MCP call
+    named ``mcp_name`` (the catalog's name, or the host's when it could not be split)."""
+    if name in shell:
+        return shell_call(name, tool_input, ids)
+    if name in files:
+        return file_call(name, tool_input, path_keys, ids)
+    return Call(MCP, mcp_name, name, tool_input, ids)
 
 
 def tool_name_of(raw: dict[str, Any], *keys: str) -> str:

@@ -23,20 +23,7 @@ does not block in Codex.
 
 from __future__ import annotations
 
-from .calls import (
-    FILES,
-    MCP,
-    Call,
-    HookInputError,
-    apply_patch_paths,
-    arguments,
-    deny_reason,
-    file_call,
-    load_object,
-    opt_str,
-    shell_call,
-    tool_name_of,
-)
+from .calls import FILES, Call, apply_patch_paths, deny_reason, host_call, read_payload
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,30 +37,16 @@ PROMPT_CHOICES = ("deny",)
 DEFAULT_PROMPT = "deny"
 # The tools this hook checks itself, as Codex names them (apply_patch's aliases too).
 SHELL_TOOLS = ("Bash",)
-FILE_TOOLS = ("apply_patch", "Write", "Edit")
+FILE_TOOLS = ("Write", "Edit")  # and apply_patch, whose patch names its files
 
 
 def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
     """Stdin → the call; HookInputError for anything that is not a PreToolUse payload."""
-    raw = load_object(data)
-    event = raw.get("hook_event_name", EVENT)
-    if event != EVENT:
-        msg = f"zerto-rewind's Codex hook handles {EVENT} only, got hook_event_name={event!r}"
-        raise HookInputError(msg)
-    name = tool_name_of(raw, "tool_name")
-    tool_input = arguments(raw.get("tool_input"), "tool_input")
-    ids: dict[str, str | None] = {
-        "session_id": opt_str(raw, "session_id"),
-        "tool_use_id": opt_str(raw, "tool_use_id"),
-        "cwd": opt_str(raw, "cwd"),
-    }
-    if name in SHELL_TOOLS:
-        return shell_call(name, tool_input, ids)
+    _, name, tool_input, ids = read_payload(data, "Codex", (EVENT,))
     if name == "apply_patch":
         return Call(FILES, "Write", name, tool_input, ids, paths=apply_patch_paths(tool_input))
-    if name in FILE_TOOLS:
-        return file_call(name, tool_input, ("file_path", "path"), ids)
-    return Call(MCP, name, name, tool_input, ids)
+    return host_call(name, tool_input, ids, shell=SHELL_TOOLS, files=FILE_TOOLS,
+                     path_keys=("file_path", "path"), mcp_name=name)  # fmt: skip
 
 
 def render(outcome: str, reason: str, context: str, *, prompt_as: str = DEFAULT_PROMPT) -> str:

@@ -26,19 +26,7 @@ with JSON saying allow).
 
 from __future__ import annotations
 
-from .calls import (
-    MCP,
-    Call,
-    HookInputError,
-    arguments,
-    deny_reason,
-    file_call,
-    load_object,
-    opt_str,
-    shell_call,
-    split_server,
-    tool_name_of,
-)
+from .calls import Call, deny_reason, host_call, read_payload, split_server
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,28 +43,26 @@ FILE_TOOLS = ("create", "edit")
 # Where Copilot's file tools name their file (``path`` per its reference; the
 # others accepted so that a renamed argument is still checked).
 PATH_KEYS = ("path", "file_path", "filePath")
+_ID_KEYS = {
+    "session_id": ("sessionId", "session_id"),
+    "tool_use_id": ("toolCallId", "tool_use_id"),
+    "cwd": ("cwd",),
+}
 
 
 def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
     """Stdin → the call; HookInputError for anything that is not a preToolUse payload."""
-    raw = load_object(data)
-    event = raw.get("hook_event_name", raw.get("hookEventName", EVENT))
-    if event not in (EVENT, "PreToolUse"):
-        msg = f"zerto-rewind's Copilot hook handles {EVENT} only, got hook_event_name={event!r}"
-        raise HookInputError(msg)
-    name = tool_name_of(raw, "toolName", "tool_name")
-    key = "toolArgs" if "toolArgs" in raw else "tool_input"
-    tool_input = arguments(raw.get(key), key)
-    ids: dict[str, str | None] = {
-        "session_id": opt_str(raw, "sessionId") or opt_str(raw, "session_id"),
-        "tool_use_id": opt_str(raw, "toolCallId") or opt_str(raw, "tool_use_id"),
-        "cwd": opt_str(raw, "cwd"),
-    }
-    if name in SHELL_TOOLS:
-        return shell_call(name, tool_input, ids)
-    if name in FILE_TOOLS:
-        return file_call(name, tool_input, PATH_KEYS, ids)
-    return Call(MCP, split_server(name, "", servers, "-") or name, name, tool_input, ids)
+    _, name, tool_input, ids = read_payload(
+        data,
+        "Copilot",
+        (EVENT, "PreToolUse"),  # camelCase, or the PascalCase (Claude-style) form
+        name_keys=("toolName", "tool_name"),
+        input_keys=("toolArgs", "tool_input"),
+        id_keys=_ID_KEYS,
+    )
+    mcp_name = split_server(name, "", servers, "-") or name
+    return host_call(name, tool_input, ids, shell=SHELL_TOOLS, files=FILE_TOOLS,
+                     path_keys=PATH_KEYS, mcp_name=mcp_name)  # fmt: skip
 
 
 def render(outcome: str, reason: str, context: str, *, prompt_as: str = DEFAULT_PROMPT) -> str:

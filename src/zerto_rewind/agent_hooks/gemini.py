@@ -24,19 +24,7 @@ honours the JSON whatever the exit code; exit 2 blocks with stderr as reason).
 
 from __future__ import annotations
 
-from .calls import (
-    MCP,
-    Call,
-    HookInputError,
-    arguments,
-    deny_reason,
-    file_call,
-    load_object,
-    opt_str,
-    shell_call,
-    split_server,
-    tool_name_of,
-)
+from .calls import Call, deny_reason, host_call, read_payload, split_server
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,24 +42,10 @@ FILE_TOOLS = ("write_file", "replace")
 
 def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
     """Stdin → the call; HookInputError for anything that is not a BeforeTool payload."""
-    raw = load_object(data)
-    event = raw.get("hook_event_name", EVENT)
-    if event != EVENT:
-        msg = f"zerto-rewind's Gemini hook handles {EVENT} only, got hook_event_name={event!r}"
-        raise HookInputError(msg)
-    name = tool_name_of(raw, "tool_name")
-    tool_input = arguments(raw.get("tool_input"), "tool_input")
-    ids: dict[str, str | None] = {
-        "session_id": opt_str(raw, "session_id"),
-        "tool_use_id": opt_str(raw, "tool_use_id"),
-        "cwd": opt_str(raw, "cwd"),
-    }
-    if name in SHELL_TOOLS:
-        return shell_call(name, tool_input, ids)
-    if name in FILE_TOOLS:
-        return file_call(name, tool_input, ("file_path", "path"), ids)
+    raw, name, tool_input, ids = read_payload(data, "Gemini", (EVENT,))
     mcp_name = _mcp_name(name, raw.get("mcp_context"), servers)
-    return Call(MCP, mcp_name, name, tool_input, ids)
+    return host_call(name, tool_input, ids, shell=SHELL_TOOLS, files=FILE_TOOLS,
+                     path_keys=("file_path", "path"), mcp_name=mcp_name)  # fmt: skip
 
 
 def _mcp_name(name: str, context: Any, servers: tuple[str, ...]) -> str:

@@ -18,10 +18,10 @@ import sys
 from collections.abc import Mapping
 
 from ..agent_hooks.hook import HOSTS, LAUNCH_CODE
-from ..claude_code.install_plan import InstallRefused
-from ..claude_code.install_socket import socket_identity
+from ..claude_code.install import reach_service
+from ..claude_code.install_plan import InstallRefused, check_service_url
 from ..claude_code.matcher import covered_servers
-from ..claude_code.service import fetch_catalog, service_options, thin_budget
+from ..claude_code.service import thin_budget
 from ..errors import ConfigError
 from ..hostconfig.hooks import (
     HOOK_HOSTS,
@@ -170,15 +170,14 @@ def _install(args: argparse.Namespace, env: Mapping[str, str]) -> None:
             "prompt is always a deny there"
         )
         raise InstallRefused(msg)
-    opts = _service(args)
-    try:
-        remote = fetch_catalog(opts)
-    except ConfigError as exc:
-        msg = (
-            f"{exc}\nNot installed: start the service (zerto-rewind gateway --socket PATH, or "
-            "--listen), or check the URL, --service-user, --token-file and --ca-file."
-        )
-        raise InstallRefused(msg) from None
+    check_service_url(args.service)
+    opts, remote, _uid, _identity = reach_service(
+        args.service,
+        service_user=args.service_user,
+        agent_user=args.agent_user,
+        token_file=args.token_file,
+        ca_file=args.ca_file,
+    )
     servers = _servers(args, covered_servers(remote.catalog))
     budget = thin_budget(remote.guard_timeout_s)
     timeout = budget + HOST_MARGIN_S
@@ -229,41 +228,6 @@ def _install(args: argparse.Namespace, env: Mapping[str, str]) -> None:
     if plan.drops_comments:
         lines.append("note:     the file's comments were dropped (--force)")
     print("\n".join(lines))
-
-
-def _service(args: argparse.Namespace) -> dict[str, str]:
-    service: str = args.service
-    uid: int | None = None
-    if service.startswith("unix:"):
-        if not os.path.isabs(service[5:]):
-            msg = f"--service {service}: the socket path must be absolute"
-            raise InstallRefused(msg)
-        try:
-            uid, _summary = socket_identity(
-                service[5:], service_user=args.service_user, agent_user=args.agent_user
-            )
-        except InstallRefused as exc:
-            msg = f"{exc}\nNot installed."
-            raise InstallRefused(msg) from None
-    elif not service.startswith("https://"):
-        msg = (
-            f"--service {service}: give unix:/path/to/socket (a local service) or "
-            "https://host:port (a remote gateway); plain http would carry the calls and the "
-            "token in clear text"
-        )
-        raise InstallRefused(msg)
-    elif args.service_user:
-        msg = (
-            "--service-user is checked on a unix socket only: an https service is told from "
-            "another by its certificate (--ca-file)"
-        )
-        raise InstallRefused(msg)
-    return service_options(
-        service,
-        token_file=os.path.abspath(args.token_file) if args.token_file else None,
-        ca_file=os.path.abspath(args.ca_file) if args.ca_file else None,
-        service_user=None if uid is None else str(uid),
-    )
 
 
 def _servers(args: argparse.Namespace, catalog_servers: list[str]) -> list[str]:

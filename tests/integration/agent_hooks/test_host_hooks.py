@@ -16,13 +16,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.service import guard_service
+from support.service import served, served_box, served_url  # noqa: F401  (fixtures)
 from zerto_rewind.agent_hooks.hook import LAUNCH_CODE
 from zerto_rewind.cli import install_host_hook
 from zerto_rewind.cli import run_command as cli_edge
@@ -30,20 +29,6 @@ from zerto_rewind.testing import Sandbox
 
 GUARD_BUDGET_S = 10.0
 HOSTS = ("codex", "gemini", "copilot")
-
-
-@pytest.fixture(scope="module")
-def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    with Sandbox(
-        str(tmp_path_factory.mktemp("svc") / "box"), guard={"timeout_s": GUARD_BUDGET_S}
-    ) as sandbox:
-        yield sandbox
-
-
-@pytest.fixture(scope="module")
-def service(box: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with guard_service(box, tmp_path_factory.mktemp("run")) as url:
-        yield url
 
 
 def install(host: str, home: Path, *extra: str) -> Path:

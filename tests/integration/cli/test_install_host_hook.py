@@ -6,26 +6,16 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.service import guard_service
+from support.service import served, served_url  # noqa: F401  (fixtures)
 from zerto_rewind.agent_hooks.hook import LAUNCH_CODE
 from zerto_rewind.cli import install_cmd, install_host_hook
 from zerto_rewind.cli import run_command as cli_edge
-from zerto_rewind.testing import Sandbox
 
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("svc")
-    with (
-        Sandbox(str(root / "box"), guard={"timeout_s": 10}) as box,
-        guard_service(box, tmp_path_factory.mktemp("run")) as url,
-    ):
-        yield url
+GUARD_BUDGET_S = 10.0
 
 
 def install(argv: list[str], home: Path) -> int:
