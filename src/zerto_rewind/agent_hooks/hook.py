@@ -71,7 +71,7 @@ class Options:
         self.protect = protect
         keys: tuple[str, ...] = ("service", "service_user", "token_file", "ca_file")
         self.client: dict[str, str] = {k: values[k] for k in keys if k in values}
-        self.client["installer"] = "host-hook"
+        self.client["installer"] = f"host-hook {values['host']}"
 
 
 def parse_options(args: list[str]) -> Options:

@@ -292,3 +292,16 @@ def test_the_host_timeout_is_above_the_budget(host: str, service: str, home: Pat
     budget = float(words[words.index("--budget") + 1])
     assert budget > GUARD_BUDGET_S
     assert timeout > budget
+
+
+def test_a_hook_without_a_service_identity_sends_nothing(
+    service: str, home: Path, tmp_path: Path
+) -> None:
+    """No --service-user: deny before a byte is sent, saying how the hook is reinstalled."""
+    command = direct_command("codex", service)
+    decision, text, _ = run_hook(
+        "codex", command, "mcp__vsphere__power_off_vm", {"name": "jp-ubuntu"}, tmp_path, home
+    )
+    assert decision == "deny"
+    assert "no service identity (--service-user)" in text
+    assert f"zerto-rewind install host-hook codex --service {service}" in text
