@@ -12,8 +12,8 @@ Outcome → stdout (one flat JSON object, exit 0 with each):
 
 =========  ==============================================================
 none       nothing (never ``allow``)
-context    nothing: Copilot's ``preToolUse`` has no channel for it (the
-           checkpoint is in the service's decision log)
+context    ``additionalContext`` alone (Copilot's hook output type has it,
+           and its runtime adds "Additional context from preToolUse hook")
 deny       ``permissionDecision: deny`` + ``permissionDecisionReason``
 prompt     ``deny``: ``ask`` is a denial for Copilot's cloud agent, and was
            seen auto-approved under ``--yolo``
@@ -46,7 +46,7 @@ PATH_KEYS = ("path", "file_path", "filePath")
 _ID_KEYS = {
     "session_id": ("sessionId", "session_id"),
     "tool_use_id": ("toolCallId", "tool_use_id"),
-    "cwd": ("cwd",),
+    "cwd": ("cwd", "workingDirectory"),
 }
 
 
@@ -67,8 +67,10 @@ def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
 
 def render(outcome: str, reason: str, context: str, *, prompt_as: str = DEFAULT_PROMPT) -> str:
     """The stdout text for the guard's outcome; the hook exits 0 with every one of them."""
-    if outcome in ("none", "context"):
+    if outcome == "none":
         return ""
+    if outcome == "context":
+        return _dump({"additionalContext": context})
     reason = deny_reason(outcome, reason, "a Copilot hook")
     return _dump({"permissionDecision": "deny", "permissionDecisionReason": reason})
 

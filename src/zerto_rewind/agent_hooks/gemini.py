@@ -11,7 +11,10 @@ Outcome → stdout (top-level JSON, exit 0 with each):
 
 =========  ==============================================================
 none       nothing (never ``allow``: it would skip Gemini's own confirmation)
-context    ``hookSpecificOutput.additionalContext`` and ``systemMessage``
+context    ``systemMessage`` (shown to the user; Gemini 0.61 gives a
+           ``BeforeTool`` hook's ``additionalContext`` to nobody, so the
+           model does not see it) and ``hookSpecificOutput.additionalContext``
+           for a version that does
 deny       ``decision: deny`` + ``reason`` (sent to the agent as the error)
 prompt     ``decision: ask`` (Gemini asks the user) — or ``deny`` with
            ``--prompt-as deny``, for unattended runs (``-p``, ``--yolo``)

@@ -241,7 +241,9 @@ def test_gemini_render_every_outcome_and_the_prompt_option() -> None:
 
 def test_copilot_render_every_outcome() -> None:
     assert copilot.render("none", "", "") == ""
-    assert copilot.render("context", "", "checkpoint") == ""  # no channel for it
+    assert json.loads(copilot.render("context", "", "checkpoint")) == {
+        "additionalContext": "checkpoint"
+    }  # no permissionDecision: never allow
     for outcome in ("deny", "prompt", "defer", "weird"):
         out = json.loads(copilot.render(outcome, "why", ""))
         assert out["permissionDecision"] == "deny"
