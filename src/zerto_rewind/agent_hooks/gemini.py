@@ -16,8 +16,9 @@ context    ``systemMessage`` (shown to the user; Gemini 0.61 gives a
            model does not see it) and ``hookSpecificOutput.additionalContext``
            for a version that does
 deny       ``decision: deny`` + ``reason`` (sent to the agent as the error)
-prompt     ``decision: ask`` (Gemini asks the user) — or ``deny`` with
-           ``--prompt-as deny``, for unattended runs (``-p``, ``--yolo``)
+prompt     ``decision: ask`` (Gemini asks the user, even under ``--yolo``) —
+           or ``deny`` with ``--prompt-as deny``, which unattended runs need:
+           in ``-p`` nobody answers, and the run waits
 defer      ``deny``: Gemini has no defer
 =========  ==============================================================
 

@@ -46,7 +46,8 @@ TRUST_STEPS = {
     "gemini": (
         "Gemini CLI fingerprints project hooks: a new or changed hook in a project's "
         ".gemini/settings.json is untrusted until accepted (Gemini warns); user hooks run as "
-        "written. For unattended runs (-p, --yolo), install with --prompt-as deny."
+        "written. For unattended runs (-p), install with --prompt-as deny: an ask there waits "
+        "for a confirmation nobody can give, and the run hangs."
     ),
     "copilot": (
         "Copilot CLI reads ~/.copilot/hooks/*.json (and a project's .github/hooks/) when it "
