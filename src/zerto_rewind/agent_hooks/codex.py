@@ -59,7 +59,8 @@ def render(outcome: str, reason: str, context: str, *, prompt_as: str = DEFAULT_
         {
             "hookEventName": EVENT,
             "permissionDecision": "deny",
-            "permissionDecisionReason": deny_reason(outcome, reason, "a Codex hook"),
+            # Codex adds ". Tool: <name>" after the reason: no period of our own before it.
+            "permissionDecisionReason": deny_reason(outcome, reason, "a Codex hook").rstrip("."),
         }
     )
 
