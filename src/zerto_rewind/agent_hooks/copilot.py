@@ -43,7 +43,7 @@ FILE_TOOLS = ("create", "edit")
 # Where Copilot's file tools name their file (``path`` per its reference; the
 # others accepted so that a renamed argument is still checked).
 PATH_KEYS = ("path", "file_path", "filePath")
-_ID_KEYS = {
+_ID_KEYS: dict[str, tuple[str, ...]] = {
     "session_id": ("sessionId", "session_id"),
     "tool_use_id": ("toolCallId", "tool_use_id"),
     "cwd": ("cwd", "workingDirectory"),

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from support.service import served, served_box, served_url  # noqa: F401  (fixtures)
-from zerto_rewind.agent_hooks.hook import LAUNCH_CODE
 from zerto_rewind.cli import install_host_hook
 from zerto_rewind.cli import run_command as cli_edge
+from zerto_rewind.cli.install_host_hook import hook_command
 from zerto_rewind.testing import Sandbox
 
 GUARD_BUDGET_S = 10.0
@@ -217,28 +217,18 @@ def test_writes_to_the_guards_files_are_denied_through_each_hosts_tools(
     )
 
 
-def direct_command(host: str, service: str, *extra: str) -> str:
-    return shlex.join(
-        [
-            sys.executable,
-            "-c",
-            LAUNCH_CODE,
-            "hook",
-            "--host",
-            host,
-            "--service",
-            service,
-            "--servers",
-            "vsphere",
-            *extra,
-        ]
+def direct_command(host: str, service: str, service_user: str | None, budget: int = 15) -> str:
+    """The hook's command as install builds it, for a service install could not reach."""
+    opts = {"service": service, **({"service_user": service_user} if service_user else {})}
+    return hook_command(
+        sys.executable, host, opts, budget_s=budget, servers=["vsphere"], prompt_as=None, protect=[]
     )
 
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_a_service_that_is_down_is_a_deny(host: str, home: Path, tmp_path: Path) -> None:
     service = f"unix:{tmp_path / 'absent.sock'}"
-    command = direct_command(host, service, "--service-user", str(os.geteuid()))
+    command = direct_command(host, service, str(os.geteuid()))
     decision, text, _ = run_hook(
         host, command, "mcp__vsphere__power_off_vm", {"name": "jp-ubuntu"}, tmp_path, home
     )
@@ -251,7 +241,7 @@ def test_a_service_that_is_down_is_a_deny(host: str, home: Path, tmp_path: Path)
 def test_a_socket_served_by_another_user_gets_nothing(
     host: str, service: str, home: Path, tmp_path: Path
 ) -> None:
-    command = direct_command(host, service, "--service-user", "65534")
+    command = direct_command(host, service, "65534")
     decision, text, _ = run_hook(
         host, command, "mcp__vsphere__power_off_vm", {"name": "jp-ubuntu"}, tmp_path, home
     )
@@ -269,9 +259,7 @@ def test_a_service_that_never_answers_is_a_deny_before_the_budget(
     mute.bind(str(path))
     mute.listen(4)
     try:
-        command = direct_command(
-            host, f"unix:{path}", "--service-user", str(os.geteuid()), "--budget", "2"
-        )
+        command = direct_command(host, f"unix:{path}", str(os.geteuid()), budget=2)
         decision, text, elapsed = run_hook(
             host, command, "mcp__vsphere__power_off_vm", {"name": "jp-ubuntu"}, tmp_path, home
         )
@@ -296,7 +284,7 @@ def test_a_hook_without_a_service_identity_sends_nothing(
     service: str, home: Path, tmp_path: Path
 ) -> None:
     """No --service-user: deny before a byte is sent, saying how the hook is reinstalled."""
-    command = direct_command("codex", service)
+    command = direct_command("codex", service, None)
     decision, text, _ = run_hook(
         "codex", command, "mcp__vsphere__power_off_vm", {"name": "jp-ubuntu"}, tmp_path, home
     )
