@@ -113,7 +113,7 @@ def test_core_knows_no_door() -> None:
         seen.add(current)
         todo.extend(GRAPH.get(current, ()))
     reached = {folder(m) for m in seen}
-    doors = {"claude_code", "mcp_server", "gateway", "cli", "recovery", "sim"}
+    doors = {"claude_code", "agent_hooks", "mcp_server", "gateway", "cli", "recovery", "sim"}
     assert reached.isdisjoint(doors), reached
 
 

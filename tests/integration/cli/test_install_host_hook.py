@@ -138,3 +138,19 @@ def test_an_unreachable_or_plain_http_service_is_refused(
 def test_install_lists_the_target(capsys: pytest.CaptureFixture[str]) -> None:
     assert install_cmd.main(["--help"]) == 0
     assert "host-hook" in capsys.readouterr().out
+
+
+def test_file_and_dry_run(service: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--file names any file of the host's format; --dry-run prints it and writes nothing."""
+    home = tmp_path / "home"
+    target = tmp_path / "elsewhere" / "hooks.json"
+    argv = ["codex", "--file", str(target), "--service", service]
+    assert install([*argv, "--dry-run"], home) == 0
+    captured = capsys.readouterr()
+    printed = json.loads(captured.out)
+    assert "dry run, nothing written" in captured.err
+    assert not target.exists()
+    assert install(argv, home) == 0
+    assert json.loads(target.read_text()) == printed
+    (entry,) = printed["hooks"]["PreToolUse"]
+    assert f"--protect {target}" in entry["hooks"][0]["command"]  # the file it wrote
