@@ -40,7 +40,7 @@ PROMPT_CHOICES = ("deny",)
 DEFAULT_PROMPT = "deny"
 SHELL_TOOLS = ("bash",)
 FILE_TOOLS = ("create", "edit")
-# Where Copilot's file tools name their file (``path`` per its reference; the
+# Where Copilot's file tools name their file (``path``, as 1.0.102's tool list says; the
 # others accepted so that a renamed argument is still checked).
 PATH_KEYS = ("path", "file_path", "filePath")
 _ID_KEYS: dict[str, tuple[str, ...]] = {
