@@ -39,9 +39,10 @@ HOST_MARGIN_S = 5
 
 TRUST_STEPS = {
     "codex": (
-        "Codex runs a new or changed hook only once it is trusted: review it with /hooks in an "
-        "interactive session, or run `codex exec --dangerously-bypass-hook-trust` in "
-        "automation. A project's .codex/ hooks load only in a trusted project."
+        "Codex's docs say a new or changed hook runs only once it is trusted: review it with "
+        "/hooks in an interactive session, or run `codex exec --dangerously-bypass-hook-trust` "
+        "in automation (codex exec 0.169.0 ran this user hook without it). A project's .codex/ "
+        "hooks load only in a trusted project."
     ),
     "gemini": (
         "Gemini CLI fingerprints project hooks: a new or changed hook in a project's "
