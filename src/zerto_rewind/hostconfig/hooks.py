@@ -16,9 +16,11 @@ copilot    ``~/.copilot/hooks/zerto-rewind.json``  ``hooks.preToolUse[]``: ``ver
 
 Every other key and every other hook is kept; our own earlier entry (a handler
 whose command runs :data:`HOOK_MARKER`) is replaced, so a re-run changes nothing.
-A JSON file with comments (Gemini's ``settings.json`` may have them) is read,
-but a rewrite would drop them: :class:`HookPlan` says so, and the installer asks
-for ``--force``.
+A JSON file with comments (Gemini's ``settings.json`` may have them) is edited in
+place, as ``install mcp-host`` edits it: only ``hooks`` changes, every other byte
+stays. Where that cannot be done (a layout the editor does not read), a rewrite
+would drop the comments: :class:`HookPlan` says so, and the installer asks for
+``--force``.
 
 The matchers are anchored regular expressions over the host's own tool names:
 the VM servers' tools (Codex ``mcp__<server>__…``, Gemini ``mcp_<server>_…``,
@@ -38,7 +40,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..fsutil import atomic_write_text, backup_name
-from .formats import parse_jsonc
+from .formats import edit_json_servers, parse_jsonc
 
 __all__ = [
     "HOOK_HOSTS",
@@ -129,12 +131,41 @@ class HookPlan:
 
 def plan_hook_file(host: str, path: str, entry: dict[str, Any]) -> HookPlan:
     """Our entry merged into the file at ``path``; ConfigError when it cannot be read."""
-    data, had_comments, existed = _read(path)
+    data, original, existed = _read(path)
     merged, kept = _merge(host, data, entry)
-    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
-    if merged == data and not had_comments:
+    if merged == data:
         return HookPlan(host, path, None, existed, kept, False)
-    return HookPlan(host, path, text, existed, kept, had_comments)
+    in_place = _edited_in_place(original, merged) if original else None
+    if in_place is not None:
+        return HookPlan(host, path, in_place, existed, kept, False)
+    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
+    return HookPlan(host, path, text, existed, kept, _has_comments(original))
+
+
+def _edited_in_place(original: str, merged: dict[str, Any]) -> str | None:
+    """``original`` with only its ``hooks`` changed (comments and layout kept), or None.
+
+    The same in-place editor as ``install mcp-host``; the result must parse back to
+    exactly ``merged``, else the caller rewrites the whole file. Copilot's
+    ``version`` key is outside ``hooks``: a file without it is rewritten.
+    """
+    edited = edit_json_servers(original, (), "hooks", merged["hooks"])
+    if edited is None:
+        return None
+    try:
+        if parse_jsonc(edited) != merged:
+            return None
+    except ValueError:
+        return None
+    return edited
+
+
+def _has_comments(original: str) -> bool:
+    try:
+        json.loads(original)
+    except ValueError:
+        return bool(original.strip())
+    return False
 
 
 def write_hook_file(plan: HookPlan) -> str | None:
@@ -158,19 +189,19 @@ def write_hook_file(plan: HookPlan) -> str | None:
     return backup
 
 
-def _read(path: str) -> tuple[dict[str, Any], bool, bool]:
+def _read(path: str) -> tuple[dict[str, Any], str, bool]:
+    """(the file's object, its text, whether it exists); ConfigError when unusable."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except FileNotFoundError:
-        return {}, False, False
+        return {}, "", False
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
         msg = f"cannot read it ({reason})"
         raise ConfigError(msg, path=path) from None
     if not text.strip():
-        return {}, False, True
-    had_comments = False
+        return {}, "", True
     try:
         data: Any = json.loads(text)
     except ValueError:
@@ -179,11 +210,10 @@ def _read(path: str) -> tuple[dict[str, Any], bool, bool]:
         except ValueError as exc:
             msg = f"not valid JSON ({exc.args[0] if exc.args else 'parse error'})"
             raise ConfigError(msg, path=path) from None
-        had_comments = True
     if not isinstance(data, dict):
         msg = "must hold an object at the top level"
         raise ConfigError(msg, path=path)
-    return data, had_comments, True
+    return data, text, True
 
 
 def _merge(host: str, data: dict[str, Any], entry: dict[str, Any]) -> tuple[dict[str, Any], int]:
