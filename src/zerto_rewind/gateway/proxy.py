@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import getpass
 import logging
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from .service import Gateway
     from .upstream import Upstream
 
-__all__ = ["CLIENT_SCOPE_KEY", "PEER_USER_KEY", "build_proxy"]
+__all__ = ["CLIENT_SCOPE_KEY", "PEER_USER_KEY", "build_proxy", "host_label"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
@@ -67,8 +68,14 @@ class _ProxyServer(Server[Any]):
         """``Server.__init__`` assigns None here; the property above decides."""
 
 
-def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
-    """A low-level SDK server presenting ``upstream`` through the guard."""
+def build_proxy(
+    gateway: Gateway, upstream: Upstream, *, connection_id: str | None = None
+) -> Server[Any]:
+    """A low-level SDK server presenting ``upstream`` through the guard.
+
+    ``connection_id``: the session id of a server that serves one connection (stdio),
+    for the decision log and the tag; over HTTP each session's own id is used.
+    """
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -89,7 +96,7 @@ def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
         url_mode = capable and _url_elicitation(ctx)
         context = CallContext(
             client=_client_name(ctx),
-            session_id=_session_id(ctx),
+            session_id=_session_id(ctx) or connection_id,
             tool_use_id=_tool_use_id(params),
             ask=_asker(ctx) if back_channel else None,
             ask_inline=capable and not back_channel,
@@ -180,14 +187,36 @@ def _progress(ctx: ServerRequestContext[Any]) -> Progress | None:
 
 
 def _host(ctx: ServerRequestContext[Any]) -> str | None:
-    """The MCP client's own name and version (``clientInfo``), for the log and the approver."""
+    """The MCP client's own name and version (``clientInfo``), for the log and the approver.
+
+    The agent's side writes it: informational only, never used to authorise.
+    """
     params = ctx.session.client_params
     info = getattr(params, "client_info", None) if params is not None else None
-    name = getattr(info, "name", None)
-    if not isinstance(name, str) or not name:
+    return host_label(getattr(info, "name", None), getattr(info, "version", None))
+
+
+HOST_MAX = 80
+
+
+def host_label(name: object, version: object) -> str | None:
+    """``name version`` of a clientInfo, printable and at most :data:`HOST_MAX` characters.
+
+    Control and format characters (newlines, escapes, bidi overrides) are dropped, so
+    the text cannot forge a log line or a terminal's display.
+    """
+    shown = _printable(name) if isinstance(name, str) else ""
+    if not shown:
         return None
-    version = getattr(info, "version", None)
-    return f"{name} {version}"[:80] if isinstance(version, str) and version else name[:80]
+    if isinstance(version, str) and _printable(version):
+        shown = f"{shown} {_printable(version)}"
+    return shown[:HOST_MAX]
+
+
+def _printable(text: str) -> str:
+    return "".join(
+        ch for ch in text if unicodedata.category(ch)[0] not in "CZ" or ch == " "
+    ).strip()
 
 
 def _asker(ctx: ServerRequestContext[Any]) -> Asker:
