@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx2
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from support.users import as_user
@@ -148,6 +149,17 @@ async def client(url: str, token: str | None, **kwargs: Any) -> AsyncIterator[Cl
         Client(streamable_http_client(url, http_client=http), cache=None, **kwargs) as c,
     ):
         yield c
+
+
+def stdio_gateway(box: Sandbox, **kwargs: Any) -> Client:
+    """The SDK's client starting `gateway --stdio --upstream vsphere`, as a host does.
+
+    ``kwargs`` go to the client (``client_info``, ``mode``).
+    """
+    args = ["-m", "zerto_rewind", "gateway", "--stdio", "--upstream", "vsphere"]
+    args.append("--allow-privileged-upstream")  # the stand-in upstreams run as the tests' user
+    params = StdioServerParameters(command=sys.executable, args=args, env=box.env())
+    return Client(params, cache=None, **kwargs)
 
 
 def text_of(result: Any) -> str:

@@ -7,30 +7,17 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
-from integration.gateway.gateway_helpers import actions, decisions, gateway_config, text_of
+from integration.gateway.gateway_helpers import (
+    actions,
+    decisions,
+    gateway_config,
+    stdio_gateway,
+    text_of,
+)
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
-
-
-def stdio_gateway(box: Sandbox, client_info: types.Implementation | None = None) -> Client:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "zerto_rewind",
-            "gateway",
-            "--stdio",
-            "--upstream",
-            "vsphere",
-            "--allow-privileged-upstream",
-        ],
-        env=box.env(),
-    )
-    return Client(params, cache=None, client_info=client_info)
 
 
 async def test_every_kind_of_call_over_stdio(box: Sandbox, tmp_path: Path) -> None:
@@ -65,7 +52,7 @@ async def test_each_stdio_connection_logs_its_host_and_a_session_of_its_own(
         "copilot": types.Implementation(name="copilot\nforged", version="1.0.102"),
     }
     for info in hosts.values():
-        async with stdio_gateway(box, info) as c:
+        async with stdio_gateway(box, client_info=info) as c:
             done = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
             refused = await c.call_tool("power_off_vm", {"name": "sql-paused-1"})
         assert not done.is_error, text_of(done)
