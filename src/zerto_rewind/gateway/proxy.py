@@ -14,8 +14,10 @@ import unicodedata
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 
 from .calls import (
     APPROVAL_FIELD,
@@ -29,12 +31,12 @@ from .calls import (
 from .upstream import UpstreamError
 
 if TYPE_CHECKING:
-    from mcp.server.context import ServerRequestContext
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
     from .service import Gateway
     from .upstream import Upstream
 
-__all__ = ["CLIENT_SCOPE_KEY", "PEER_USER_KEY", "build_proxy", "host_label"]
+__all__ = ["CLIENT_SCOPE_KEY", "PEER_USER_KEY", "ReadyFirst", "build_proxy", "host_label"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
@@ -119,7 +121,72 @@ def build_proxy(
         on_call_tool=call_tool,
     )
     server.upstream = upstream
+    server.middleware.append(ReadyFirst(gateway, upstream))
     return server
+
+
+# How long an opening (initialize, server/discover) waits for the upstream's tools, at
+# most: under Codex's default MCP startup timeout (10 s), so the host shows the
+# gateway's reason rather than its own timeout. A lower upstreams.NAME.timeout_s wins.
+START_BUDGET_S = 8.0
+# The requests that open a connection: a host lists tools right after them.
+_OPENINGS = frozenset({"initialize", "server/discover"})
+
+
+class ReadyFirst:
+    """Server middleware: a connection's opening is answered once the upstream's tools are.
+
+    A host that lists tools as soon as ``initialize`` is answered (Codex sends its
+    first model request then) must find every tool on that first ``tools/list``. So
+    ``initialize`` (and the 2026-07-28 ``server/discover``) waits until the upstream is
+    connected and its list is read and cached; the SDK parks the connection's read
+    loop meanwhile, so a ``tools/list`` sent at once is answered after it, from the
+    cache. An upstream that is not up within the budget fails the opening with the
+    reason, which the host shows as the server failing to start: no tool is offered,
+    guarded or not. The upstream keeps being retried; the next connection may succeed.
+    """
+
+    def __init__(self, gateway: Gateway, upstream: Upstream) -> None:
+        self.gateway = gateway
+        self.upstream = upstream
+
+    @property
+    def budget_s(self) -> float:
+        return min(self.upstream.settings.timeout_s, START_BUDGET_S)
+
+    async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method in _OPENINGS:
+            await self.ready()
+        return await call_next(ctx)
+
+    async def ready(self) -> None:
+        """Return once the upstream's tools are listed; else MCPError with what failed."""
+        upstream = self.upstream
+        budget = self.budget_s
+        why = "it did not answer"
+        # The upstream's own wait ends first, with what failed; this bound is a backstop.
+        with anyio.move_on_after(budget + 1.0):
+            try:
+                tools = await upstream.list_tools(budget)
+            except UpstreamError as exc:
+                # Not connected: why its last start failed; connected: why the list failed.
+                why = f"last error: {upstream.last_error}" if upstream.last_error else str(exc)
+            else:
+                self.gateway.learn_tools(upstream.name, tools)
+                return
+        self.gateway.metrics.upstream_error(upstream.name, "start")
+        log.warning(
+            "upstream %s: not ready within %g s; the host's connection is refused",
+            upstream.name,
+            budget,
+        )
+        message = (
+            f"zerto-rewind: the VM MCP server {upstream.name!r} did not start within "
+            f"{budget:g} s ({why}), so none of its tools are offered. An operator can check "
+            f"it with `zerto-rewind doctor --server {upstream.name}` and its upstream log, "
+            "then restart this MCP server in the host."
+        )
+        raise MCPError(code=types.INTERNAL_ERROR, message=message)
 
 
 def _client_name(ctx: ServerRequestContext[Any]) -> str:
