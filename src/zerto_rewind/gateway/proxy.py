@@ -2,7 +2,8 @@
 
 ``tools/list`` returns the upstream's tools as the upstream lists them (names,
 descriptions, input schemas, annotations), so prompts that name tools keep
-working. ``tools/call`` goes through :func:`.calls.handle_call`.
+working. ``tools/call`` goes through :func:`.calls.handle_call`. A connection's
+opening waits until those tools are listed (:class:`ReadyFirst`).
 """
 
 from __future__ import annotations

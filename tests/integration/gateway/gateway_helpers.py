@@ -41,6 +41,15 @@ def stand_in_upstream(box: Sandbox, actions_log: Path) -> dict[str, Any]:
     }
 
 
+def legacy_upstream(box: Sandbox, actions_log: Path, **env: str) -> dict[str, Any]:
+    """The stand-in as a handshake-era server (legacy_server.py); ``env`` sets its knobs
+    (``LEGACY_START_DELAY_S``, ``LEGACY_DISCOVERS``)."""
+    upstream = stand_in_upstream(box, actions_log)
+    upstream["command"] = [sys.executable, str(Path(__file__).with_name("legacy_server.py"))]
+    upstream["env"].update(env)
+    return upstream
+
+
 def gateway_config(
     box: Sandbox,
     actions_log: Path | None = None,

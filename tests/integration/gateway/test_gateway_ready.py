@@ -25,14 +25,13 @@ from integration.gateway.gateway_helpers import (
     client,
     gateway_config,
     gateway_process,
-    stand_in_upstream,
+    legacy_upstream,
     stdio_gateway,
 )
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 
-LEGACY = Path(__file__).with_name("legacy_server.py")
 STAND_IN_TOOLS = {
     "list_vms",
     "get_vm",
@@ -48,11 +47,9 @@ SLOW_START_S = 2.0
 HASTY_S = 1.0
 
 
-def slow_upstream(box: Sandbox, tmp_path: Path, delay_s: float = SLOW_START_S) -> dict[str, Any]:
-    upstream = stand_in_upstream(box, tmp_path / "actions.jsonl")
-    upstream["command"] = [sys.executable, str(LEGACY)]
-    upstream["env"]["LEGACY_START_DELAY_S"] = str(delay_s)
-    return upstream
+def slow_upstream(box: Sandbox, tmp_path: Path) -> dict[str, Any]:
+    delay = str(SLOW_START_S)
+    return legacy_upstream(box, tmp_path / "actions.jsonl", LEGACY_START_DELAY_S=delay)
 
 
 async def hasty_list(c: Client) -> set[str]:

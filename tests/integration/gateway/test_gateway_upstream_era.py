@@ -9,14 +9,13 @@ probes it gets and warns about each in its own log, as mcvsphere does.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from integration.gateway.gateway_helpers import (
     gateway_config,
-    stand_in_upstream,
+    legacy_upstream,
     stdio_gateway,
     text_of,
 )
@@ -24,7 +23,6 @@ from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 
-LEGACY = Path(__file__).with_name("legacy_server.py")
 WARNING = "server/discover is not a request"
 
 
@@ -33,9 +31,7 @@ async def test_a_handshake_era_upstream_gets_one_discover_over_many_sessions(
 ) -> None:
     """Three host sessions, three gateway processes, one discover: the first session's."""
     discovers = tmp_path / "discovers"
-    upstream = stand_in_upstream(box, tmp_path / "actions.jsonl")
-    upstream["command"] = [sys.executable, str(LEGACY)]
-    upstream["env"]["LEGACY_DISCOVERS"] = str(discovers)
+    upstream = legacy_upstream(box, tmp_path / "actions.jsonl", LEGACY_DISCOVERS=str(discovers))
     gateway_config(box, upstream=upstream)
     for _ in range(3):
         async with stdio_gateway(box) as c:
