@@ -46,8 +46,10 @@ __all__ = [
     "HOOK_HOSTS",
     "HOOK_MARKER",
     "HookPlan",
+    "InstalledHook",
     "build_entry",
     "hook_file",
+    "installed_hooks",
     "matcher_for",
     "plan_hook_file",
     "write_hook_file",
@@ -254,3 +256,46 @@ def _ours(handler: Any) -> bool:
         return False
     return any(isinstance(handler.get(k), str) and HOOK_MARKER in handler[k]
                for k in ("command", "bash"))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class InstalledHook:
+    """Our hook as a host's file holds it: its command, matcher and the host's timeout (s)."""
+
+    host: str
+    path: str
+    command: str
+    matcher: str
+    timeout_s: float | None
+
+
+def installed_hooks(host: str, path: str) -> list[InstalledHook]:
+    """Our entries in the host's hook file at ``path`` (none when it is missing).
+
+    ConfigError when the file cannot be read. ``timeout_s`` is the host's own
+    timeout in seconds (Gemini writes milliseconds), None when the entry has none.
+    """
+    data, _text, existed = _read(path)
+    if not existed:
+        return []
+    hooks = data.get("hooks")
+    items = hooks.get(_EVENTS[host]) if isinstance(hooks, dict) else None
+    if not isinstance(items, list):
+        return []
+    found = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        handlers = [item] if host == "copilot" else item.get("hooks")
+        for handler in handlers if isinstance(handlers, list) else []:
+            if not _ours(handler):
+                continue
+            command = handler.get("bash" if host == "copilot" else "command")
+            raw = handler.get("timeoutSec" if host == "copilot" else "timeout")
+            timeout = None
+            if isinstance(raw, int | float) and not isinstance(raw, bool):
+                timeout = raw / 1000 if host == "gemini" else float(raw)
+            matcher = item.get("matcher")
+            shown = matcher if isinstance(matcher, str) else ""
+            found.append(InstalledHook(host, path, str(command), shown, timeout))
+    return found
