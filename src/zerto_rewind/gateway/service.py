@@ -194,11 +194,16 @@ class Gateway:
         return {"ready": ready, **cached, "upstreams": upstreams}
 
     def _zvm_health(self) -> str:
-        try:
-            self.guard.client().entity_types(deadline=time.monotonic() + 5.0)
-        except Exception as exc:
-            return f"unreachable: {type(exc).__name__}: {exc}"
-        return "ok"
+        """ "ok" when every site's ZVM answers; else each one that does not, by site."""
+        estate = self.guard.estate()
+        problems = []
+        for site in estate.names:
+            try:
+                estate.client(site).entity_types(deadline=time.monotonic() + 5.0)
+            except Exception as exc:
+                shown = f"unreachable: {type(exc).__name__}: {exc}"
+                problems.append(shown if len(estate.names) == 1 else f"{site}: {shown}")
+        return "; ".join(problems) or "ok"
 
     def _state_health(self) -> str:
         try:
@@ -216,7 +221,9 @@ def _open_guard(settings: Settings) -> Guard:
     guard = Guard(settings)
     # Created now, in one thread: the decisions' worker threads then share them.
     guard.state()
-    guard.client()
+    estate = guard.estate()
+    for site in estate.names:
+        estate.client(site)
     return guard
 
 

@@ -95,8 +95,10 @@ def guard_file_owners(settings: Settings) -> dict[int, list[str]]:
     """uid -> the guard's files it owns: config, ZVM secret file, state dir, decision log."""
     paths = {"config": settings.path, "state dir": settings.state_dir}
     paths["decision log"] = settings.log_path
-    if settings.zvm.secret_kind == "file":  # noqa: S105 - a kind, not a secret
-        paths["ZVM secret file"] = settings.zvm.secret_hint
+    for site, zvm in settings.zvms.items():  # every site's secret, not only the first's
+        if zvm.secret_kind == "file":  # noqa: S105 - a kind, not a secret
+            label = "ZVM secret file" if len(settings.zvms) == 1 else f"ZVM {site} secret file"
+            paths[label] = zvm.secret_hint
     owners: dict[int, list[str]] = {}
     for label, path in paths.items():
         try:
@@ -160,8 +162,11 @@ def _check_workdir(settings: Settings, spec: UpstreamSettings, key: str) -> None
     if workdir is None:
         return
     guard = [settings.path, settings.state_dir, settings.log_path]
-    if settings.zvm.secret_kind == "file":  # noqa: S105 - a kind, not a secret
-        guard.append(settings.zvm.secret_hint)
+    guard += [
+        zvm.secret_hint
+        for zvm in settings.zvms.values()
+        if zvm.secret_kind == "file"  # noqa: S105 - a kind, not a secret
+    ]
     for path in guard:
         if _inside(workdir, path) or _inside(path, workdir):
             msg = (
