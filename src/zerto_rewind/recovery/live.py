@@ -28,6 +28,7 @@ from .failover import (
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
+    from ..core.guard import Guard
     from ..zvm.client import ZvmClient
     from ..zvm.models import Checkpoint
 
@@ -47,7 +48,7 @@ _SHUTDOWN_POLICIES: dict[str, int] = {"none": 0, "shutdown": 1, "force_shutdown"
 
 
 def _gate(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     settings: Settings,
     vm: str,
     checkpoint: str,
@@ -60,7 +61,7 @@ def _gate(
     """Before starting a live operation: enabled, confirmed, then the target and its checkpoint."""
     _require_live(settings)
     _require_confirm(confirm, vm, checkpoint, operation)
-    target = Target(client, vm, vpg, deadline, wait_s)
+    target = Target(zvms, vm, vpg, deadline, wait_s, settings=settings)
     return target, target.checkpoint(checkpoint)
 
 
@@ -135,7 +136,7 @@ def _confirm_finish(settings: Settings, target: Target, confirm: str, kind: str,
 
 
 def failover(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     settings: Settings,
     vm: str,
     checkpoint: str,
@@ -150,10 +151,10 @@ def failover(
 ) -> OperationResult:
     """Live failover of ``vm``'s VPG to ``checkpoint``; refused unless enabled and confirmed."""
     target, found = _gate(
-        client, settings, vm, checkpoint, confirm, "failover", vpg, wait_s, deadline
+        zvms, settings, vm, checkpoint, confirm, "failover", vpg, wait_s, deadline
     )
     v = target.vpg
-    task_id = client.failover(
+    task_id = target.client.failover(
         v.vpg_id,
         found.cp_id,
         commit_policy=_COMMIT_POLICIES[commit_policy],
@@ -172,7 +173,7 @@ def failover(
 
 
 def finish_failover(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     settings: Settings,
     vm: str,
     confirm: str,
@@ -185,15 +186,15 @@ def finish_failover(
 ) -> OperationResult:
     """Commit (``commit=True``) or roll back the failover waiting before commit on ``vm``'s VPG."""
     _require_live(settings)
-    target = Target(client, vm, vpg, deadline, wait_s)
+    target = Target(zvms, vm, vpg, deadline, wait_s, settings=settings)
     key = target.vpg.vpg_id
     checkpoint = _confirm_finish(settings, target, confirm, "failover", key)
     if commit:
-        task_id = client.failover_commit(key, reverse_protection, deadline=deadline)
+        task_id = target.client.failover_commit(key, reverse_protection, deadline=deadline)
         protection = "with" if reverse_protection else "without"
         what = f"committed {protection} reverse protection"
     else:
-        task_id = client.failover_rollback(key, deadline=deadline)
+        task_id = target.client.failover_rollback(key, deadline=deadline)
         what = "rolled back: the recovered VMs are removed and the VPG returns to protecting"
     _forget(settings, "failover", key)
     summary = f"Failover of VPG {target.vpg.name!r} to checkpoint {checkpoint} {what}."
@@ -205,7 +206,7 @@ def finish_failover(
 
 
 def restore_vm(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     settings: Settings,
     vm: str,
     checkpoint: str,
@@ -217,11 +218,9 @@ def restore_vm(
     deadline: float | None = None,
 ) -> OperationResult:
     """Journal VM restore of ``vm`` to ``checkpoint``; refused unless enabled and confirmed."""
-    target, found = _gate(
-        client, settings, vm, checkpoint, confirm, "restore", vpg, wait_s, deadline
-    )
+    target, found = _gate(zvms, settings, vm, checkpoint, confirm, "restore", vpg, wait_s, deadline)
     v, vm_id = target.vpg, target.ref.vm_id
-    task_id = client.restore_vm(
+    task_id = target.client.restore_vm(
         vm_id, v.vpg_id, found.cp_id, restored_vm_name=restored_vm_name, deadline=deadline
     )
     _remember(settings, "restore", f"{vm_id}|{v.vpg_id}", vm, found.cp_id)
@@ -235,7 +234,7 @@ def restore_vm(
 
 
 def finish_restore(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     settings: Settings,
     vm: str,
     confirm: str,
@@ -247,10 +246,11 @@ def finish_restore(
 ) -> OperationResult:
     """Commit (``commit=True``: the restored VM stays) or roll back ``vm``'s journal restore."""
     _require_live(settings)
-    target = Target(client, vm, vpg, deadline, wait_s)
+    target = Target(zvms, vm, vpg, deadline, wait_s, settings=settings)
     vm_id, vpg_id = target.ref.vm_id, target.vpg.vpg_id
     key = f"{vm_id}|{vpg_id}"
     checkpoint = _confirm_finish(settings, target, confirm, "restore", key)
+    client = target.client
     end = client.restore_commit if commit else client.restore_rollback
     task_id = end(vm_id, vpg_id, deadline=deadline)
     _forget(settings, "restore", key)
