@@ -36,6 +36,7 @@ __all__ = [
     "PAIRED_ESTATES",
     "THREE_SITES",
     "Launched",
+    "estate_sim_fixture",
     "estate_sims",
     "launch_sim",
     "set_site_fault",
@@ -133,6 +134,19 @@ def wait_ready_file(proc: subprocess.Popen[str], ready: Path, timeout: float) ->
             raise AssertionError(f"simulator exited {proc.returncode}: {proc.stderr}")
         time.sleep(0.05)
     raise AssertionError("no ready file")
+
+
+def estate_sim_fixture(*args: str, estate: str = "three-sites") -> Any:
+    """A module-scoped pytest fixture named ``ready``: one ``sim --estate ESTATE ARGS``
+    process (every site's ZVM over TLS) for the module, its ready file as a dict."""
+
+    @pytest.fixture(scope="module", name="ready")
+    def ready(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+        with launch_sim(tmp_path_factory.mktemp("sim")) as start:
+            _proc, fields = start("--estate", estate, *args)
+            yield fields
+
+    return ready
 
 
 def set_site_fault(ready: Mapping[str, Any], site: str, fault: Mapping[str, Any] | None) -> None:

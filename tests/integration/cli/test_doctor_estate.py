@@ -7,24 +7,16 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from support.config import write_ready_estate_config
-from support.sim import launch_sim, set_site_fault
+from support.sim import estate_sim_fixture, set_site_fault
 
 SITES = ("hq", "dr", "azure", "aws")
 
 
-@pytest.fixture(scope="module")
-def ready(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """The ready file of one ``sim --estate three-sites`` process for the module."""
-    with launch_sim(tmp_path_factory.mktemp("sim")) as start:
-        _proc, fields = start("--estate", "three-sites")
-        yield fields
+ready = estate_sim_fixture()
 
 
 def doctor(config: Path, home: Path) -> tuple[int, dict[str, dict[str, str]], str]:

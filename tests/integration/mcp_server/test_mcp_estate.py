@@ -8,7 +8,6 @@ dr-reports-aws (reports-01, dr-db-01) dr -> aws; dr-sql-paused (sql-dr-01) dr ->
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +15,18 @@ import pytest
 
 from integration.mcp_server.mcp_helpers import LIST_VMS, POWER_OFF, call, fails, serve
 from support.config import write_ready_estate_config
-from support.sim import launch_sim, set_site_fault
+from support.sim import estate_sim_fixture, set_site_fault
 
 pytestmark = pytest.mark.anyio
 
 GUARD = {"timeout_s": 20, "site_cadence_s": {"vcenter": 1.0}, "landing_allowance_s": 0.5}
 
 
-@pytest.fixture(scope="module")
-def ready(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """One ``sim --estate three-sites`` process for the module, journals every second."""
-    with launch_sim(tmp_path_factory.mktemp("sim")) as start:
-        _proc, fields = start(
-            "--estate", "three-sites", "--cadence", "vcenter=1", "--jitter", "0",
-            "--tag-lag", "0.3", "--task-duration", "0.2", "--seed", "7",
-        )  # fmt: skip
-        yield fields
+# One simulator process for the module, journals every second.
+ready = estate_sim_fixture(
+    "--cadence", "vcenter=1", "--jitter", "0", "--tag-lag", "0.3", "--task-duration", "0.2",
+    "--seed", "7",
+)  # fmt: skip
 
 
 def estate_config(ready: dict[str, Any], directory: Path, **recovery: Any) -> Path:
