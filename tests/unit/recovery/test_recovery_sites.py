@@ -29,14 +29,7 @@ from zerto_rewind.zvm.models import Checkpoint, Task
 class RecoveringZvm(SimZvm):
     """A site's fake client that also runs the failover test (the simulator's own rules)."""
 
-    def failover_test(
-        self,
-        vpg_id: str,
-        checkpoint_id: str | None = None,
-        vm_ids: list[str] | None = None,
-        *,
-        deadline: float | None = None,
-    ) -> str:
+    def failover_test(self, vpg_id: str, checkpoint_id: str, vm_ids: list[str], **_: Any) -> str:
         self._check()
         self.calls.append(f"failover_test {self.name_of(vpg_id)}")
         body: dict[str, Any] = {"checkpointidentifier": checkpoint_id, "vmidentifiers": vm_ids}
