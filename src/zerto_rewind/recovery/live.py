@@ -95,20 +95,28 @@ def _record_path(settings: Settings, kind: str, key: str) -> str:
     return os.path.join(settings.state_dir, "recovery", f"{kind}-{digest}.json")
 
 
-def _remember(settings: Settings, kind: str, key: str, vm: str, checkpoint: str) -> None:
+def _remember(settings: Settings, kind: str, key: str, target: Target, checkpoint: str) -> None:
     from ..fsutil import atomic_write_json, ensure_private_dir
 
     ensure_private_dir(os.path.join(settings.state_dir, "recovery"))
-    record = {"vm": vm, "checkpoint_id": checkpoint, "started_at": time.time()}
+    record = {"vm": target.vm, "checkpoint_id": checkpoint, "started_at": time.time()}
+    if target.site is not None:
+        record["site"] = target.site  # its commit and rollback go to the same site's ZVM
     atomic_write_json(_record_path(settings, kind, key), record)
 
 
-def _recalled(settings: Settings, kind: str, key: str) -> str | None:
+def _recalled(settings: Settings, kind: str, key: str) -> tuple[str | None, str | None]:
+    """(the checkpoint the operation started from, the site whose ZVM started it)."""
     from ..fsutil import read_json
 
     raw = read_json(_record_path(settings, kind, key))
-    checkpoint = raw.get("checkpoint_id") if isinstance(raw, dict) else None
-    return checkpoint if isinstance(checkpoint, str) else None
+    if not isinstance(raw, dict):
+        return None, None
+    checkpoint, site = raw.get("checkpoint_id"), raw.get("site")
+    return (
+        checkpoint if isinstance(checkpoint, str) else None,
+        site if isinstance(site, str) else None,
+    )
 
 
 def _forget(settings: Settings, kind: str, key: str) -> None:
@@ -121,7 +129,16 @@ def _forget(settings: Settings, kind: str, key: str) -> None:
 def _confirm_finish(settings: Settings, target: Target, confirm: str, kind: str, key: str) -> str:
     """Check ``confirm`` for a commit/rollback; returns the operation's checkpoint id."""
     operation = f"{kind} commit/rollback"
-    recorded = _recalled(settings, kind, key)
+    recorded, started_at = _recalled(settings, kind, key)
+    if started_at is not None and target.site is not None and started_at != target.site:
+        msg = (
+            f"the {kind} of VPG {target.vpg.name!r} was started through the ZVM of site "
+            f"{started_at}, and this {operation} would go through {target.where()} "
+            "(recovery.via, or which sites answer, changed since): nothing was done. Finish it "
+            f"where it started: with recovery.via naming site {started_at}'s side, while its "
+            "ZVM answers, or in the Zerto UI"
+        )
+        raise RecoveryError(msg)
     if recorded is not None:
         _require_confirm(confirm, target.vm, recorded, operation)
         return recorded
@@ -162,7 +179,7 @@ def failover(
         reverse_protection=reverse_protection,
         deadline=deadline,
     )
-    _remember(settings, "failover", v.vpg_id, vm, found.cp_id)
+    _remember(settings, "failover", v.vpg_id, target, found.cp_id)
     summary = (
         f"Live failover of VPG {v.name!r} to checkpoint {found.cp_id} started (commit policy "
         f"{commit_policy}, shutdown policy {shutdown_policy}): its VMs come up at "
@@ -223,7 +240,7 @@ def restore_vm(
     task_id = target.client.restore_vm(
         vm_id, v.vpg_id, found.cp_id, restored_vm_name=restored_vm_name, deadline=deadline
     )
-    _remember(settings, "restore", f"{vm_id}|{v.vpg_id}", vm, found.cp_id)
+    _remember(settings, "restore", f"{vm_id}|{v.vpg_id}", target, found.cp_id)
     name = restored_vm_name or "the ZVM's default name"
     summary = (
         f"Journal restore of {vm} from checkpoint {found.cp_id} started as {name}. It waits for "

@@ -152,3 +152,34 @@ async def test_a_dark_site_is_named_never_not_protected(
             assert "site dr" in check["summary"]
     finally:
         set_site_fault(ready, "dr", None)
+
+
+async def test_a_live_failover_is_finished_only_through_the_site_that_started_it(
+    ready: dict[str, Any], tmp_path: Path
+) -> None:
+    """reports-01 (dr -> aws): failed over through aws; a rollback that would go through dr
+    (recovery.via changed) is refused, doing nothing; through aws it rolls back."""
+    config = estate_config(ready, tmp_path, allow_live=True)
+    async with serve(config, child_env(tmp_path), tmp_path / "serve.err") as client:
+        listing = await call(client, "zerto_list_checkpoints", vm="reports-01", since="10m")
+        checkpoint = listing["vpgs"][0]["checkpoints"][0]["checkpoint_id"]
+        token = f"reports-01@{checkpoint}"
+        started = await call(
+            client, "zerto_failover", vm="reports-01", checkpoint=checkpoint, confirm=token
+        )
+        assert (started["zvm_site"], started["operation"]) == ("aws", "failover")
+    moved = write_ready_estate_config(
+        ready,
+        tmp_path,
+        name="protected.json",
+        read_only_tools=[LIST_VMS],
+        guard=GUARD,
+        recovery={"allow_live": True, "via": "protected"},
+    )
+    async with serve(moved, child_env(tmp_path), tmp_path / "moved.err") as client:
+        refused = await fails(client, "zerto_failover_rollback", vm="reports-01", confirm=token)
+        assert "started through the ZVM of site aws" in refused
+        assert "nothing was done" in refused
+    async with serve(config, child_env(tmp_path), tmp_path / "serve2.err") as client:
+        rolled = await call(client, "zerto_failover_rollback", vm="reports-01", confirm=token)
+        assert (rolled["zvm_site"], rolled["operation"]) == ("aws", "failover_rollback")
