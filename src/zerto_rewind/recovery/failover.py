@@ -169,6 +169,7 @@ class Target:
         self.vm, self.deadline, self.wait_s = vm, deadline, wait_s
         self.located = locate(zvms, vm, deadline=deadline, purpose=purpose, settings=settings)
         self.refs = self.located.refs
+        self.located.require_choice(vpg)
         self.ref: VmRef = select_ref(self.refs, vm, vpg)
         place = self.located.place(self.ref.vpg_id)
         self.client: ZvmClient = place.client

@@ -343,6 +343,7 @@ def checkpoint_listing(
     located = locate(zvms, vm, deadline=deadline)
     refs = located.refs
     if vpg:
+        located.require_choice(vpg)
         refs = [select_ref(refs, vm, vpg)]
     groups = []
     for ref in refs:

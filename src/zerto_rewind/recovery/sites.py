@@ -64,6 +64,21 @@ class Located:
     def place(self, vpg_id: str) -> Place:
         return next(p for p in self.places if p.ref.vpg_id == vpg_id)
 
+    def require_choice(self, vpg: str | None) -> None:
+        """A ``vpg`` the answer does not hold, while some site did not answer or some VPG
+        was left out: ZvmError naming them (the VPG may be there), not "not protected"."""
+        if not vpg or not (self.dark or self.skipped):
+            return
+        wanted = vpg.casefold()
+        if any(wanted in (r.vpg_name.casefold(), r.vpg_id.casefold()) for r in self.refs):
+            return
+        msg = (
+            f"VPG {vpg!r} of VM {self.vm!r} cannot be handled now: "
+            + "; ".join(self.notes())
+            + ". Check the sites with `zerto-rewind doctor`, then retry"
+        )
+        raise ZvmError(msg)
+
     def notes(self) -> list[str]:
         """What the answer must say besides its rows: dark sites and skipped VPGs."""
         out = [f"site {site} did not answer: {why}" for site, why in self.dark.items()]

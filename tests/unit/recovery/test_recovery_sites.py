@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from unit.core.guard_fakes import TOOL, EstateRig, SimZvm
+from unit.core.guard_fakes import DR_ESTATE, HQ_ESTATE, TOOL, EstateRig, SimZvm
 from zerto_rewind.core.decision import Outcome, Row
 from zerto_rewind.errors import NotFound, ZvmConnectionError, ZvmError
 from zerto_rewind.recovery.failover import start_failover_test
@@ -45,12 +45,16 @@ class RecoveringZvm(SimZvm):
         return (listed[0], listed[-1]) if listed else (None, None)
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> EstateRig:
-    rig = EstateRig(tmp_path)
+def recovering(rig: EstateRig) -> EstateRig:
+    """The rig with every site's client able to run a failover test."""
     for site, zvm in list(rig.zvms.items()):
         rig.zvms[site] = RecoveringZvm(zvm.backend, url=zvm.settings.url)
     return rig
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> EstateRig:
+    return recovering(EstateRig(tmp_path))
 
 
 def sites_of(rig: EstateRig, vm: str, **kwargs: Any) -> list[tuple[str, str | None]]:
@@ -191,3 +195,17 @@ def test_the_preview_denies_a_vpg_protected_from_a_dark_site(rig: EstateRig) -> 
     check = preview_call(rig.settings, rig.guard(), rig.state, TOOL, {"name": "db-01"})
     assert (check.row, check.outcome) == (Row.FAILED, Outcome.DENY)
     assert "VPG 'dr-vpg' is protected from site dr" in check.summary
+
+
+def test_a_vpg_no_zvm_can_recover_is_named_when_chosen_not_called_unprotected(
+    tmp_path: Path,
+) -> None:
+    """web-01 also in web-to-aws (hq -> aws, no aws ZVM): choosing it names why it is left out."""
+    to_aws = {**HQ_ESTATE["vpgs"][0], "name": "web-to-aws", "recovery_site": "aws"}
+    hq = {**HQ_ESTATE, "vpgs": [*HQ_ESTATE["vpgs"], to_aws]}
+    rig = recovering(EstateRig(tmp_path, {"hq": hq, "dr": DR_ESTATE}))
+    assert sites_of(rig, "web-01", purpose="recover") == [("web-vpg", "dr")]
+    with pytest.raises(ZvmError) as caught:
+        start_failover_test(rig.guard(), "web-01", "1", vpg="web-to-aws")
+    assert "VPG 'web-to-aws' of VM 'web-01' cannot be handled now" in str(caught.value)
+    assert "not one of the guard's ZVMs" in str(caught.value)
