@@ -67,7 +67,8 @@ Before changing a VM: zerto_check_tool(tool_name, tool_input) says what the guar
 will decide; zerto_guard_before_mutate(tool_name, tool_input) makes and confirms
 the checkpoint (or says when to retry). To go back: zerto_list_checkpoints, then
 zerto_recovery_plan(vm, checkpoint); zerto_start_failover_test checks a checkpoint
-without touching production."""
+without touching production. With several Zerto sites, each answer names the site
+whose ZVM it used (zvm_site), and a site that did not answer is named."""
 
 
 # ---------------------------------------------------------------- tools
