@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,12 @@ from zerto_rewind.sim import SimServer
 __all__ = [
     "OFFLINE_ZVM",
     "VSPHERE_CATALOG",
+    "ready_zvms",
     "sim_zvm",
     "write_config",
     "write_estate_config",
     "write_offline_config",
+    "write_ready_estate_config",
     "write_sim_config",
 ]
 
@@ -99,6 +101,36 @@ def write_estate_config(
         site: {**sim_zvm(sim), **(zvm_overrides or {}).get(site, {})} for site, sim in sims.items()
     }
     data = {"zvms": zvms, "state_dir": str(directory / "state")}
+    data.update(sections)
+    return write_config(directory, data, name=name)
+
+
+def ready_zvms(ready: Mapping[str, Any], sites: Sequence[str] | None = None) -> dict[str, Any]:
+    """The ``zvms`` section for a multi-site simulator's ready file (or ``SimServer.credentials``):
+    one password login per site, in estate order (``sites``: only those)."""
+    chosen = list(ready["sites"]) if sites is None else list(sites)
+    return {
+        site: {
+            "url": ready["sites"][site]["url"],
+            "username": ready["sites"][site]["username"],
+            "password": ready["sites"][site]["password"],
+            "ca_bundle": ready["sites"][site]["ca_bundle"],
+        }
+        for site in chosen
+    }
+
+
+def write_ready_estate_config(
+    ready: Mapping[str, Any],
+    directory: Path,
+    *,
+    sites: Sequence[str] | None = None,
+    name: str = "config.json",
+    **sections: Any,
+) -> Path:
+    """A 0600 config whose ``zvms`` are the multi-site simulator's sites (see
+    :func:`ready_zvms`), state in ``directory/state``."""
+    data = {"zvms": ready_zvms(ready, sites), "state_dir": str(directory / "state")}
     data.update(sections)
     return write_config(directory, data, name=name)
 

@@ -36,8 +36,10 @@ __all__ = [
     "PAIRED_ESTATES",
     "THREE_SITES",
     "Launched",
+    "estate_sim_fixture",
     "estate_sims",
     "launch_sim",
+    "set_site_fault",
     "sim_config",
     "sim_fixture",
     "sim_settings",
@@ -132,6 +134,37 @@ def wait_ready_file(proc: subprocess.Popen[str], ready: Path, timeout: float) ->
             raise AssertionError(f"simulator exited {proc.returncode}: {proc.stderr}")
         time.sleep(0.05)
     raise AssertionError("no ready file")
+
+
+def estate_sim_fixture(*args: str, estate: str = "three-sites") -> Any:
+    """A module-scoped pytest fixture named ``ready``: one ``sim --estate ESTATE ARGS``
+    process (every site's ZVM over TLS) for the module, its ready file as a dict."""
+
+    @pytest.fixture(scope="module", name="ready")
+    def ready(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+        with launch_sim(tmp_path_factory.mktemp("sim")) as start:
+            _proc, fields = start("--estate", estate, *args)
+            yield fields
+
+    return ready
+
+
+def set_site_fault(ready: Mapping[str, Any], site: str, fault: Mapping[str, Any] | None) -> None:
+    """Set (or with None clear) a fault of one site of a multi-site simulator process,
+    through another site's port (a ``down`` site's own port cannot clear it)."""
+    import ssl
+
+    import httpx
+
+    via = next(s for s in ready["sites"] if s != site)
+    entry = ready["sites"][via]
+    url = f"{entry['url']}/_sim/faults"
+    verify = ssl.create_default_context(cafile=entry["ca_bundle"])
+    with httpx.Client(verify=verify, timeout=10) as http:
+        if fault is None:
+            http.delete(url, params={"site": site}).raise_for_status()
+        else:
+            http.post(url, params={"site": site}, json=dict(fault)).raise_for_status()
 
 
 Launched = tuple[subprocess.Popen[str], dict[str, Any]]

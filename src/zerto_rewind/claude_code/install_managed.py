@@ -56,10 +56,14 @@ def managed_config_path(root: str = "/") -> str:
 
 
 def config_credentials(settings: Settings) -> list[str]:
-    """What in the config itself is a credential (inline ZVM secret, upstream env or headers)."""
+    """What in the config itself is a credential (inline ZVM secret of any site, upstream env
+    or headers)."""
     found = []
-    if settings.zvm.secret_kind == "inline":  # noqa: S105 - a kind, not a secret
+    inline = [s for s, z in settings.zvms.items() if z.secret_kind == "inline"]  # noqa: S105
+    if inline and len(settings.zvms) == 1:
         found.append("an inline ZVM secret")
+    elif inline:
+        found.append(f"inline ZVM secrets of site {', '.join(inline)}")
     for name, upstream in settings.upstreams.items():
         if upstream.env or upstream.headers:
             found.append(f"upstream {name}'s env/headers")

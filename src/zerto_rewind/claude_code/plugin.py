@@ -84,9 +84,10 @@ def plugin_files(
         "license": "Apache-2.0",
         "keywords": ["zerto", "checkpoint", "guard", "vm", "hooks", "mcp"],
     }
-    host = urlsplit(settings.zvm.url).hostname
-    if host:  # what the hook and the server reach: the ZVM (and its Keycloak)
-        manifest["network"] = {"hosts": [host]}
+    # What the hook and the server reach: every site's ZVM (and its Keycloak), in config order.
+    hosts = [h for z in settings.zvms.values() if (h := urlsplit(z.url).hostname)]
+    if hosts:
+        manifest["network"] = {"hosts": list(dict.fromkeys(hosts))}
     hooks = {
         "description": (
             "zerto-rewind guard: a tagged Zerto checkpoint before every mutating VM tool call"

@@ -101,14 +101,17 @@ def check(tool: str, tool_input: Any, env: dict[str, str]) -> dict[str, Any]:
 
 
 def _preview(settings: Any, tool: str, tool_input: Any) -> Any:
+    """The guard's preview over the estate: every ZVM of ``zvms``, each VPG on its tag site."""
+    from ..core.guard import Guard
     from ..core.state import GuardState
     from ..recovery.preview import preview_call
-    from ..zvm.auth import TokenCache
-    from ..zvm.client import ZvmClient
 
     state = GuardState(settings.state_dir)
-    with ZvmClient(settings.zvm, token_cache=TokenCache(state.root)) as client:
-        return preview_call(settings, client, state, tool, tool_input)
+    guard = Guard(settings, state=state)
+    try:
+        return preview_call(settings, guard, state, tool, tool_input)
+    finally:
+        guard.close()
 
 
 def _print(report: dict[str, Any]) -> None:
@@ -125,8 +128,10 @@ def _print(report: dict[str, Any]) -> None:
     if report["problem"]:
         lines.append(f"no VM           {report['problem']}")
     for vpg in report.get("vpgs", []):
+        at = f" on site {vpg['zvm_site']}" if vpg.get("zvm_site") else ""
         lines.append(
-            f"VPG             {vpg['vpg']} ({vpg['site_kind']}): {vpg['action']} -> {vpg['row']}"
+            f"VPG             {vpg['vpg']} ({vpg['site_kind']}){at}: "
+            f"{vpg['action']} -> {vpg['row']}"
         )
     lines.append(f"decision        {report['row']} / {report['outcome']}")
     if report.get("error"):

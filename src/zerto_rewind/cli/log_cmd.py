@@ -117,14 +117,28 @@ def _reconcile(
     state = open_state(settings.state_url, settings.state_dir)
     if not ask_zvm:
         return reconcile(records, state)
-    from ..zvm.client import ZvmClient
+    from ..core.guard import Guard
+    from ..errors import ZvmError
+
+    guard = Guard(settings, state=state)
+    estate = guard.estate()
+
+    def client_of(site: str | None) -> Any:
+        # A tag is asked of the ZVM that took it (its record's site); a one-ZVM tag has none.
+        if site is None:
+            return estate.client(estate.first)
+        if site not in estate.names:
+            msg = f"site {site} is no longer in the config's zvms"
+            raise ZvmError(msg)
+        return estate.client(site)
 
     try:
-        with ZvmClient(settings.zvm, token_cache=state.token_cache()) as client:
-            return reconcile(records, state, client)
+        return reconcile(records, state, clients=client_of)
     except ZertoRewindError as exc:  # fall back to what the state directory knows
         sys.stderr.write(f"zerto-rewind log: ZVM not asked ({exc}); reconciling from state only\n")
         return reconcile(records, state)
+    finally:
+        guard.close()
 
 
 def _with_fates(record: dict[str, Any], fates: dict[str, TagFate]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from .settings import (
     ON_PENDING_CHOICES,
     PROMPT_AS_CHOICES,
     PROMPT_VIA_CHOICES,
+    RECOVERY_VIA_CHOICES,
     SITE_KINDS,
     TAG_VIA_CHOICES,
     TOOL_DECISIONS,
@@ -120,8 +121,11 @@ class Parser:
         zvms = self.zvms(top, env, loose_permissions=loose_permissions)
         catalog = self.catalog(top, env)
         guard = self.guard(top.get("guard", {}), env)
-        recovery = self.obj(top.get("recovery", {}), "recovery", ("allow_live",))
+        recovery = self.obj(top.get("recovery", {}), "recovery", ("allow_live", "via"))
         allow_live = self.boolean(recovery.get("allow_live", False), "recovery.allow_live")
+        via = self.string(
+            recovery.get("via", "recovery"), "recovery.via", choices=RECOVERY_VIA_CHOICES
+        )
         return Settings(
             path=self.path,
             zvm=next(iter(zvms.values())),
@@ -129,6 +133,7 @@ class Parser:
             catalog=catalog,
             guard=guard,
             allow_live_recovery=allow_live,
+            recovery_via=via,
             state_dir=self.state_dir(top, env),
             log_path=self.log_path(top, env),
             upstreams=self.upstreams(top.get("upstreams", {}), loose_permissions),

@@ -53,6 +53,8 @@ PROMPT_VIA_CHOICES = ("host", "approvals")
 # Which ZVM takes a VPG's tag: its protected site's, or any that lists it (UNCONFIRMED
 # that Zerto accepts a tag from the recovery site's ZVM; docs/configuration.md).
 TAG_VIA_CHOICES = ("protected", "any")
+# Which site's ZVM takes a failover test, failover or restore (several ZVMs): UNCONFIRMED.
+RECOVERY_VIA_CHOICES = ("recovery", "protected")
 # The site name of the single ``zvm`` key: a one-site estate.
 DEFAULT_SITE = "default"
 DEFAULT_SITE_DOWN_S = 10.0
@@ -484,6 +486,7 @@ class Settings:
         "guard",
         "log_path",
         "path",
+        "recovery_via",
         "state_dir",
         "state_url",
         "upstreams",
@@ -506,6 +509,7 @@ class Settings:
         state_url: str | None = None,
         approvals: ApprovalsSettings | None = None,
         zvms: dict[str, ZvmSettings] | None = None,
+        recovery_via: str = "recovery",
     ) -> None:
         self.path = path
         self.approvals = approvals or ApprovalsSettings()
@@ -515,6 +519,8 @@ class Settings:
         self.catalog = catalog
         self.guard = guard
         self.allow_live_recovery = allow_live_recovery
+        # With several ZVMs: the site whose ZVM runs recovery operations (recovery.via).
+        self.recovery_via = recovery_via
         self.state_dir = state_dir
         self.log_path = log_path
         self.upstreams = upstreams or {}

@@ -9,6 +9,7 @@ false denial from a real one.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,27 +33,44 @@ class TagFate:
 
 
 def reconcile(
-    records: list[dict[str, Any]], state: GuardStateLike | None, client: Any | None = None
+    records: list[dict[str, Any]],
+    state: GuardStateLike | None,
+    client: Any | None = None,
+    *,
+    clients: Callable[[str | None], Any] | None = None,
 ) -> dict[str, TagFate]:
-    """Map every tag of a pending decision to its fate; asks the ZVM when state can't tell."""
+    """Map every tag of a pending decision to its fate; asks the ZVM when state can't tell.
+
+    ``clients(site)`` gives the ZVM of the site that took the tag (the tag record's
+    ``site``; None for a one-ZVM tag), where its journal entry is asked; else ``client``.
+    """
     fates: dict[str, TagFate] = {}
+    pick = clients if clients is not None else (lambda _site: client)
     for record in records:
         if record.get("row") != "pending":
             continue
         for vpg_id, tag in zip(record.get("vpg_ids") or [], record.get("tags") or [], strict=False):
             if tag not in fates:
-                fates[tag] = _fate(tag, vpg_id, state, client)
+                fates[tag] = _fate(tag, vpg_id, state, pick)
     return fates
 
 
-def _fate(tag: str, vpg_id: str, state: GuardStateLike | None, client: Any | None) -> TagFate:
+def _fate(
+    tag: str, vpg_id: str, state: GuardStateLike | None, pick: Callable[[str | None], Any]
+) -> TagFate:
     if state is None:
         return TagFate(tag, "unknown", "no state directory to look in")
     known = _known(state.peek_vpg(vpg_id), tag)
     if known is None:
         return TagFate(tag, "unknown", "not in the state directory (cleared, or another machine)")
-    if known.state == "requested" and client is not None:
-        known = _ask_zvm(state, vpg_id, known, client)
+    if known.state == "requested":
+        try:
+            client = pick(known.site)
+        except ZertoRewindError as exc:
+            known.reason = f"could not ask the ZVM of site {known.site}: {exc}"
+            return _describe(known)
+        if client is not None:
+            known = _ask_zvm(state, vpg_id, known, client)
     return _describe(known)
 
 
@@ -67,6 +85,7 @@ def _known(record: VpgRecord, tag: str) -> TagRecord | None:
             known.checkpoint_id = entry.get("checkpoint_id")
             known.landed_at = entry.get("landed_at")
             known.reason = entry.get("reason")
+            known.site = entry.get("site")
             return known
     return None
 

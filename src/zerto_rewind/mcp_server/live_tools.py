@@ -48,7 +48,7 @@ def register_live_tools(server: MCPServer[Any], rt: Runtime) -> None:
         exactly '<vm>@<checkpoint>'. Then zerto_failover_commit or zerto_failover_rollback."""
         with reported():
             return failover(
-                rt.client(),
+                rt.guard(),
                 rt.settings(),
                 vm,
                 checkpoint,
@@ -73,7 +73,7 @@ def register_live_tools(server: MCPServer[Any], rt: Runtime) -> None:
         with reported():
             settings = rt.settings()
             return finish_failover(
-                rt.client(), settings, vm, confirm, commit=True,
+                rt.guard(), settings, vm, confirm, commit=True,
                 reverse_protection=reverse_protection, vpg=vpg,
             )  # fmt: skip
 
@@ -82,7 +82,7 @@ def register_live_tools(server: MCPServer[Any], rt: Runtime) -> None:
         """Roll back the live failover waiting on the VM's VPG: the recovered VMs are removed.
         confirm must be exactly '<vm>@<checkpoint the failover started from>'."""
         with reported():
-            return finish_failover(rt.client(), rt.settings(), vm, confirm, commit=False, vpg=vpg)
+            return finish_failover(rt.guard(), rt.settings(), vm, confirm, commit=False, vpg=vpg)
 
     @server.tool(annotations=DESTRUCTIVE)
     def zerto_restore_vm(
@@ -99,7 +99,7 @@ def register_live_tools(server: MCPServer[Any], rt: Runtime) -> None:
         zerto_restore_commit or zerto_restore_rollback."""
         with reported():
             return restore_vm(
-                rt.client(),
+                rt.guard(),
                 rt.settings(),
                 vm,
                 checkpoint,
@@ -113,11 +113,11 @@ def register_live_tools(server: MCPServer[Any], rt: Runtime) -> None:
         """Commit the journal VM restore of a VM: the restored VM stays. confirm must be exactly
         '<vm>@<checkpoint the restore started from>'."""
         with reported():
-            return finish_restore(rt.client(), rt.settings(), vm, confirm, commit=True, vpg=vpg)
+            return finish_restore(rt.guard(), rt.settings(), vm, confirm, commit=True, vpg=vpg)
 
     @server.tool(annotations=DESTRUCTIVE)
     def zerto_restore_rollback(vm: Vm, confirm: Confirm, vpg: VpgChoice = None) -> OperationResult:
         """Roll back the journal VM restore of a VM: the restored VM is discarded. confirm must
         be exactly '<vm>@<checkpoint the restore started from>'."""
         with reported():
-            return finish_restore(rt.client(), rt.settings(), vm, confirm, commit=False, vpg=vpg)
+            return finish_restore(rt.guard(), rt.settings(), vm, confirm, commit=False, vpg=vpg)

@@ -1,7 +1,9 @@
 """What every zerto-rewind MCP tool shares: argument types, annotations, the runtime.
 
-The runtime holds the settings, the guard and the ZVM client, created on first
-use; :func:`reported` turns every failure into a tool error the model can read.
+The runtime holds the settings and the guard (with it the estate: one ZVM client per
+site), created on first use; every tool hands the guard to the library, which finds
+the VM across the sites. :func:`reported` turns every failure into a tool error the
+model can read.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from ..errors import ConfigError, ZertoRewindError, ZvmConnectionError, ZvmTimeo
 if TYPE_CHECKING:
     from ..core.guard import Guard
     from ..core.state import GuardStateLike
-    from ..zvm.client import ZvmClient
 
 __all__ = [
     "DESTRUCTIVE",
@@ -89,7 +90,7 @@ DESTRUCTIVE = ToolAnnotations(
 
 
 class Runtime:
-    """Settings, guard and ZVM client, created on first use and shared by every tool."""
+    """Settings and guard (the estate's ZVMs), created on first use and shared by every tool."""
 
     def __init__(self, env: Mapping[str, str], settings: Settings | None) -> None:
         self.env = env
@@ -105,19 +106,16 @@ class Runtime:
             return self._settings
 
     def guard(self) -> Guard:
-        """The guard (its ZVM client and state directory are opened here, once)."""
+        """The guard (its estate and state directory are opened here, once)."""
         settings = self.settings()
         with self._lock:
             if self._guard is None:
                 from ..core.guard import Guard
 
                 guard = Guard(settings, rewind_tool="zerto_recovery_plan")  # this server's
-                guard.client()
+                guard.estate()
                 self._guard = guard
             return self._guard
-
-    def client(self) -> ZvmClient:
-        return self.guard().client()
 
     def state(self) -> GuardStateLike:
         return self.guard().state()

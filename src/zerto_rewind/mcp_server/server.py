@@ -67,7 +67,8 @@ Before changing a VM: zerto_check_tool(tool_name, tool_input) says what the guar
 will decide; zerto_guard_before_mutate(tool_name, tool_input) makes and confirms
 the checkpoint (or says when to retry). To go back: zerto_list_checkpoints, then
 zerto_recovery_plan(vm, checkpoint); zerto_start_failover_test checks a checkpoint
-without touching production."""
+without touching production. With several Zerto sites, each answer names the site
+whose ZVM it used (zvm_site), and a site that did not answer is named."""
 
 
 # ---------------------------------------------------------------- tools
@@ -86,7 +87,7 @@ def _register_guard_tools(server: MCPServer[Any], rt: Runtime) -> None:
         with reported():
             return preview_call(
                 rt.settings(),
-                rt.client(),
+                rt.guard(),
                 rt.state(),
                 tool_name,
                 tool_input,
@@ -119,7 +120,7 @@ def _register_guard_tools(server: MCPServer[Any], rt: Runtime) -> None:
         can be made now, and the guard's last tag on each VPG."""
         with reported():
             return protection_status(
-                rt.client(), rt.settings(), vm, state=rt.state(), deadline=read_deadline()
+                rt.guard(), rt.settings(), vm, state=rt.state(), deadline=read_deadline()
             )
 
     @server.tool(annotations=READ)
@@ -139,7 +140,7 @@ def _register_guard_tools(server: MCPServer[Any], rt: Runtime) -> None:
         """
         with reported():
             return checkpoint_listing(
-                rt.client(),
+                rt.guard(),
                 vm,
                 since=since,
                 tagged_only=tagged_only,
@@ -165,7 +166,7 @@ def _register_recovery_tools(server: MCPServer[Any], rt: Runtime) -> None:
         in the VM's VPG journal.
         """
         with reported():
-            return recovery_plan(rt.client(), rt.settings(), vm, checkpoint, vpg=vpg)
+            return recovery_plan(rt.guard(), rt.settings(), vm, checkpoint, vpg=vpg)
 
     @server.tool(annotations=TEST_START)
     def zerto_start_failover_test(
@@ -176,7 +177,7 @@ def _register_recovery_tools(server: MCPServer[Any], rt: Runtime) -> None:
         running. Waits (bounded) for the ZVM task; returns task id and the VPG's state. Stop it
         with zerto_stop_failover_test when done."""
         with reported():
-            return start_failover_test(rt.client(), vm, checkpoint, vpg=vpg)
+            return start_failover_test(rt.guard(), vm, checkpoint, vpg=vpg)
 
     @server.tool(annotations=DESTRUCTIVE)
     def zerto_stop_failover_test(
@@ -188,7 +189,7 @@ def _register_recovery_tools(server: MCPServer[Any], rt: Runtime) -> None:
         """Stop the running failover test on the VM's VPG and record its result; this deletes
         the test VMs (and anything written to them). Returns task id and the VPG's state."""
         with reported():
-            return stop_failover_test(rt.client(), vm, success, summary, vpg=vpg)
+            return stop_failover_test(rt.guard(), vm, success, summary, vpg=vpg)
 
 
 # ---------------------------------------------------------------- assembly and CLI

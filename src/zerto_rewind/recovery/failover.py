@@ -24,11 +24,14 @@ from pydantic import BaseModel, Field
 
 from ..core.decision import fmt_time
 from ..errors import RecoveryError, UsageError, ZvmError, ZvmTimeout
-from .protection import CheckpointInfo, select_ref, vm_refs
+from .protection import CheckpointInfo, select_ref
 
 if TYPE_CHECKING:
+    from ..config.settings import Settings
+    from ..core.guard import Guard
     from ..zvm.client import ZvmClient
     from ..zvm.models import Checkpoint, Task, VmRef, Vpg
+    from .sites import Purpose
 
 __all__ = [
     "CONFIRM_FORMAT",
@@ -78,6 +81,11 @@ class OperationResult(BaseModel):
     failover_test_running: bool | None
     summary: str
     next_steps: list[RecoveryStep]
+    zvm_site: str | None = Field(
+        default=None,
+        description="the estate's site whose ZVM ran the operation (several ZVMs; recovery.via)",
+    )
+    zvm_url: str | None = Field(default=None, description="the ZVM that ran the operation")
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -138,20 +146,42 @@ def _nearest_text(listed: list[Checkpoint], checkpoint_id: str) -> str:
 
 
 class Target:
-    """The VM, its VPG (picked by ``vpg`` when several) and the VPG's current state."""
+    """The VM, its VPG (picked by ``vpg`` when several), the ZVM to speak to about it and
+    the VPG's current state.
+
+    ``zvms`` is the guard (the estate: the VPG is handled on the site
+    :func:`~zerto_rewind.recovery.sites.locate` picks for ``purpose``) or one ZVM's client.
+    """
 
     def __init__(
         self,
-        client: ZvmClient,
+        zvms: Guard | ZvmClient,
         vm: str,
         vpg: str | None,
         deadline: float | None,
         wait_s: float = TASK_WAIT_S,
+        *,
+        purpose: Purpose = "recover",
+        settings: Settings | None = None,
     ) -> None:
-        self.client, self.vm, self.deadline, self.wait_s = client, vm, deadline, wait_s
-        self.refs = vm_refs(client, vm, deadline=deadline)
+        from .sites import locate
+
+        self.vm, self.deadline, self.wait_s = vm, deadline, wait_s
+        self.located = locate(zvms, vm, deadline=deadline, purpose=purpose, settings=settings)
+        self.refs = self.located.refs
+        self.located.require_choice(vpg)
         self.ref: VmRef = select_ref(self.refs, vm, vpg)
-        self.vpg: Vpg = client.get_vpg(self.ref.vpg_id, deadline=deadline)
+        place = self.located.place(self.ref.vpg_id)
+        self.client: ZvmClient = place.client
+        self.site = place.site if self.located.several_sites else None
+        self.zvm_url = place.url
+        self.vpg: Vpg = self.client.get_vpg(self.ref.vpg_id, deadline=deadline)
+
+    def where(self) -> str:
+        """The ZVM this target is handled on, as a summary names it."""
+        if self.site is None:
+            return f"the ZVM at {self.zvm_url}"
+        return f"the ZVM of site {self.site} ({self.zvm_url})"
 
     def args(self, **extra: Any) -> dict[str, Any]:
         """Tool arguments naming this VM (and its VPG when the VM is in several)."""
@@ -186,6 +216,8 @@ class Target:
         vpg = self.client.get_vpg(self.vpg.vpg_id, deadline=time.monotonic() + 30.0)
         if task is not None and not task.done:
             summary += f" The ZVM task is still {task.state_name} after {self.wait_s:.0f} s."
+        if self.site is not None:
+            summary += f" Run through {self.where()}."
         return OperationResult(
             operation=operation,
             vm=self.vm,
@@ -201,6 +233,8 @@ class Target:
             failover_test_running=vpg.failover_test_running,
             summary=summary,
             next_steps=steps or [],
+            zvm_site=self.site,
+            zvm_url=self.zvm_url,
         )
 
 
@@ -247,7 +281,7 @@ def _follow(client: ZvmClient, task_id: str, wait_s: float) -> Task | None:
 
 
 def start_failover_test(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     vm: str,
     checkpoint: str,
     *,
@@ -256,9 +290,11 @@ def start_failover_test(
     deadline: float | None = None,
 ) -> OperationResult:
     """Start a failover test of ``vm`` from ``checkpoint`` and wait (bounded) for its task."""
-    target = Target(client, vm, vpg, deadline, wait_s)
+    target = Target(zvms, vm, vpg, deadline, wait_s)
     v, found = target.vpg, target.checkpoint(checkpoint)
-    task_id = client.failover_test(v.vpg_id, found.cp_id, [target.ref.vm_id], deadline=deadline)
+    task_id = target.client.failover_test(
+        v.vpg_id, found.cp_id, [target.ref.vm_id], deadline=deadline
+    )
     summary = (
         f"Failover test of {vm} started on VPG {v.name!r} from checkpoint {found.cp_id}: test VMs "
         f"run at {recovery_site(v)}; production is untouched."
@@ -272,7 +308,7 @@ def start_failover_test(
 
 
 def stop_failover_test(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     vm: str,
     success: bool,
     summary: str,
@@ -282,8 +318,10 @@ def stop_failover_test(
     deadline: float | None = None,
 ) -> OperationResult:
     """Stop the running failover test on ``vm``'s VPG, recording the result."""
-    target = Target(client, vm, vpg, deadline, wait_s)
-    task_id = client.failover_test_stop(target.vpg.vpg_id, success, summary, deadline=deadline)
+    target = Target(zvms, vm, vpg, deadline, wait_s)
+    task_id = target.client.failover_test_stop(
+        target.vpg.vpg_id, success, summary, deadline=deadline
+    )
     verdict = "passed" if success else "failed"
     text = f"Failover test on VPG {target.vpg.name!r} stopped and recorded as {verdict}."
     return target.result("failover_test_stop", task_id, None, text)

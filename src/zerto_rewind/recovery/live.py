@@ -28,6 +28,7 @@ from .failover import (
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
+    from ..core.guard import Guard
     from ..zvm.client import ZvmClient
     from ..zvm.models import Checkpoint
 
@@ -47,7 +48,7 @@ _SHUTDOWN_POLICIES: dict[str, int] = {"none": 0, "shutdown": 1, "force_shutdown"
 
 
 def _gate(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     settings: Settings,
     vm: str,
     checkpoint: str,
@@ -60,7 +61,7 @@ def _gate(
     """Before starting a live operation: enabled, confirmed, then the target and its checkpoint."""
     _require_live(settings)
     _require_confirm(confirm, vm, checkpoint, operation)
-    target = Target(client, vm, vpg, deadline, wait_s)
+    target = Target(zvms, vm, vpg, deadline, wait_s, settings=settings)
     return target, target.checkpoint(checkpoint)
 
 
@@ -94,20 +95,28 @@ def _record_path(settings: Settings, kind: str, key: str) -> str:
     return os.path.join(settings.state_dir, "recovery", f"{kind}-{digest}.json")
 
 
-def _remember(settings: Settings, kind: str, key: str, vm: str, checkpoint: str) -> None:
+def _remember(settings: Settings, kind: str, key: str, target: Target, checkpoint: str) -> None:
     from ..fsutil import atomic_write_json, ensure_private_dir
 
     ensure_private_dir(os.path.join(settings.state_dir, "recovery"))
-    record = {"vm": vm, "checkpoint_id": checkpoint, "started_at": time.time()}
+    record = {"vm": target.vm, "checkpoint_id": checkpoint, "started_at": time.time()}
+    if target.site is not None:
+        record["site"] = target.site  # its commit and rollback go to the same site's ZVM
     atomic_write_json(_record_path(settings, kind, key), record)
 
 
-def _recalled(settings: Settings, kind: str, key: str) -> str | None:
+def _recalled(settings: Settings, kind: str, key: str) -> tuple[str | None, str | None]:
+    """(the checkpoint the operation started from, the site whose ZVM started it)."""
     from ..fsutil import read_json
 
     raw = read_json(_record_path(settings, kind, key))
-    checkpoint = raw.get("checkpoint_id") if isinstance(raw, dict) else None
-    return checkpoint if isinstance(checkpoint, str) else None
+    if not isinstance(raw, dict):
+        return None, None
+    checkpoint, site = raw.get("checkpoint_id"), raw.get("site")
+    return (
+        checkpoint if isinstance(checkpoint, str) else None,
+        site if isinstance(site, str) else None,
+    )
 
 
 def _forget(settings: Settings, kind: str, key: str) -> None:
@@ -120,7 +129,16 @@ def _forget(settings: Settings, kind: str, key: str) -> None:
 def _confirm_finish(settings: Settings, target: Target, confirm: str, kind: str, key: str) -> str:
     """Check ``confirm`` for a commit/rollback; returns the operation's checkpoint id."""
     operation = f"{kind} commit/rollback"
-    recorded = _recalled(settings, kind, key)
+    recorded, started_at = _recalled(settings, kind, key)
+    if started_at is not None and target.site is not None and started_at != target.site:
+        msg = (
+            f"the {kind} of VPG {target.vpg.name!r} was started through the ZVM of site "
+            f"{started_at}, and this {operation} would go through {target.where()} "
+            "(recovery.via, or which sites answer, changed since): nothing was done. Finish it "
+            f"where it started: with recovery.via naming site {started_at}'s side, while its "
+            "ZVM answers, or in the Zerto UI"
+        )
+        raise RecoveryError(msg)
     if recorded is not None:
         _require_confirm(confirm, target.vm, recorded, operation)
         return recorded
@@ -135,7 +153,7 @@ def _confirm_finish(settings: Settings, target: Target, confirm: str, kind: str,
 
 
 def failover(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     settings: Settings,
     vm: str,
     checkpoint: str,
@@ -150,10 +168,10 @@ def failover(
 ) -> OperationResult:
     """Live failover of ``vm``'s VPG to ``checkpoint``; refused unless enabled and confirmed."""
     target, found = _gate(
-        client, settings, vm, checkpoint, confirm, "failover", vpg, wait_s, deadline
+        zvms, settings, vm, checkpoint, confirm, "failover", vpg, wait_s, deadline
     )
     v = target.vpg
-    task_id = client.failover(
+    task_id = target.client.failover(
         v.vpg_id,
         found.cp_id,
         commit_policy=_COMMIT_POLICIES[commit_policy],
@@ -161,7 +179,7 @@ def failover(
         reverse_protection=reverse_protection,
         deadline=deadline,
     )
-    _remember(settings, "failover", v.vpg_id, vm, found.cp_id)
+    _remember(settings, "failover", v.vpg_id, target, found.cp_id)
     summary = (
         f"Live failover of VPG {v.name!r} to checkpoint {found.cp_id} started (commit policy "
         f"{commit_policy}, shutdown policy {shutdown_policy}): its VMs come up at "
@@ -172,7 +190,7 @@ def failover(
 
 
 def finish_failover(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     settings: Settings,
     vm: str,
     confirm: str,
@@ -185,15 +203,15 @@ def finish_failover(
 ) -> OperationResult:
     """Commit (``commit=True``) or roll back the failover waiting before commit on ``vm``'s VPG."""
     _require_live(settings)
-    target = Target(client, vm, vpg, deadline, wait_s)
+    target = Target(zvms, vm, vpg, deadline, wait_s, settings=settings)
     key = target.vpg.vpg_id
     checkpoint = _confirm_finish(settings, target, confirm, "failover", key)
     if commit:
-        task_id = client.failover_commit(key, reverse_protection, deadline=deadline)
+        task_id = target.client.failover_commit(key, reverse_protection, deadline=deadline)
         protection = "with" if reverse_protection else "without"
         what = f"committed {protection} reverse protection"
     else:
-        task_id = client.failover_rollback(key, deadline=deadline)
+        task_id = target.client.failover_rollback(key, deadline=deadline)
         what = "rolled back: the recovered VMs are removed and the VPG returns to protecting"
     _forget(settings, "failover", key)
     summary = f"Failover of VPG {target.vpg.name!r} to checkpoint {checkpoint} {what}."
@@ -205,7 +223,7 @@ def finish_failover(
 
 
 def restore_vm(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     settings: Settings,
     vm: str,
     checkpoint: str,
@@ -217,14 +235,12 @@ def restore_vm(
     deadline: float | None = None,
 ) -> OperationResult:
     """Journal VM restore of ``vm`` to ``checkpoint``; refused unless enabled and confirmed."""
-    target, found = _gate(
-        client, settings, vm, checkpoint, confirm, "restore", vpg, wait_s, deadline
-    )
+    target, found = _gate(zvms, settings, vm, checkpoint, confirm, "restore", vpg, wait_s, deadline)
     v, vm_id = target.vpg, target.ref.vm_id
-    task_id = client.restore_vm(
+    task_id = target.client.restore_vm(
         vm_id, v.vpg_id, found.cp_id, restored_vm_name=restored_vm_name, deadline=deadline
     )
-    _remember(settings, "restore", f"{vm_id}|{v.vpg_id}", vm, found.cp_id)
+    _remember(settings, "restore", f"{vm_id}|{v.vpg_id}", target, found.cp_id)
     name = restored_vm_name or "the ZVM's default name"
     summary = (
         f"Journal restore of {vm} from checkpoint {found.cp_id} started as {name}. It waits for "
@@ -235,7 +251,7 @@ def restore_vm(
 
 
 def finish_restore(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     settings: Settings,
     vm: str,
     confirm: str,
@@ -247,10 +263,11 @@ def finish_restore(
 ) -> OperationResult:
     """Commit (``commit=True``: the restored VM stays) or roll back ``vm``'s journal restore."""
     _require_live(settings)
-    target = Target(client, vm, vpg, deadline, wait_s)
+    target = Target(zvms, vm, vpg, deadline, wait_s, settings=settings)
     vm_id, vpg_id = target.ref.vm_id, target.vpg.vpg_id
     key = f"{vm_id}|{vpg_id}"
     checkpoint = _confirm_finish(settings, target, confirm, "restore", key)
+    client = target.client
     end = client.restore_commit if commit else client.restore_rollback
     task_id = end(vm_id, vpg_id, deadline=deadline)
     _forget(settings, "restore", key)

@@ -27,6 +27,7 @@ from .protection import CheckpointInfo
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
+    from ..core.guard import Guard
     from ..zvm.client import ZvmClient
     from ..zvm.models import Vpg
 
@@ -75,13 +76,24 @@ class RecoveryPlan(BaseModel):
     confirm: str = Field(description="the confirm value the live tools need for this VM/checkpoint")
     options: list[RecoveryOption]
     inspect: list[RecoveryStep] = Field(description="read-only ways to look before acting")
+    zvm_site: str | None = Field(
+        default=None, description="the estate's site whose ZVM was read (several ZVMs only)"
+    )
+    zvm_url: str | None = Field(default=None, description="the ZVM the plan was read from")
+    operations_zvm: str | None = Field(
+        default=None,
+        description=(
+            "several ZVMs: the ZVM the recovery tools would run on (config recovery.via), "
+            "or why none can"
+        ),
+    )
 
 
 # ---------------------------------------------------------------- the plan
 
 
 def recovery_plan(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     settings: Settings,
     vm: str,
     checkpoint: str,
@@ -92,11 +104,13 @@ def recovery_plan(
     """Which Zerto operations bring ``vm`` back to ``checkpoint``; read-only."""
     from ..zvm.models import site_kind
 
-    target = Target(client, vm, vpg, deadline)
+    target = Target(zvms, vm, vpg, deadline, purpose="read", settings=settings)
     v = target.vpg
     found = target.checkpoint(checkpoint)
-    names = entity_type_names(client, deadline=deadline)
+    names = entity_type_names(target.client, deadline=deadline)
     token = confirm_token(vm, checkpoint)
+    operations, no_zvm = _operations_zvm(zvms, settings, target, deadline)
+    live_blocked = no_zvm or _live_blocked(settings, v)
     return RecoveryPlan(
         vm=vm,
         vm_id=target.ref.vm_id,
@@ -113,10 +127,13 @@ def recovery_plan(
         live_recovery_allowed=settings.allow_live_recovery,
         confirm=token,
         options=[
-            _test_option(target, checkpoint),
-            _failover_option(target, checkpoint, token, _live_blocked(settings, v)),
-            _restore_option(target, checkpoint, token, _live_blocked(settings, v)),
+            _test_option(target, checkpoint, no_zvm),
+            _failover_option(target, checkpoint, token, live_blocked),
+            _restore_option(target, checkpoint, token, live_blocked),
         ],
+        zvm_site=target.site,
+        zvm_url=target.zvm_url,
+        operations_zvm=operations,
         inspect=[
             step(
                 "zerto_protection_status",
@@ -134,6 +151,30 @@ def recovery_plan(
     )
 
 
+def _operations_zvm(
+    zvms: Guard | ZvmClient,
+    settings: Settings,
+    target: Target,
+    deadline: float | None,
+) -> tuple[str | None, str | None]:
+    """(where the recovery tools would run, why they cannot run anywhere): several ZVMs only."""
+    from ..errors import ZertoRewindError
+    from .sites import locate
+
+    if target.site is None:
+        return None, None
+    via = f"recovery.via: {settings.recovery_via}; which ZVM Zerto takes it from is UNCONFIRMED"
+    try:
+        located = locate(zvms, target.vm, deadline=deadline, purpose="recover", settings=settings)
+    except ZertoRewindError as exc:
+        return f"none: {exc} ({via})", f"no ZVM can run it: {exc}"
+    place = next((p for p in located.places if p.ref.vpg_id == target.ref.vpg_id), None)
+    if place is None:
+        why = "; ".join(located.notes()) or f"no ZVM lists VPG {target.vpg.name!r}"
+        return f"none: {why} ({via})", f"no ZVM can run it: {why}"
+    return f"the ZVM of site {place.site} ({place.url}) ({via})", None
+
+
 def _busy(v: Vpg) -> str | None:
     if v.sub_status in _BUSY_SUBSTATUS:
         return f"VPG {v.name!r} is busy ({v.sub_status_text}); commit or roll that back first"
@@ -146,10 +187,10 @@ def _live_blocked(settings: Settings, v: Vpg) -> str | None:
     return _busy(v)
 
 
-def _test_option(target: Target, checkpoint: str) -> RecoveryOption:
+def _test_option(target: Target, checkpoint: str, no_zvm: str | None) -> RecoveryOption:
     v = target.vpg
     running = f"a failover test is already running on VPG {v.name!r}; stop it first"
-    blocked = _busy(v) or (running if v.failover_test_running else None)
+    blocked = no_zvm or _busy(v) or (running if v.failover_test_running else None)
     return RecoveryOption(
         operation="failover_test",
         zerto_api=[f"POST /v1/vpgs/{v.vpg_id}/{op}" for op in ("FailoverTest", "FailoverTestStop")],

@@ -17,7 +17,7 @@ checkpoint instead of tagging again. Every such decision is logged.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ..core.guard import Guard
     from ..core.state import GuardStateLike, VpgRecord
     from ..zvm.client import ZvmClient
+    from ..zvm.models import VmRef
 
 __all__ = [
     "CheckpointConfirmation",
@@ -84,6 +85,9 @@ class VpgPreview(BaseModel):
     expected_at: str | None = None
     exceeds_budget: bool = Field(description="the wait is longer than the guard's budget")
     row: str = Field(description="the decision row this VPG leads to")
+    zvm_site: str | None = Field(
+        default=None, description="the estate's site whose ZVM would take the tag (several ZVMs)"
+    )
 
 
 class ToolCheck(BaseModel):
@@ -126,6 +130,9 @@ class CheckpointConfirmation(BaseModel):
     new_tag: bool = Field(description="true if this call requested the tag")
     reason: str | None = Field(description="why it failed, when it did")
     rewind: str | None = Field(description="how to bring the VM back to this checkpoint")
+    zvm_site: str | None = Field(
+        default=None, description="the estate's site whose ZVM took the tag (several ZVMs)"
+    )
 
 
 class GuardAnswer(BaseModel):
@@ -148,7 +155,7 @@ class GuardAnswer(BaseModel):
 
 def preview_call(
     settings: Settings,
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     state: GuardStateLike,
     tool_name: str,
     tool_input: object,
@@ -156,7 +163,11 @@ def preview_call(
     deadline: float | None = None,
     now: float | None = None,
 ) -> ToolCheck:
-    """What the guard would decide for this call now; reads only, tags and writes nothing."""
+    """What the guard would decide for this call now; reads only, tags and writes nothing.
+
+    ``zvms``: the guard (the estate: each VPG previewed on the ZVM that would take its
+    tag) or one ZVM's client.
+    """
     now = time.time() if now is None else now
     verdict = classify(tool_name, tool_input, settings.catalog)
     budget = budget_deadline(settings, 0.0)
@@ -190,7 +201,7 @@ def preview_call(
         answer = no_vm_decision(call, verdict)
         check.row, check.outcome, check.summary = answer.row, answer.outcome, answer.reason
         return check
-    return _mutating(settings, client, state, check, call, deadline, fixed=fixed)
+    return _mutating(settings, zvms, state, check, call, deadline, fixed=fixed)
 
 
 def _unlisted(settings: Settings, check: ToolCheck) -> ToolCheck:
@@ -204,9 +215,119 @@ def _unlisted(settings: Settings, check: ToolCheck) -> ToolCheck:
     return check
 
 
+@dataclass
+class _Found:
+    """The call's VMs as the ZVMs see them: each VPG with its ZVM, and what went wrong."""
+
+    groups: dict[str, list[str]] = field(default_factory=dict)  # vpg id -> VMs
+    where: dict[str, tuple[str | None, ZvmClient]] = field(default_factory=dict)  # vpg id ->
+    ambiguous: list[str] = field(default_factory=list)
+    denied: str | None = None  # a fail-closed reason (dark site, no ZVM can tag)
+    denied_row: str = Row.FAILED  # Row.ERROR when the VM may be a dark site's
+
+
+def _find(
+    zvms: Guard | ZvmClient,
+    check: ToolCheck,
+    deadline: float | None,
+    fixed: tuple[str, ...],
+) -> _Found:
+    from ..core.guard import Guard
+
+    found = _Found()
+    estate = zvms.estate() if isinstance(zvms, Guard) else None
+    if estate is None or len(estate.names) == 1:
+        client = zvms if estate is None else estate.client(estate.first)
+        assert not isinstance(client, Guard)
+        for vm in check.vms:
+            refs = client.find_vms(vm, deadline=deadline)  # exact, as the guard matches
+            if not refs:
+                check.unknown_vms.append(vm)
+            _group(found, vm, refs)
+            for ref in refs:
+                found.where.setdefault(ref.vpg_id, (None, client))
+        for vpg_name in fixed:  # VPGs the catalog names for a host-level tool
+            try:
+                vpg_id = client.find_vpg(vpg_name, deadline=deadline).vpg_id
+            except NotFound:
+                found.denied = (
+                    f"the catalog says {check.tool_name} changes VPG {vpg_name!r}, which the ZVM "
+                    "does not know: no checkpoint could be made, so the call would be denied."
+                )
+                return found
+            found.groups.setdefault(vpg_id, [])
+            found.where.setdefault(vpg_id, (None, client))
+        return found
+    assert isinstance(zvms, Guard)
+    _find_in_estate(zvms, found, check, deadline, fixed)
+    return found
+
+
+def _group(found: _Found, vm: str, refs: list[VmRef]) -> None:
+    if len({r.vm_id for r in refs}) > 1:
+        found.ambiguous.append(vm)
+    for vpg_id in sorted({r.vpg_id for r in refs}):
+        found.groups.setdefault(vpg_id, []).append(vm)
+
+
+def _find_in_estate(
+    guard: Guard, found: _Found, check: ToolCheck, deadline: float | None, fixed: tuple[str, ...]
+) -> None:
+    """As the guard resolves a call: every ZVM at once, each VPG on the ZVM that tags it."""
+    from ..core.sites import dark_reason
+
+    sites, estate = guard.sites(), guard.estate()
+    until = time.monotonic() + 60.0 if deadline is None else deadline
+    lookup = sites.find(tuple(check.vms), until)
+
+    dark = "; ".join(dark_reason(s, estate.url(s), why) for s, why in lookup.failed.items())
+    problems: list[str] = []
+    for vm in check.vms:
+        vpgs = lookup.vpgs[vm]
+        if not vpgs and lookup.failed:
+            found.denied = (
+                f"no ZVM that answered knows VM {vm!r}, and {dark}: it may be that site's VM, so "
+                "the call would be denied (not a prompt). Check the site with "
+                "`zerto-rewind doctor`, then retry."
+            )
+            found.denied_row = Row.ERROR
+            return
+        refs = []
+        for vpg in vpgs.values():
+            site, problem = sites.tag_site(vpg, lookup.failed)
+            if site is None:
+                problems.append(problem)
+                continue
+            ref = vpg.rows.get(vm) or next(iter(vpg.rows.values()))
+            refs.append(ref)
+            found.where.setdefault(ref.vpg_id, (site, estate.client(site)))
+        if not vpgs:
+            check.unknown_vms.append(vm)  # every ZVM answered: unknown to Zerto
+        _group(found, vm, refs)
+    for vpg_name in fixed:
+        fixed_vpg, failed = sites.find_vpg(vpg_name, until)
+        if fixed_vpg is None:
+            words = "; ".join(dark_reason(s, estate.url(s), w) for s, w in failed.items())
+            found.denied = (
+                f"the catalog says {check.tool_name} changes VPG {vpg_name!r}, which no ZVM that "
+                f"answered knows{f' ({words})' if words else ''}: no checkpoint could be made, so "
+                "the call would be denied."
+            )
+            return
+        site, problem = sites.tag_site(fixed_vpg, failed)
+        if site is None:
+            problems.append(problem)
+            continue
+        found.groups.setdefault(fixed_vpg.vpg_id, [])
+        found.where.setdefault(fixed_vpg.vpg_id, (site, estate.client(site)))
+    if problems:
+        found.denied = "no checkpoint could be made, so the call would be denied: "
+        found.denied += "; ".join(problems)
+
+
 def _mutating(
     settings: Settings,
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     state: GuardStateLike,
     check: ToolCheck,
     call: ToolCall,
@@ -214,16 +335,11 @@ def _mutating(
     *,
     fixed: tuple[str, ...] = (),
 ) -> ToolCheck:
-    groups: dict[str, list[str]] = {}
-    ambiguous: list[str] = []
-    for vm in check.vms:
-        refs = client.find_vms(vm, deadline=deadline)  # exact, as the guard matches
-        if not refs:
-            check.unknown_vms.append(vm)
-        if len({r.vm_id for r in refs}) > 1:
-            ambiguous.append(vm)
-        for vpg_id in sorted({r.vpg_id for r in refs}):
-            groups.setdefault(vpg_id, []).append(vm)
+    found = _find(zvms, check, deadline, fixed)
+    if found.denied is not None:
+        check.row, check.outcome, check.summary = found.denied_row, Outcome.DENY, found.denied
+        return check
+    ambiguous = found.ambiguous
     if ambiguous and not check.unknown_vms:
         check.row, check.outcome = Row.VM_AMBIGUOUS, Outcome.PROMPT
         check.summary = (
@@ -239,23 +355,17 @@ def _mutating(
             "the VM name from this tool's arguments."
         )
         return check
-    for vpg_name in fixed:  # VPGs the catalog names for a host-level tool
-        try:
-            groups.setdefault(client.find_vpg(vpg_name, deadline=deadline).vpg_id, [])
-        except NotFound:
-            check.row, check.outcome = Row.FAILED, Outcome.DENY
-            check.summary = (
-                f"the catalog says {check.tool_name} changes VPG {vpg_name!r}, which the ZVM does "
-                "not know: no checkpoint could be made, so the call would be denied."
-            )
-            return check
-    names = entity_type_names(client, state, deadline=deadline, remember=False)
-    for vpg_id, vms in groups.items():
-        check.vpgs.append(
-            _preview_vpg(
-                settings, client, state, vpg_id, vms, names, check.budget_s, call, deadline
-            )
+    names: dict[str, list[str] | None] = {}
+    for vpg_id, vms in found.groups.items():
+        site, client = found.where[vpg_id]
+        url = client.settings.url
+        if url not in names:
+            names[url] = entity_type_names(client, state, deadline=deadline, remember=False)
+        preview = _preview_vpg(
+            settings, client, state, vpg_id, vms, names[url], check.budget_s, call, deadline
         )
+        preview.zvm_site = site
+        check.vpgs.append(preview)
     return _combine(settings, check)
 
 
@@ -443,4 +553,5 @@ def _confirmation(o: VpgOutcome) -> CheckpointConfirmation:
         new_tag=o.new_tag,
         reason=o.reason or None,
         rewind=rewind,
+        zvm_site=o.site or None,
     )

@@ -5,8 +5,12 @@ own tag, peeks at the state directory without locking or writing).
 
 Example::
 
-    status = protection_status(client, settings, "jp-ubuntu", deadline=time.monotonic() + 30)
-    listing = checkpoint_listing(client, "jp-ubuntu", since="30m", tagged_only=True)
+    status = protection_status(guard, settings, "jp-ubuntu", deadline=time.monotonic() + 30)
+    listing = checkpoint_listing(guard, "jp-ubuntu", since="30m", tagged_only=True)
+
+``guard`` (a :class:`~zerto_rewind.core.guard.Guard`) is the estate: the VM is found
+on every ZVM and each VPG read on one site's ZVM (:mod:`~zerto_rewind.recovery.sites`),
+named in ``zvm_site``. A lone ``ZvmClient`` works too: one ZVM, as before the estate.
 
 The result types are pydantic models so that the MCP server can hand them to
 the model as structured content; the ZVM client (and httpx) is imported only
@@ -25,10 +29,12 @@ from pydantic import BaseModel, Field
 from ..core.cadence import observed_cadence, resolve_cadence
 from ..core.decision import fmt_time
 from ..core.guard import entity_type_names
-from ..errors import AmbiguousVm, NotFound, UsageError
+from ..errors import AmbiguousVm, UsageError
+from .sites import locate, vm_refs
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
+    from ..core.guard import Guard
     from ..core.state import GuardStateLike, VpgRecord
     from ..zvm.client import ZvmClient
     from ..zvm.models import Checkpoint, VmRef, Vpg
@@ -134,14 +140,22 @@ class VpgProtection(BaseModel):
     tag_refusal: str | None = Field(description="why it cannot, and what to do")
     failover_test_running: bool
     guard_tag: GuardTag | None = Field(description="the guard's last tag on this VPG, if any")
+    zvm_site: str | None = Field(
+        default=None, description="the estate's site whose ZVM was read (several ZVMs only)"
+    )
+    zvm_url: str | None = Field(default=None, description="the ZVM this VPG was read from")
 
 
 class ProtectionStatus(BaseModel):
     """Every VPG that protects a VM."""
 
     vm: str
-    zvm_url: str
+    zvm_url: str = Field(description="the ZVM asked (several sites: each VPG's zvm_url)")
     vpgs: list[VpgProtection]
+    notes: list[str] = Field(
+        default_factory=list,
+        description="sites whose ZVM did not answer, and VPGs no answering ZVM could show",
+    )
 
 
 class VpgCheckpoints(BaseModel):
@@ -149,6 +163,9 @@ class VpgCheckpoints(BaseModel):
 
     vpg: str
     vpg_id: str
+    zvm_site: str | None = Field(
+        default=None, description="the estate's site whose ZVM listed them (several ZVMs only)"
+    )
     total: int = Field(description="checkpoints matching the filter")
     truncated: bool = Field(description="true when only the newest `limit` are listed")
     checkpoints: list[CheckpointInfo]
@@ -161,29 +178,13 @@ class CheckpointListing(BaseModel):
     since: str = Field(description="the start of the listing, ISO-8601 UTC")
     tagged_only: bool
     vpgs: list[VpgCheckpoints]
+    notes: list[str] = Field(
+        default_factory=list,
+        description="sites whose ZVM did not answer, and VPGs no answering ZVM could list",
+    )
 
 
 # ---------------------------------------------------------------- lookups
-
-
-def vm_refs(client: ZvmClient, vm: str, *, deadline: float | None = None) -> list[VmRef]:
-    """Every (VM, VPG) pair for ``vm``, sorted by VPG name; NotFound if no VPG protects it."""
-    refs = client.find_vms(vm, deadline=deadline)
-    if not refs:
-        url = f"{client.settings.url}/v1/vms?vmName={vm}"
-        msg = (
-            f"no VPG protects a VM named {vm!r} on the ZVM at {client.settings.url}; "
-            "check the name as the Zerto UI shows it (names match exactly: case and spaces count)"
-        )
-        raise NotFound(msg, method="GET", url=url, status=None)
-    if len({r.vm_id for r in refs}) > 1:
-        ids = ", ".join(sorted({r.vm_id for r in refs}))
-        msg = (
-            f"the ZVM at {client.settings.url} lists several VMs named {vm!r} ({ids}); "
-            "the name does not say which one is meant, so nothing was done"
-        )
-        raise AmbiguousVm(msg)
-    return sorted(refs, key=lambda r: (r.vpg_name.casefold(), r.vpg_id))
 
 
 def select_ref(refs: list[VmRef], vm: str, vpg: str | None) -> VmRef:
@@ -227,7 +228,7 @@ def observe_cadence(
 
 
 def protection_status(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     settings: Settings,
     vm: str,
     *,
@@ -237,10 +238,21 @@ def protection_status(
 ) -> ProtectionStatus:
     """Every VPG protecting ``vm``: sites, health, RPO, cadence, latest checkpoints."""
     now = time.time() if now is None else now
-    refs = vm_refs(client, vm, deadline=deadline)
-    names = entity_type_names(client, deadline=deadline)
-    rows = [_vpg_protection(client, settings, ref, names, state, now, deadline) for ref in refs]
-    return ProtectionStatus(vm=refs[0].vm_name, zvm_url=settings.zvm.url, vpgs=rows)
+    located = locate(zvms, vm, deadline=deadline, settings=settings)
+    names: dict[str, list[str] | None] = {}
+    rows = []
+    for place in located.places:
+        if place.url not in names:
+            names[place.url] = entity_type_names(place.client, deadline=deadline)
+        row = _vpg_protection(
+            place.client, settings, place.ref, names[place.url], state, now, deadline
+        )
+        row.zvm_site, row.zvm_url = place.site if located.several_sites else None, place.url
+        rows.append(row)
+    first = located.places[0]
+    return ProtectionStatus(
+        vm=first.ref.vm_name, zvm_url=first.url, vpgs=rows, notes=located.notes()
+    )
 
 
 def _vpg_protection(
@@ -310,7 +322,7 @@ def parse_since(text: str, now: float | None = None) -> datetime:
 
 
 def checkpoint_listing(
-    client: ZvmClient,
+    zvms: Guard | ZvmClient,
     vm: str,
     *,
     since: str | None = None,
@@ -328,17 +340,21 @@ def checkpoint_listing(
         msg = f"limit must be at least 1, not {limit}"
         raise UsageError(msg)
     start = parse_since(since or DEFAULT_SINCE, now)
-    refs = vm_refs(client, vm, deadline=deadline)
+    located = locate(zvms, vm, deadline=deadline)
+    refs = located.refs
     if vpg:
+        located.require_choice(vpg)
         refs = [select_ref(refs, vm, vpg)]
     groups = []
     for ref in refs:
-        listed = client.list_checkpoints(ref.vpg_id, since=start, deadline=deadline)
+        place = located.place(ref.vpg_id)
+        listed = place.client.list_checkpoints(ref.vpg_id, since=start, deadline=deadline)
         matching = [c for c in reversed(listed) if c.tag or not tagged_only]
         groups.append(
             VpgCheckpoints(
                 vpg=ref.vpg_name,
                 vpg_id=ref.vpg_id,
+                zvm_site=place.site if located.several_sites else None,
                 total=len(matching),
                 truncated=limit is not None and len(matching) > limit,
                 checkpoints=[CheckpointInfo.of(c) for c in matching[:limit]],
@@ -349,4 +365,5 @@ def checkpoint_listing(
         since=fmt_time(start.timestamp()),
         tagged_only=tagged_only,
         vpgs=groups,
+        notes=located.notes(),
     )

@@ -215,6 +215,14 @@ class ZvmClient:
         """The raw ``GET /v1/localsite`` object."""
         return self._parse(self._get("/v1/localsite", deadline=deadline), _object)
 
+    def peer_sites(self, *, deadline: float | None = None) -> list[dict[str, Any]]:
+        """The raw ``GET /v1/peersites`` objects: the sites this ZVM's site is paired with."""
+        return self._parse(self._get("/v1/peersites", deadline=deadline), self._many(_object))
+
+    def list_vpgs(self, *, deadline: float | None = None) -> list[Vpg]:
+        """``GET /v1/vpgs``: every VPG this ZVM lists (protected from or recovering to it)."""
+        return self._parse(self._get("/v1/vpgs", deadline=deadline), self._many(Vpg.from_wire))
+
     # ------------------------------------------------------------ checkpoints and tasks
 
     def list_checkpoints(

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import ssl
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from support.config import write_sim_config
 from zerto_rewind.sim import SimServer
@@ -106,3 +111,31 @@ def log_records(path: Path) -> list[dict[str, Any]]:
 def text(result: Any) -> str:
     """The text of a tool result's first content block."""
     return str(result.content[0].text)
+
+
+@asynccontextmanager
+async def serve(config: Path, env: dict[str, str], stderr: Path) -> AsyncIterator[Client]:
+    """`python -m zerto_rewind serve --config F` over stdio, with the real MCP client."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "zerto_rewind", "serve", "--config", str(config)],
+        env=env,
+    )
+    with stderr.open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            yield client
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    """Call a tool that must succeed; its structured content."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, text(result)
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+async def fails(client: Client, tool: str, **arguments: Any) -> str:
+    """Call a tool that must fail; the error text the model reads."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    return text(result)

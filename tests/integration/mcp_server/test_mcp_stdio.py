@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from integration.mcp_server.mcp_helpers import (
     POWER_OFF,
+    call,
     log_records,
+    serve,
     tag_requests,
     text,
     write_mcp_config,
@@ -37,27 +35,6 @@ def child_env(sim: SimServer, tmp_path: Path) -> dict[str, str]:
         "ZERTO_REWIND_STATE_DIR": str(tmp_path / "shared-state"),
         "ZERTO_HOOK_LOG": str(tmp_path / "hook.log"),
     }
-
-
-@asynccontextmanager
-async def serve(config: Path, env: dict[str, str], stderr: Path) -> AsyncIterator[Client]:
-    """`python -m zerto_rewind serve --config F` over stdio."""
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "zerto_rewind", "serve", "--config", str(config)],
-        env=env,
-    )
-    with stderr.open("w") as errlog:
-        async with Client(stdio_client(params, errlog=errlog)) as client:
-            yield client
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    """Call a tool that must succeed; its structured content."""
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, text(result)
-    assert result.structured_content is not None
-    return dict(result.structured_content)
 
 
 async def run_hook(config: Path, env: dict[str, str], vm: str) -> dict[str, Any]:

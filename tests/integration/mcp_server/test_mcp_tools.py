@@ -15,6 +15,8 @@ from mcp import Client
 from integration.mcp_server.mcp_helpers import (
     LIST_VMS,
     POWER_OFF,
+    call,
+    fails,
     log_records,
     sim_post,
     snapshot,
@@ -51,21 +53,6 @@ async def connect(config: Path, env: dict[str, str]) -> AsyncIterator[Client]:
     """An in-memory client session with a server built from ``config``."""
     async with Client(build_server(env, config=str(config)), raise_exceptions=True) as client:
         yield client
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    """Call a tool that must succeed; its structured content."""
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, text(result)
-    assert result.structured_content is not None
-    return dict(result.structured_content)
-
-
-async def fails(client: Client, tool: str, **arguments: Any) -> str:
-    """Call a tool that must fail; the error text the model reads."""
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, result.structured_content
-    return text(result)
 
 
 def power_off(vm: str) -> dict[str, Any]:

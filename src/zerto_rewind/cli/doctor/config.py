@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from ...config.loader import load_config
 from ...config.settings import Settings, config_path
@@ -18,11 +17,10 @@ from ...errors import (
     ApiError,
     AuthError,
     ConfigError,
-    ZvmConnectionError,
-    ZvmTimeout,
-    ZvmTlsError,
+    ZertoRewindError,
 )
 from .check import Check
+from .estate import EnvSecret, estate_checks, zvm_failure
 
 __all__ = [
     "ZVM_DEADLINE_S",
@@ -32,6 +30,7 @@ __all__ = [
     "secret_and_zvm_checks",
     "tls_check",
     "vm_arg_check",
+    "zvm_secret_files",
 ]
 
 ZVM_DEADLINE_S = 10.0
@@ -56,7 +55,13 @@ def config_checks(env: Mapping[str, str], origin: str) -> tuple[list[Check], Set
 def secret_and_zvm_checks(
     settings: Settings, env: Mapping[str, str], deadline_s: float
 ) -> list[Check]:
-    """The secret is found; then the ZVM and the credentials (skipped without a secret)."""
+    """The secret is found; then the ZVM and the credentials (skipped without a secret).
+
+    Several ZVMs (``zvms``): one ``zvm: SITE`` and one ``pairing: SITE`` line per site
+    (:mod:`.estate`).
+    """
+    if len(settings.zvms) > 1:
+        return estate_checks(settings, env, deadline_s)
     zvm = settings.zvm
     try:
         zvm.secret(env)
@@ -77,24 +82,16 @@ def _zvm_checks(settings: Settings, env: Mapping[str, str], deadline_s: float) -
         f", user {zvm.username!r}" if zvm.username else ""
     )
     try:
-        with ZvmClient(_EnvSecret(zvm, env), retries=1, backoff_s=0.1) as client:
+        with ZvmClient(EnvSecret(zvm, env), retries=1, backoff_s=0.1) as client:
             site = client.local_site(deadline=started + deadline_s)
-    except ZvmTlsError as exc:
-        fix = "set zvm.ca_bundle to the PEM file of the CA that signed the ZVM's certificate"
-        return [Check("zvm", "fail", str(exc), fix)]
-    except (ZvmConnectionError, ZvmTimeout) as exc:
-        fix = f"check zvm.url ({zvm.url}), that the ZVM is up, and the network path to it"
-        return [Check("zvm", "fail", str(exc), fix)]
-    except ConfigError as exc:
-        return [Check("zvm", "fail", str(exc), "fix the zvm section of the config")]
-    except AuthError as exc:
-        reached = Check("zvm", "pass", f"{zvm.url} answered (its Keycloak refused the login)")
-        fix = f"check zvm.client_id / zvm.username and the secret in {zvm.secret_hint}"
+    except (AuthError, ApiError) as exc:
+        _detail, fix = zvm_failure(exc, zvm, "zvm")
+        keycloak = " (its Keycloak refused the login)" if isinstance(exc, AuthError) else ""
+        reached = Check("zvm", "pass", f"{zvm.url} answered{keycloak}")
         return [reached, Check("credentials", "fail", str(exc), fix)]
-    except ApiError as exc:
-        reached = Check("zvm", "pass", f"{zvm.url} answered")
-        fix = "give the account a Zerto role that may read the site (e.g. admin)"
-        return [reached, Check("credentials", "fail", str(exc), fix)]
+    except ZertoRewindError as exc:
+        detail, fix = zvm_failure(exc, zvm, "zvm")
+        return [Check("zvm", "fail", detail, fix)]
     elapsed_ms = int((time.monotonic() - started) * 1000)
     name = site.get("SiteName") or site.get("SiteIdentifier") or "unnamed site"
     version = site.get("DisplayVersion") or site.get("Version") or "unknown version"
@@ -104,18 +101,14 @@ def _zvm_checks(settings: Settings, env: Mapping[str, str], deadline_s: float) -
     ]
 
 
-class _EnvSecret:
-    """ZvmSettings with ``secret()`` bound to the environment the doctor was given."""
-
-    def __init__(self, settings: Any, env: Mapping[str, str]) -> None:
-        self._settings = settings
-        self._env = env
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._settings, name)
-
-    def secret(self) -> str:
-        return str(self._settings.secret(self._env))
+def zvm_secret_files(settings: Settings) -> dict[str, str]:
+    """{label: path} of every site's ZVM secret file (each ``zvms`` entry, not only the first)."""
+    several = len(settings.zvms) > 1
+    return {
+        (f"ZVM secret file of site {site}" if several else "ZVM secret file"): zvm.secret_hint
+        for site, zvm in settings.zvms.items()
+        if zvm.secret_kind == "file"  # noqa: S105 - a kind, not a secret
+    }
 
 
 def vm_arg_check(settings: Settings) -> Check:
@@ -136,16 +129,26 @@ def vm_arg_check(settings: Settings) -> Check:
 
 
 def tls_check(settings: Settings) -> Check:
-    """The ZVM is reached over https with certificates verified."""
-    zvm = settings.zvm
-    if zvm.url.startswith("http://"):
-        detail = f"zvm.url {zvm.url} is plain http: tokens and secrets cross the network in clear"
-        return Check("tls", "warn", detail, "use the ZVM's https:// URL")
-    if not zvm.verify_tls:
-        detail = "zvm.verify_tls is false: anyone on the path can impersonate the ZVM"
-        return Check("tls", "warn", detail, "drop verify_tls and set zvm.ca_bundle instead")
-    via = f"against {zvm.ca_bundle}" if zvm.ca_bundle else "against the system CA store"
-    return Check("tls", "pass", f"certificates verified {via}")
+    """Every ZVM is reached over https with certificates verified."""
+    several = len(settings.zvms) > 1
+    warnings, verified = [], []
+    for site, zvm in settings.zvms.items():
+        key = f"zvms.{site}" if several else "zvm"
+        if zvm.url.startswith("http://"):
+            warnings.append(
+                f"{key}.url {zvm.url} is plain http: tokens and secrets cross the network in clear"
+            )
+        elif not zvm.verify_tls:
+            warnings.append(
+                f"{key}.verify_tls is false: anyone on the path can impersonate the ZVM"
+            )
+        else:
+            via = f"against {zvm.ca_bundle}" if zvm.ca_bundle else "against the system CA store"
+            verified.append(f"{site}: {via}" if several else via)
+    if warnings:
+        fix = "use each ZVM's https:// URL, drop verify_tls and set its ca_bundle instead"
+        return Check("tls", "warn", "; ".join(warnings), fix)
+    return Check("tls", "pass", f"certificates verified {'; '.join(verified)}")
 
 
 def pending_check(settings: Settings) -> Check:

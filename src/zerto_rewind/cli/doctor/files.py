@@ -29,6 +29,7 @@ from ...hostconfig.files import read_host_config
 from ...hostconfig.specs import known_files
 from .access import User, access_checks, access_of
 from .check import Check
+from .config import zvm_secret_files
 from .hook import SettingsFile, parse_command
 from .thin import thin_options
 
@@ -57,8 +58,7 @@ def access_report(
         guard["config"] = settings.path
         guard["state dir"] = settings.state_dir
         guard["decision log"] = settings.log_path
-        if settings.zvm.secret_kind == "file":  # noqa: S105 - a kind, not a secret
-            credentials["ZVM secret file"] = settings.zvm.secret_hint
+        credentials.update(zvm_secret_files(settings))
         held = config_credentials(settings)
         if held:
             credentials[f"config ({', '.join(held)})"] = settings.path

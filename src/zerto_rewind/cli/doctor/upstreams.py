@@ -17,6 +17,7 @@ from ...config.settings import Settings
 from ...errors import ConfigError
 from ...gateway.upstream_user import ALLOW_FLAG, privileged_reason, upstream_identity
 from .check import Check
+from .config import zvm_secret_files
 
 __all__ = ["upstream_checks"]
 
@@ -68,9 +69,7 @@ def upstream_checks(settings: Settings, *, allow_privileged: bool = False) -> li
 def _reach(settings: Settings, user: User) -> list[str]:
     """What of the guard's ``user`` could read or change, in words."""
     found: list[str] = []
-    readable = {"config": settings.path}
-    if settings.zvm.secret_kind == "file":  # noqa: S105 - a kind, not a secret
-        readable["ZVM secret file"] = settings.zvm.secret_hint
+    readable = {"config": settings.path, **zvm_secret_files(settings)}
     for label, path in readable.items():
         access = access_of(path, user)
         if access.read:
