@@ -1,0 +1,522 @@
+"""Codex, Gemini CLI and Copilot CLI, headless and offline, against one scripted model.
+
+Each :class:`HostCLI` knows how to drive one pinned real CLI (see ``package.json``) offline:
+
+- **Codex** (``codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check
+  --ephemeral --json``): a custom model provider in ``$CODEX_HOME/config.toml`` with
+  ``wire_api = "responses"`` pointing at ``fake_models`` (``…/v1``), the key in
+  ``SCRIPTED_API_KEY``; MCP servers in ``[mcp_servers.NAME]`` of the same file. Output: one
+  JSON event per line (``item.completed`` with ``mcp_tool_call`` / ``agent_message``).
+- **Gemini CLI** (``gemini -p … --yolo --skip-trust -o json``): ``GOOGLE_GEMINI_BASE_URL`` and
+  ``GEMINI_API_KEY``, plus ``security.auth.selectedType = "gemini-api-key"`` in
+  ``~/.gemini/settings.json`` (without it the non-interactive auth check fails, exit 41);
+  MCP servers in ``mcpServers`` of that file. Output: one JSON object (``response``,
+  ``stats``).
+- **Copilot CLI** (``copilot -p … --yolo --output-format json``): ``COPILOT_OFFLINE`` and a
+  Chat Completions provider (``COPILOT_PROVIDER_BASE_URL`` …); MCP servers in
+  ``~/.copilot/mcp-config.json`` (stdio is ``"type": "local"``). Output: one JSON event per
+  line, ending ``{"type": "result", "exitCode": 0}``.
+
+A :class:`HostHome` is one host's throwaway ``HOME`` (and ``CODEX_HOME``, XDG dirs,
+``TMPDIR``) and project directory: ``add_server`` writes a plain stdio entry with the host's
+own ``mcp add`` command (as a user would), ``install_gateway`` runs the real
+``zerto-rewind install mcp-host`` on it, ``entry`` / ``edit_entry`` read and change the
+entry through the product's own host-config reader, and ``run`` runs the CLI once
+(:class:`HostRun`: exit code, output, parsed events, the final answer).
+
+Nothing is inherited from the caller's environment but ``PATH``; the API key is not ``x``
+because Copilot masks the key's value wherever it appears in its output ("e******itCode").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e.harness import E2E_DIR, INSTALL_COMMAND, write_json
+from zerto_rewind.hostconfig.files import read_host_config, render_host_config
+from zerto_rewind.hostconfig.specs import HOSTS as HOST_SPECS
+from zerto_rewind.hostconfig.specs import HostFile
+
+__all__ = [
+    "API_KEY",
+    "HOSTS",
+    "HostCLI",
+    "HostHome",
+    "HostMissing",
+    "HostRun",
+    "host_path",
+]
+
+NODE_BIN = E2E_DIR / "node_modules" / ".bin"
+API_KEY = "scripted-model-key"
+PROMPT = "Do the scripted VM work."
+RUN_TIMEOUT_S = 120.0
+
+
+# What a host's output says: (the final answer, the host finished, its MCP calls).
+Parsed = tuple[str | None, bool, list[tuple[str, bool]]]
+
+
+class HostMissing(RuntimeError):
+    """A pinned host CLI is not installed (or does not run)."""
+
+
+def _events(stdout: str) -> list[dict[str, Any]]:
+    """Every JSON object on a line of its own, or the one object the whole output is."""
+    found: list[dict[str, Any]] = []
+    for line in stdout.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            found.append(event)
+    if found:
+        return found
+    start = stdout.find("{")
+    try:
+        whole = json.loads(stdout[start:]) if start >= 0 else None
+    except ValueError:
+        return []
+    return [whole] if isinstance(whole, dict) else []
+
+
+@dataclass
+class HostRun:
+    """One finished headless run of a host CLI."""
+
+    host: str
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration: float
+    events: list[dict[str, Any]] = field(default_factory=list)
+    answer: str | None = None  # the model's final text, as the host reported it
+    finished: bool = False  # the host's own "done" event (or object) was printed
+    # Each MCP call as the host itself reported it: (tool as the model named it, succeeded).
+    host_calls: list[tuple[str, bool]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.finished
+
+    def describe(self) -> str:
+        """For assertion messages: the command, exit code and the tails of both streams."""
+        return (
+            f"[{self.host}] $ {shlex.join(self.args)}\nexit {self.returncode} after "
+            f"{self.duration:.1f}s\n--- stdout ---\n{self.stdout[-4000:]}\n"
+            f"--- stderr ---\n{self.stderr[-4000:]}"
+        )
+
+
+@dataclass(frozen=True)
+class HostCLI:
+    """One pinned host CLI: its package, binary, config files, flags and output."""
+
+    name: str  # codex | gemini | copilot
+    package: str
+    version: str
+    binary: str
+    # ``install mcp-host`` target and ``--file`` override (None: the target's default path)
+    target: str
+    tool_name: Callable[[str, str], str]  # (server, tool) -> the name the model calls
+    config_file: Callable[[HostHome], Path]  # where the host keeps its MCP servers
+    run_args: Callable[[HostHome, str], list[str]]
+    env: Callable[[HostHome, str], dict[str, str]]  # (home, model url) -> host variables
+    prepare: Callable[[HostHome, str], None]  # write the model provider's settings
+    add_server_args: Callable[[str, Sequence[str], Mapping[str, str]], list[str]]
+    parse: Callable[[list[dict[str, Any]]], Parsed]
+    install_file: bool = False  # TODO(i20-host): the target's own default path once it exists
+
+    @property
+    def path(self) -> Path:
+        return NODE_BIN / self.binary
+
+    def tool(self, tool: str, server: str = "vsphere") -> str:
+        return self.tool_name(server, tool)
+
+    def spec_file(self, home: HostHome) -> HostFile:
+        """The product's view of the host file (its ``install mcp-host`` target's format)."""
+        return HostFile(HOST_SPECS[self.target], str(self.config_file(home)))
+
+
+def host_path(host: HostCLI, *, check_version: bool = True) -> Path:
+    """The pinned binary, checked to run; a loud error (never a skip) if it cannot."""
+    path = host.path
+    if not path.exists():
+        raise HostMissing(
+            f"{host.package}@{host.version} is not installed at {path}; install it with:\n\n"
+            f"    {INSTALL_COMMAND}\n"
+        )
+    if check_version:
+        scratch = E2E_DIR / "node_modules" / ".e2e-version-home"
+        scratch.mkdir(exist_ok=True)
+        try:
+            out = subprocess.run(
+                [str(path), "--version"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=_base_env(scratch, {"CODEX_HOME": str(scratch)}),
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise HostMissing(f"{path} does not run ({exc}); reinstall: {INSTALL_COMMAND}") from exc
+        if out.returncode != 0 or host.version not in out.stdout:
+            raise HostMissing(
+                f"{path} --version gave exit {out.returncode}, {out.stdout!r}; expected "
+                f"{host.version}. Reinstall with:\n\n    {INSTALL_COMMAND}\n"
+            )
+    return path
+
+
+def _base_env(home: Path, extra: Mapping[str, str]) -> dict[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+    }
+    env.update(extra)
+    return env
+
+
+@dataclass
+class HostHome:
+    """One host's throwaway HOME and project directory, and its runs."""
+
+    host: HostCLI
+    root: Path
+    runs: list[HostRun] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for path in (self.home, self.project, self.tmp, self.codex_home, self.xdg_config):
+            path.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def project(self) -> Path:
+        return self.root / "project"
+
+    @property
+    def tmp(self) -> Path:
+        # Gemini CLI writes its error reports to the temp directory: keep them in the test's.
+        return self.root / "tmp"
+
+    @property
+    def codex_home(self) -> Path:
+        return self.home / ".codex"
+
+    @property
+    def xdg_config(self) -> Path:
+        return self.home / ".config"
+
+    def environment(self, model_url: str, extra: Mapping[str, str] | None = None) -> dict[
+        str, str
+    ]:  # fmt: skip
+        """The whole child environment: nothing leaks in from the caller's session."""
+        env = _base_env(
+            self.home,
+            {
+                "TMPDIR": str(self.tmp),
+                "XDG_CONFIG_HOME": str(self.xdg_config),
+                "XDG_DATA_HOME": str(self.home / ".local" / "share"),
+                "XDG_STATE_HOME": str(self.home / ".local" / "state"),
+                "XDG_CACHE_HOME": str(self.home / ".cache"),
+                "CODEX_HOME": str(self.codex_home),
+            },
+        )
+        env.update(self.host.env(self, model_url))
+        env.update(extra or {})
+        return env
+
+    # -- the host's MCP config ---------------------------------------------------------------
+
+    @property
+    def config_file(self) -> Path:
+        return self.host.config_file(self)
+
+    def add_server(
+        self, name: str, command: Sequence[str], env: Mapping[str, str], *, model_url: str
+    ) -> None:
+        """A plain stdio entry, written by the host's own ``mcp add`` (as a user would)."""
+        args = [str(self.host.path), *self.host.add_server_args(name, command, env)]
+        done = subprocess.run(
+            args,
+            cwd=self.project,
+            env=self.environment(model_url),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"{shlex.join(args[:3])} … failed: {done.stderr[-2000:]}")
+
+    def entry(self, name: str) -> dict[str, Any]:
+        """The server's entry as the product reads the host file."""
+        servers = read_host_config(self.host.spec_file(self)).servers
+        return dict(servers[name])
+
+    def edit_entry(self, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+        """Change one entry in place, keeping the rest of the file (TOML comments too)."""
+        config = read_host_config(self.host.spec_file(self))
+        change(config.servers[name])
+        self.config_file.write_text(render_host_config(config), encoding="utf-8")
+
+    def install_gateway(self, name: str, gateway_config: str) -> subprocess.CompletedProcess[str]:
+        """``zerto-rewind install mcp-host <target> --server NAME``, run as a user would."""
+        where = ["--file", str(self.config_file)] if self.host.install_file else ["--user"]
+        args = [
+            sys.executable, "-m", "zerto_rewind", "install", "mcp-host", self.host.target,
+            "--server", name, *where, "--gateway-config", gateway_config,
+        ]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ZERTO_")}
+        env.update(HOME=str(self.home), CODEX_HOME=str(self.codex_home),
+                   XDG_CONFIG_HOME=str(self.xdg_config))  # fmt: skip
+        done = subprocess.run(
+            args,
+            cwd=self.project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(
+                f"{shlex.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+            )
+        return done
+
+    # -- one run -----------------------------------------------------------------------------
+
+    def run(
+        self,
+        model_url: str,
+        prompt: str = PROMPT,
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float = RUN_TIMEOUT_S,
+    ) -> HostRun:
+        """Run the CLI headless once; never raises on a non-zero exit (it does past timeout)."""
+        args = [str(self.host.path), *self.host.run_args(self, prompt)]
+        started = time.monotonic()
+        proc = subprocess.run(
+            args,
+            cwd=self.project,
+            env=self.environment(model_url, env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        events = _events(proc.stdout)
+        answer, finished, calls = self.host.parse(events)
+        run = HostRun(
+            self.host.name, args, proc.returncode, proc.stdout, proc.stderr,
+            time.monotonic() - started, events, answer, finished, calls,
+        )  # fmt: skip
+        self.runs.append(run)
+        return run
+
+
+def _env_flags(env: Mapping[str, str]) -> list[str]:
+    """``mcp add``'s ``--env=KEY=VALUE`` flags (the same spelling in all three CLIs)."""
+    return [f"--env={k}={v}" for k, v in env.items()]
+
+
+# ---- Codex ---------------------------------------------------------------------------------
+
+
+def _codex_prepare(home: HostHome, model_url: str) -> None:
+    # The provider block is the host's "model"; MCP entries are added below it by `mcp add`.
+    (home.codex_home / "config.toml").write_text(
+        "\n".join([
+            'model = "scripted"',
+            'model_provider = "scripted"',
+            "check_for_update_on_startup = false",
+            "",
+            "[model_providers.scripted]",
+            'name = "scripted"',
+            f'base_url = "{model_url}/v1"',
+            'wire_api = "responses"',
+            'env_key = "SCRIPTED_API_KEY"',
+            "",
+        ]),
+        encoding="utf-8",
+    )  # fmt: skip
+
+
+def _codex_parse(events: list[dict[str, Any]]) -> Parsed:
+    items = [e["item"] for e in events if e.get("type") == "item.completed" and e.get("item")]
+    said = [str(i.get("text", "")) for i in items if i.get("type") == "agent_message"]
+    calls = [
+        (f"mcp__{i.get('server')}__{i.get('tool')}", i.get("status") == "completed")
+        for i in items
+        if i.get("type") == "mcp_tool_call"
+    ]
+    finished = any(e.get("type") == "turn.completed" for e in events)
+    return (said[-1] if said else None), finished, calls
+
+
+CODEX = HostCLI(
+    name="codex",
+    package="@openai/codex",
+    version="0.169.0",
+    binary="codex",
+    target="codex",
+    tool_name=lambda server, tool: f"mcp__{server}__{tool}",
+    config_file=lambda home: home.codex_home / "config.toml",
+    run_args=lambda home, prompt: [
+        "exec",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--skip-git-repo-check",
+        "--ephemeral",
+        "--json",
+        prompt,
+    ],
+    env=lambda home, url: {"SCRIPTED_API_KEY": API_KEY},
+    prepare=_codex_prepare,
+    add_server_args=lambda name, command, env: [
+        "mcp",
+        "add",
+        name,
+        *_env_flags(env),
+        "--",
+        *command,
+    ],
+    parse=_codex_parse,
+)
+
+
+# ---- Gemini CLI ----------------------------------------------------------------------------
+
+
+def _gemini_prepare(home: HostHome, model_url: str) -> None:
+    write_json(
+        home.home / ".gemini" / "settings.json",
+        {"security": {"auth": {"selectedType": "gemini-api-key"}}},
+    )
+
+
+def _gemini_parse(events: list[dict[str, Any]]) -> Parsed:
+    results = [e for e in events if "response" in e or "error" in e]
+    if not results:
+        return None, False, []
+    last = results[-1]
+    answer = last.get("response")
+    # Gemini's JSON output counts calls per tool, not one by one.
+    by_name = ((last.get("stats") or {}).get("tools") or {}).get("byName") or {}
+    calls = [
+        (str(name), ok)
+        for name, counts in by_name.items()
+        for ok, n in ((True, counts.get("success", 0)), (False, counts.get("fail", 0)))
+        for _ in range(int(n))
+    ]
+    return (None if answer is None else str(answer)), "error" not in last, calls
+
+
+GEMINI = HostCLI(
+    name="gemini",
+    package="@google/gemini-cli",
+    version="0.61.0",
+    binary="gemini",
+    # TODO(i20-host): the `gemini` install target; until then the `cursor` target's format
+    # (mcpServers, plain command/args/env) on --file ~/.gemini/settings.json.
+    target="cursor",
+    install_file=True,
+    tool_name=lambda server, tool: f"mcp_{server}_{tool}",
+    config_file=lambda home: home.home / ".gemini" / "settings.json",
+    run_args=lambda home, prompt: ["-p", prompt, "--yolo", "--skip-trust", "-o", "json"],
+    env=lambda home, url: {"GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": API_KEY},
+    prepare=_gemini_prepare,
+    add_server_args=lambda name, command, env: [
+        "mcp",
+        "add",
+        "--scope",
+        "user",
+        *_env_flags(env),
+        name,
+        *command,
+    ],
+    parse=_gemini_parse,
+)
+
+
+# ---- Copilot CLI ---------------------------------------------------------------------------
+
+
+def _copilot_parse(events: list[dict[str, Any]]) -> Parsed:
+    def data(event: dict[str, Any]) -> dict[str, Any]:
+        return event.get("data") or {}
+
+    said = [
+        str(data(e).get("content", ""))
+        for e in events
+        if e.get("type") == "assistant.message" and data(e).get("content")
+    ]
+    names = {
+        data(e).get("toolCallId"): str(data(e).get("toolName"))
+        for e in events
+        if e.get("type") == "tool.execution_start"
+    }
+    calls = [
+        (names.get(data(e).get("toolCallId"), "?"), bool(data(e).get("success")))
+        for e in events
+        if e.get("type") == "tool.execution_complete"
+    ]
+    done = [e for e in events if e.get("type") == "result"]
+    return (said[-1] if said else None), bool(done) and done[-1].get("exitCode") == 0, calls
+
+
+COPILOT = HostCLI(
+    name="copilot",
+    package="@github/copilot",
+    version="1.0.102",
+    binary="copilot",
+    # TODO(i20-host): the `copilot` install target (it writes "type": "local"); until then
+    # the `cursor` target on --file ~/.copilot/mcp-config.json, with the type edited by hand.
+    target="cursor",
+    install_file=True,
+    tool_name=lambda server, tool: f"{server}-{tool}",
+    config_file=lambda home: home.home / ".copilot" / "mcp-config.json",
+    run_args=lambda home, prompt: ["-p", prompt, "--yolo", "--output-format", "json"],
+    env=lambda home, url: {
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_PROVIDER_BASE_URL": f"{url}/v1",
+        "COPILOT_PROVIDER_API_KEY": API_KEY,
+        "COPILOT_MODEL": "scripted",
+        "COPILOT_AUTO_UPDATE": "false",
+    },
+    prepare=lambda home, url: None,
+    add_server_args=lambda name, command, env: [
+        "mcp",
+        "add",
+        *_env_flags(env),
+        name,
+        "--",
+        *command,
+    ],
+    parse=_copilot_parse,
+)
+
+HOSTS: dict[str, HostCLI] = {h.name: h for h in (CODEX, GEMINI, COPILOT)}
