@@ -122,12 +122,6 @@ class FakeAnthropic(ScriptedServer):
                 )
         return list(out.values())
 
-    def tool_result(self, tool_use_id: str) -> ToolResult:
-        for r in self.tool_results():
-            if r.tool_use_id == tool_use_id:
-                return r
-        raise KeyError(f"the model never saw a tool_result for {tool_use_id}")
-
     def user_texts(self) -> list[str]:
         """Every text block of every user message (the prompt, <system-reminder>s, ...)."""
         return [
@@ -162,10 +156,6 @@ class FakeAnthropic(ScriptedServer):
             elif block.get("type") == "tool_result":
                 texts.append(_block_text(block.get("content")))
         return texts
-
-    def saw(self, fragment: str) -> bool:
-        """Did the model see ``fragment`` anywhere in ``context_texts()``?"""
-        return any(fragment in t for t in self.context_texts())
 
     # -- scripting ---------------------------------------------------------------------------
 

@@ -42,29 +42,16 @@ from typing import Any
 from e2e.scripted import (
     END_ANSWER,
     SIDE_ANSWER,
-    RecordedRequest,
     ScriptedHandler,
     ScriptedServer,
-    ToolCall,
     ToolResult,
     Turn,
     call,
     delayed,
-    text,
 )
 
-__all__ = [
-    "END_ANSWER",
-    "Entry",
-    "FakeModels",
-    "RecordedRequest",
-    "ToolCall",
-    "ToolResult",
-    "Turn",
-    "call",
-    "delayed",
-    "text",
-]
+# ``call`` and ``delayed`` are re-exported: a test scripts this model with them.
+__all__ = ["END_ANSWER", "Entry", "FakeModels", "call", "delayed"]
 
 _GEMINI_PATH = re.compile(r"^/v1(?:beta|alpha)?/models/(?P<model>[^/:]+):(?P<method>[A-Za-z]+)$")
 _GEMINI_MODEL = "gemini-2.5-pro"
@@ -257,18 +244,9 @@ class FakeModels(ScriptedServer):
             out.setdefault(entry.call_id, ToolResult(entry.call_id, entry.text, entry.is_error))
         return list(out.values())
 
-    def tool_result(self, tool_use_id: str) -> ToolResult:
-        for r in self.tool_results():
-            if r.tool_use_id == tool_use_id:
-                return r
-        raise KeyError(f"the model never saw a tool result for {tool_use_id}")
-
     def context_texts(self) -> list[str]:
         """Everything non-assistant the model read, in conversation order."""
         return [e.text for e in self.entries(("user", "system", "tool"))]
-
-    def saw(self, fragment: str) -> bool:
-        return any(fragment in t for t in self.context_texts())
 
     # -- scripting ---------------------------------------------------------------------------
 

@@ -35,13 +35,14 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.harness import E2E_DIR, INSTALL_COMMAND, write_json
+from e2e.harness import E2E_DIR, INSTALL_COMMAND, parse_events, write_json
 from zerto_rewind.hostconfig.files import read_host_config, render_host_config
 from zerto_rewind.hostconfig.specs import HOSTS as HOST_SPECS
 from zerto_rewind.hostconfig.specs import HostFile
@@ -72,19 +73,12 @@ class HostMissing(RuntimeError):
 
 def _events(stdout: str) -> list[dict[str, Any]]:
     """Every JSON object on a line of its own, or the one object the whole output is."""
-    found: list[dict[str, Any]] = []
-    for line in stdout.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            found.append(event)
-    if found:
-        return found
+    found = parse_events(stdout)
     start = stdout.find("{")
+    if found or start < 0:
+        return found
     try:
-        whole = json.loads(stdout[start:]) if start >= 0 else None
+        whole = json.loads(stdout[start:])
     except ValueError:
         return []
     return [whole] if isinstance(whole, dict) else []
@@ -159,18 +153,10 @@ def host_path(host: HostCLI, *, check_version: bool = True) -> Path:
             f"    {INSTALL_COMMAND}\n"
         )
     if check_version:
-        scratch = E2E_DIR / "node_modules" / ".e2e-version-home"
-        scratch.mkdir(exist_ok=True)
         try:
-            out = subprocess.run(
-                [str(path), "--version"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                env=_base_env(scratch, {"CODEX_HOME": str(scratch)}),
-                stdin=subprocess.DEVNULL,
-                check=False,
-            )
+            with tempfile.TemporaryDirectory(prefix="zr-e2e-version-") as scratch:
+                env = _base_env(Path(scratch), {"CODEX_HOME": scratch})
+                out = _run([str(path), "--version"], Path(scratch), env, 60)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise HostMissing(f"{path} does not run ({exc}); reinstall: {INSTALL_COMMAND}") from exc
         if out.returncode != 0 or host.version not in out.stdout:
@@ -179,6 +165,22 @@ def host_path(host: HostCLI, *, check_version: bool = True) -> Path:
                 f"{host.version}. Reinstall with:\n\n    {INSTALL_COMMAND}\n"
             )
     return path
+
+
+def _run(
+    args: list[str], cwd: Path, env: Mapping[str, str], timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """One child, stdin closed, output captured; raises only past ``timeout``."""
+    return subprocess.run(
+        args,
+        cwd=cwd,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 def _base_env(home: Path, extra: Mapping[str, str]) -> dict[str, str]:
@@ -202,29 +204,14 @@ class HostHome:
     runs: list[HostRun] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.home = self.root / "home"
+        self.project = self.root / "project"
+        # Gemini CLI writes its error reports to the temp directory: keep them in the test's.
+        self.tmp = self.root / "tmp"
+        self.codex_home = self.home / ".codex"
+        self.xdg_config = self.home / ".config"
         for path in (self.home, self.project, self.tmp, self.codex_home, self.xdg_config):
             path.mkdir(parents=True, exist_ok=True)
-
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
-
-    @property
-    def project(self) -> Path:
-        return self.root / "project"
-
-    @property
-    def tmp(self) -> Path:
-        # Gemini CLI writes its error reports to the temp directory: keep them in the test's.
-        return self.root / "tmp"
-
-    @property
-    def codex_home(self) -> Path:
-        return self.home / ".codex"
-
-    @property
-    def xdg_config(self) -> Path:
-        return self.home / ".config"
 
     def environment(self, model_url: str, extra: Mapping[str, str] | None = None) -> dict[
         str, str
@@ -256,16 +243,7 @@ class HostHome:
     ) -> None:
         """A plain stdio entry, written by the host's own ``mcp add`` (as a user would)."""
         args = [str(self.host.path), *self.host.add_server_args(name, command, env)]
-        done = subprocess.run(
-            args,
-            cwd=self.project,
-            env=self.environment(model_url),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        done = _run(args, self.project, self.environment(model_url), 60)
         if done.returncode != 0:
             raise AssertionError(f"{shlex.join(args[:3])} … failed: {done.stderr[-2000:]}")
 
@@ -290,16 +268,7 @@ class HostHome:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZERTO_")}
         env.update(HOME=str(self.home), CODEX_HOME=str(self.codex_home),
                    XDG_CONFIG_HOME=str(self.xdg_config))  # fmt: skip
-        done = subprocess.run(
-            args,
-            cwd=self.project,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        done = _run(args, self.project, env, 60)
         if done.returncode != 0:
             raise AssertionError(
                 f"{shlex.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
@@ -319,16 +288,7 @@ class HostHome:
         """Run the CLI headless once; never raises on a non-zero exit (it does past timeout)."""
         args = [str(self.host.path), *self.host.run_args(self, prompt)]
         started = time.monotonic()
-        proc = subprocess.run(
-            args,
-            cwd=self.project,
-            env=self.environment(model_url, env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        proc = _run(args, self.project, self.environment(model_url, env), timeout)
         events = _events(proc.stdout)
         answer, finished, calls = self.host.parse(events)
         run = HostRun(

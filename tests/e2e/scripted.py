@@ -206,6 +206,24 @@ class ScriptedServer:
         with self._lock:
             return [str(c["id"]) for c in self.served]
 
+    def tool_results(self) -> list[ToolResult]:
+        """Every tool result the model was sent, one per call id (the dialect reads them)."""
+        raise NotImplementedError
+
+    def context_texts(self) -> list[str]:
+        """Everything non-assistant the model read as text, in order (the dialect reads it)."""
+        raise NotImplementedError
+
+    def tool_result(self, tool_use_id: str) -> ToolResult:
+        for r in self.tool_results():
+            if r.tool_use_id == tool_use_id:
+                return r
+        raise KeyError(f"the model never saw a tool result for {tool_use_id}")
+
+    def saw(self, fragment: str) -> bool:
+        """Did the model see ``fragment`` anywhere in ``context_texts()``?"""
+        return any(fragment in t for t in self.context_texts())
+
     def record(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
