@@ -30,8 +30,10 @@ because Copilot masks the key's value wherever it appears in its output ("e*****
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -55,6 +57,7 @@ __all__ = [
     "HostMissing",
     "HostRun",
     "host_path",
+    "remote_peers",
 ]
 
 NODE_BIN = E2E_DIR / "node_modules" / ".bin"
@@ -284,9 +287,17 @@ class HostHome:
         *,
         env: Mapping[str, str] | None = None,
         timeout: float = RUN_TIMEOUT_S,
+        trace: Path | None = None,
     ) -> HostRun:
-        """Run the CLI headless once; never raises on a non-zero exit (it does past timeout)."""
+        """Run the CLI headless once; never raises on a non-zero exit (it does past timeout).
+
+        ``trace``: run it under ``strace -f`` and write every socket address it (or any
+        child: MCP servers, the gateway) connected or sent to there (see :func:`remote_peers`).
+        """
         args = [str(self.host.path), *self.host.run_args(self, prompt)]
+        if trace is not None:
+            args = ["strace", "-f", "-qq", "-e", "trace=connect,sendto,sendmsg,sendmmsg",
+                    "-o", str(trace), *args]  # fmt: skip
         started = time.monotonic()
         proc = _run(args, self.project, self.environment(model_url, env), timeout)
         events = _events(proc.stdout)
@@ -304,6 +315,23 @@ def _env_flags(env: Mapping[str, str]) -> list[str]:
     return [f"--env={k}={v}" for k, v in env.items()]
 
 
+# strace prints sin_addr=inet_addr("A") for IPv4 and inet_pton(AF_INET6, "A", …) for IPv6.
+_INET = re.compile(r'inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6?, "([^"]+)"')
+
+
+def _loopback(address: str) -> bool:
+    ip = ipaddress.ip_address(address)
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return bool((mapped or ip).is_loopback)
+
+
+def remote_peers(trace: Path) -> list[str]:
+    """Every address in a ``strace`` log of socket calls that is not loopback (DNS too)."""
+    text = trace.read_text(encoding="utf-8", errors="replace")
+    found = {v4 or v6 for v4, v6 in _INET.findall(text)}
+    return sorted(a for a in found if not _loopback(a))
+
+
 # ---- Codex ---------------------------------------------------------------------------------
 
 
@@ -314,6 +342,15 @@ def _codex_prepare(home: HostHome, model_url: str) -> None:
             'model = "scripted"',
             'model_provider = "scripted"',
             "check_for_update_on_startup = false",
+            "",
+            # Without these Codex looks up chatgpt.com and github.com (`git ls-remote` of
+            # its plugin marketplace) on every run.
+            "[analytics]",
+            "enabled = false",
+            "",
+            "[features]",
+            "plugins = false",
+            "apps = false",
             "",
             "[model_providers.scripted]",
             'name = "scripted"',
@@ -374,7 +411,11 @@ CODEX = HostCLI(
 def _gemini_prepare(home: HostHome, model_url: str) -> None:
     write_json(
         home.home / ".gemini" / "settings.json",
-        {"security": {"auth": {"selectedType": "gemini-api-key"}}},
+        {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            # Else it looks up play.googleapis.com (usage statistics) on every run.
+            "privacy": {"usageStatisticsEnabled": False},
+        },
     )
 
 

@@ -26,7 +26,7 @@ import pytest
 from e2e.fake_models import FakeModels, call
 from e2e.gateway_e2e import CONFIRMED_VPG, DEFAULT_VMS, FAILED_VPG, SERVER, VM, GatewayRig
 from e2e.guarded import parse_time
-from e2e.hosts_e2e import HOSTS, HostCLI, HostHome, HostRun, host_path
+from e2e.hosts_e2e import HOSTS, HostCLI, HostHome, HostRun, host_path, remote_peers
 from support.realvm import mcvsphere_command
 from zerto_rewind.gateway.upstream_user import ALLOW_FLAG
 
@@ -251,6 +251,20 @@ def test_headless_hosts_never_approve_when_the_gateway_asks_them(wired: Wired) -
     told = _only(wired.model.tool_results())
     assert PROMPT_ENDINGS[expected[-1]] in told.text
     assert run.host_calls == [(wired.tool("power_off"), False)]
+
+
+def test_the_host_reaches_nothing_but_loopback(wired: Wired, tmp_path: Path) -> None:
+    """strace over the host and every child (the gateway, mcvsphere): each socket address
+    connected or sent to is on loopback; not even a DNS lookup leaves the machine."""
+    trace = tmp_path / "socket-calls.strace"
+    wired.model.reset([call(wired.tool("get_vm_info"), name=VM.spare)])
+
+    run = wired.home.run(wired.model.url, trace=trace)
+
+    assert run.ok, run.describe()
+    assert run.host_calls == [(wired.tool("get_vm_info"), True)]  # the gateway was reached
+    assert "127.0.0.1" in trace.read_text(encoding="utf-8")
+    assert remote_peers(trace) == []
 
 
 def test_the_host_file_keeps_its_other_keys(wired: Wired) -> None:
