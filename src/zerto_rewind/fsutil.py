@@ -45,17 +45,23 @@ def atomic_write_json(path: str, obj: Any, *, mode: int = 0o600) -> None:
     atomic_write_text(path, json.dumps(obj, separators=(",", ":"), sort_keys=True), mode=mode)
 
 
-def atomic_write_text(path: str, text: str, *, mode: int = 0o600) -> None:
+def atomic_write_text(
+    path: str, text: str, *, mode: int = 0o600, owner: tuple[int, int] | None = None
+) -> None:
     """Write ``text`` to ``path`` by write-to-temp + fsync + rename, with exactly ``mode``.
 
-    Readers see the old file or the new one, never a half-written one.
+    Readers see the old file or the new one, never a half-written one. ``owner``
+    (uid, gid) is given to the new file before it replaces the old one (only
+    root may give it away; otherwise nothing is replaced and StateError says why).
     """
     tmp = f"{path}.{os.getpid()}.{time.monotonic_ns()}.tmp"
     data = memoryview(text.encode())
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         try:
-            os.fchmod(fd, mode)  # the umask may have narrowed it
+            if owner is not None and owner != (os.geteuid(), os.getegid()):
+                os.fchown(fd, *owner)
+            os.fchmod(fd, mode)  # the umask may have narrowed it (after fchown: it may clear bits)
             while data:
                 data = data[os.write(fd, data) :]
             os.fsync(fd)

@@ -6,7 +6,9 @@
 
 The catalog (``read_only_tools`` and ``tools``, as in the config, with host names
 ``mcp__NAME__tool``, and ``catalog.pins``: a digest of each tool as scanned) goes
-to stdout or ``--out``; the review table to stderr. With ``--merge``, the pins
+to stdout or ``--out`` (written atomically with the old file's mode and owner,
+a new file 0600; a config holding credentials is never left readable by
+others: :mod:`zerto_rewind.scan.output`); the review table to stderr. With ``--merge``, the pins
 of tools already reviewed are kept, and every difference (changed, new, removed
 tools) is written to stderr for review; ``--repin`` accepts the live list.
 Bad input (a missing or malformed file, a wrong ``--header``) is a
@@ -77,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
 def _scan(args: argparse.Namespace, command: list[str]) -> int:
     from ..fsutil import atomic_write_text
     from ..scan.heuristics import catalog_from_tools, merge_into_config
+    from ..scan.output import write_scan_output
     from ..scan.pins import pins_for
     from ..scan.review import render_review
 
@@ -104,7 +107,7 @@ def _scan(args: argparse.Namespace, command: list[str]) -> int:
         atomic_write_text(args.review_json, json.dumps(rows, indent=2) + "\n", mode=0o644)
     text = json.dumps(output, indent=2) + "\n"
     if args.out:
-        atomic_write_text(args.out, text, mode=0o644)
+        write_scan_output(args.out, text, output)
     else:
         sys.stdout.write(text)
     return 0

@@ -6,6 +6,11 @@ gateway config's ``upstreams``, and writes the gateway in its place: a stdio
 command, or with ``--url`` an HTTP endpoint plus a fresh bearer token whose
 digest joins ``gateway.clients``. Both files are backed up and replaced
 atomically; the token is written only to the host file and printed once.
+
+The gateway refuses to start a stdio upstream as root or as the owner of the
+guard's files (:mod:`zerto_rewind.gateway.upstream_user`); ``--upstream-user``
+writes ``upstreams.NAME.user``, and without it the install says plainly when
+the setup it wrote would be refused, and what to do.
 """
 
 from __future__ import annotations
@@ -15,13 +20,14 @@ import os
 import sys
 from collections.abc import Mapping
 
+from ..config.parser import Parser
 from ..config.settings import config_path
 from ..errors import ConfigError, UsageError
 from ..hostconfig.entries import gateway_upstream_of
 from ..hostconfig.files import (
     locate_server,
     read_gateway_config,
-    render_host_config,
+    render_host_text,
     write_gateway_config,
     write_host_config,
 )
@@ -33,14 +39,26 @@ from ..hostconfig.move import (
     move_to_gateway,
     new_token,
 )
-from ..hostconfig.specs import HOSTS, candidate_files
+from ..hostconfig.specs import HOSTS, candidate_files, default_paths
 
 __all__ = ["main"]
 
 _PROG = "zerto-rewind install mcp-host"
+_ALLOW = "--allow-privileged-upstream"
 
 
-def _parser() -> argparse.ArgumentParser:
+def _targets(env: Mapping[str, str]) -> str:
+    """Every host target and its default file(s), from :data:`HOSTS` (for ``--help``)."""
+    lines = ["hosts (HOST) and where each keeps its MCP servers by default:"]
+    for host in HOSTS.values():
+        paths = default_paths(host, env)
+        lines.append(f"  {host.name:<15} {host.label}: {paths[0]}")
+        lines += [f"  {'':<15} {' ' * len(host.label)}  {p}" for p in paths[1:]]
+    lines.append("Give --file PATH for a file elsewhere (DIR: the --project directory).")
+    return "\n".join(lines)
+
+
+def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_PROG,
         description=(
@@ -48,8 +66,10 @@ def _parser() -> argparse.ArgumentParser:
             "into the gateway's, and point the host at the gateway instead. "
             "See docs/gateway.md, 'Wiring hosts to the gateway'."
         ),
+        epilog=_targets(env),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("host", choices=sorted(HOSTS), metavar="HOST", help=", ".join(HOSTS))
+    parser.add_argument("host", choices=list(HOSTS), metavar="HOST", help=", ".join(HOSTS))
     parser.add_argument(
         "--server", required=True, metavar="NAME", help="the VM server entry to move"
     )
@@ -73,6 +93,18 @@ def _parser() -> argparse.ArgumentParser:
         "--client", metavar="NAME", help="with --url: the client name in gateway.clients"
     )
     parser.add_argument(
+        "--upstream-user",
+        metavar="NAME",
+        help="a stdio server: the user the gateway starts it as (upstreams.NAME.user); "
+        "a user of its own that cannot read the guard's files",
+    )
+    parser.add_argument(
+        _ALLOW,
+        action="store_true",
+        help="stdio gateway: accept an upstream that runs as root or as the guard's owner "
+        "(the host's gateway command gets this flag)",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="show what would change (secrets hidden)"
     )
     return parser
@@ -80,12 +112,18 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """Run ``zerto-rewind install mcp-host``; returns the exit code."""
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ if env is None else env)
+    args = _parser(env).parse_args(sys.argv[1:] if argv is None else argv)
     if args.gateway_config:
         env["ZERTO_REWIND_CONFIG"] = args.gateway_config
     if args.client and not args.url:
         msg = "--client names an HTTP client; give --url too"
+        raise UsageError(msg)
+    if args.allow_privileged_upstream and args.url:
+        msg = (
+            f"{_ALLOW} goes on the command of the HTTP gateway you start yourself "
+            "(zerto-rewind gateway --http ...), not into the host's config"
+        )
         raise UsageError(msg)
     return _install(args, env)
 
@@ -114,12 +152,16 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
             raise ConfigError(msg)
         # abspath, not realpath: a venv's bin/python is a symlink, and only the
         # venv path makes the interpreter find the venv's site-packages.
-        via = StdioGateway(os.path.abspath(sys.executable), gateway.path)
-    moved, new_gateway = move_to_gateway(current, args.server, gateway.data, via=via)
-    text = render_host_config(moved)
+        python = os.path.abspath(sys.executable)
+        via = StdioGateway(python, gateway.path, allow_privileged=args.allow_privileged_upstream)
+    moved, new_gateway = move_to_gateway(
+        current, args.server, gateway.data, via=via, upstream_user=args.upstream_user
+    )
+    text, kept = render_host_text(moved)
     summary = describe_move(args.server, current, moved, new_gateway, gateway.path, via)
+    warnings = _start_warnings(args, new_gateway, gateway.path, env)
     if args.dry_run:
-        sys.stdout.write("\n".join(["dry run, nothing written", *summary]) + "\n")
+        sys.stdout.write("\n".join(["dry run, nothing written", *summary, *warnings]) + "\n")
         return 0
     # The gateway learns the upstream first: a host pointed at a gateway that
     # does not serve it yet would fail, the other order only leaves a spare upstream.
@@ -131,7 +173,7 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
         backups.append(host_backup)
     lines = [f"moved {args.server!r} behind the zerto-rewind gateway", *summary]
     lines += [f"backup:      {b}" for b in backups]
-    if current.had_comments:
+    if current.had_comments and not kept:
         lines.append("note:        the host file's comments were dropped (the backup keeps them)")
     lines.append(
         f"the credentials now live only in {gateway.path}; the host backup holding them is "
@@ -147,8 +189,50 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
             f"token for client {via.client!r} (written only to {moved.file.path}; "
             f"shown once): {via.token}"
         )
-    print("\n".join(lines))
+    print("\n".join([*lines, *warnings]))
+    if warnings:
+        sys.stderr.write("\n".join(warnings) + "\n")
     return 0
+
+
+def _start_warnings(
+    args: argparse.Namespace, new_gateway: dict[str, object], path: str, env: Mapping[str, str]
+) -> list[str]:
+    """What in the new setup the gateway will refuse to start, and what to do; [] when none.
+
+    Judged as the gateway would (:mod:`zerto_rewind.gateway.upstream_user`),
+    assuming it runs as the user running this install (the host's user, for a
+    stdio gateway). An unknown ``--upstream-user`` is a ConfigError: nothing is
+    written then.
+    """
+    from ..gateway.upstream_user import privileged_reason, upstream_identity
+
+    settings = Parser(path, os.path.dirname(path)).settings(
+        new_gateway, env, loose_permissions=False
+    )
+    spec = settings.upstreams[args.server]
+    if spec.command is None:
+        return []
+    identity = upstream_identity(spec, path)
+    me = os.geteuid()
+    where = "the host runs the stdio gateway" if not args.url else "the gateway runs"
+    if identity.switch and me not in (0, identity.uid):
+        return [
+            f"WARNING:     the gateway will not start {args.server!r}: {where} as uid {me} "
+            f"(this user, assumed), which cannot switch to {identity.label}. Run the host (or "
+            "the HTTP gateway) as root: the gateway drops to that user for the upstream only"
+        ]
+    reason = privileged_reason(settings, identity)
+    if reason is None:
+        return []
+    if args.allow_privileged_upstream:
+        return [f"note:        upstream {args.server!r}: {reason}; accepted by {_ALLOW}"]
+    return [
+        f"WARNING:     the gateway will refuse to start {args.server!r} as written: {reason} "
+        f"(if {where} as this user). Re-run with --upstream-user NAME, a user of its own that "
+        f"cannot read the guard's files (useradd --system --no-create-home NAME), or accept "
+        f"the risk with {_ALLOW}"
+    ]
 
 
 def _default_client(host: str, env: Mapping[str, str]) -> str:

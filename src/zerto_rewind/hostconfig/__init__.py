@@ -1,12 +1,12 @@
 """Agent-host config files: which hosts exist, where their MCP servers live, what each entry is.
 
 One package for every file an MCP host (Claude Code, Claude Desktop, Cursor,
-VS Code, Codex) keeps its servers in, used by ``install mcp-host``,
+VS Code, Codex, Gemini CLI, Copilot CLI) keeps its servers in, used by ``install mcp-host``,
 ``install claude-code``, the doctor and the gateway's installer alike:
 
 * :mod:`.specs`: each host's :class:`~.specs.HostSpec` and default paths;
 * :mod:`.files`: reading (JSON, JSONC, TOML) and writing (atomic, backed up);
-* :mod:`.formats`: the text formats (JSONC, TOML editing);
+* :mod:`.formats`: the text formats (JSONC reading and in-place editing, TOML editing);
 * :mod:`.entries`: what an entry is (the gateway, zerto-rewind, a VM server);
 * :mod:`.move`: the pure move of a VM server behind the gateway;
 * :mod:`.bypass`: the doctor's scan for entries that bypass the gateway;

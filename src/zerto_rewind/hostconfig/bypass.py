@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import ConfigError
-from .entries import gateway_upstream_of, looks_like_vm_server
+from .entries import credential_fields, gateway_config_of, gateway_upstream_of, looks_like_vm_server
 from .files import read_host_config, servers_of
 from .specs import HostFile, known_files
 
@@ -30,7 +30,9 @@ class Finding:
     """What the doctor concluded about one host file, or one server entry in it.
 
     ``upstream`` is the gateway upstream a ``gateway`` entry asks for (``""``
-    when its command names none).
+    when its command names none), ``config`` the gateway config its command
+    names (stdio). ``credentials`` are where a ``bypass`` entry holds
+    credentials inline (``env.VCENTER_PASSWORD``: names, never values).
     """
 
     host: str
@@ -40,6 +42,8 @@ class Finding:
     detail: str = ""
     scope: tuple[str, ...] = ()
     upstream: str | None = None
+    config: str | None = None
+    credentials: tuple[str, ...] = ()
 
     @property
     def where(self) -> str:
@@ -100,10 +104,12 @@ def _classify(
     if through is not None:
         via = f"upstream {through!r}" if through else "an upstream"
         detail = f"reaches {via} through the gateway"
-        return Finding(host, path, "gateway", name, detail, scope, upstream=through)
+        config = gateway_config_of(entry)
+        return Finding(host, path, "gateway", name, detail, scope, upstream=through, config=config)
     reasons = looks_like_vm_server(entry, name)
     if name in upstreams:
         reasons.insert(0, "the gateway config serves an upstream of this name")
     if reasons:
-        return Finding(host, path, "bypass", name, "; ".join(reasons), scope)
+        secrets = tuple(credential_fields(entry))
+        return Finding(host, path, "bypass", name, "; ".join(reasons), scope, credentials=secrets)
     return Finding(host, path, "other", name, "not a VM server", scope)

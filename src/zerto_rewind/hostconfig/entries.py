@@ -16,6 +16,9 @@ from urllib.parse import urlsplit
 from .files import HostConfig
 
 __all__ = [
+    "credential_fields",
+    "entry_url",
+    "gateway_config_of",
     "gateway_upstream_of",
     "is_gateway_entry",
     "looks_like_vm_server",
@@ -57,6 +60,64 @@ def _headers(entry: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def entry_url(entry: Mapping[str, Any]) -> str | None:
+    """An HTTP entry's URL: ``url``, or Gemini's ``httpUrl`` (None for a stdio entry)."""
+    for key in ("url", "httpUrl"):
+        value = entry.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+# Words in an env name, header name or option that say "this holds a credential".
+_SECRET_WORDS = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "APIKEY", "API_KEY", "CREDENTIAL")
+
+
+def _secret_name(name: str) -> bool:
+    upper = name.upper().replace("-", "_")
+    return any(w in upper for w in _SECRET_WORDS) or upper.endswith(("_PASS", "_PWD"))
+
+
+def credential_fields(entry: Any) -> list[str]:
+    """Where an entry holds credentials inline: env and header names, options; never values.
+
+    ``env.VCENTER_PASSWORD``, ``headers.Authorization``, ``args[3] (--password)``:
+    enough for the doctor to name what to move, nothing of the secret itself.
+    A value that is only a ``${VAR}`` reference is not a credential in the file.
+    """
+    if not isinstance(entry, dict):
+        return []
+    found: list[str] = []
+    for key in ("env", "headers", "http_headers"):
+        mapping = entry.get(key)
+        if not isinstance(mapping, dict):
+            continue
+        for name, value in mapping.items():
+            if not isinstance(value, str) or not value or _only_reference(value):
+                continue
+            if _secret_name(str(name)) or str(name).lower() in ("authorization", "cookie"):
+                found.append(f"{key}.{name}")
+    tokens = entry.get("args")
+    if isinstance(tokens, list):
+        for i, arg in enumerate(tokens):
+            if not isinstance(arg, str) or not arg.startswith("-"):
+                continue
+            option, sep, value = arg.partition("=")
+            if not _secret_name(option.lstrip("-")):
+                continue
+            following = tokens[i + 1] if i + 1 < len(tokens) else None
+            inline = value if sep else following
+            if isinstance(inline, str) and inline and not _only_reference(inline):
+                found.append(f"args[{i}] ({option})")
+    return found
+
+
+def _only_reference(value: str) -> bool:
+    """``${VAR}`` / ``$VAR`` (after an optional ``Bearer``): the host fills it in, not the file."""
+    bare = re.sub(r"^bearer\s+", "", value.strip(), flags=re.IGNORECASE)
+    return re.fullmatch(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*", bare) is not None
+
+
 def _runs_zerto_rewind(tokens: list[str]) -> bool:
     """``python -m zerto_rewind …`` or the ``zerto-rewind`` console script."""
     return "zerto_rewind" in tokens or any(os.path.basename(t) == "zerto-rewind" for t in tokens)
@@ -78,8 +139,8 @@ def gateway_upstream_of(entry: Any, name: str, gateway_urls: Iterable[str] = ())
         if "--upstream" in tokens[:-1]:
             return tokens[tokens.index("--upstream") + 1]
         return ""
-    url = entry.get("url")
-    if not isinstance(url, str):
+    url = entry_url(entry)
+    if url is None:
         return None
     match = re.search(r"/mcp/([A-Za-z0-9_-]+)/?$", urlsplit(url).path)
     if match is None:
@@ -91,6 +152,19 @@ def gateway_upstream_of(entry: Any, name: str, gateway_urls: Iterable[str] = ())
     )
     if url.rstrip("/") in known or (bearer and match.group(1) == name):
         return match.group(1)
+    return None
+
+
+def gateway_config_of(entry: Any) -> str | None:
+    """The ``--config`` a stdio gateway entry's command names (None: not given, or HTTP)."""
+    tokens = _tokens(entry) if isinstance(entry, dict) else []
+    if not ("gateway" in tokens and _runs_zerto_rewind(tokens)):
+        return None
+    for i, part in enumerate(tokens):
+        if part == "--config" and i + 1 < len(tokens):
+            return tokens[i + 1]
+        if part.startswith("--config="):
+            return part.partition("=")[2]
     return None
 
 
@@ -156,8 +230,8 @@ def _entry_reasons(entry: Mapping[str, Any]) -> list[str]:
     words = _words_in([os.path.basename(t).lower() for t in _tokens(entry)])
     if words:
         reasons.append("command names " + ", ".join(words))
-    url = entry.get("url")
-    if isinstance(url, str):
+    url = entry_url(entry)
+    if url is not None:
         url_words = _words_in([url.lower()])
         if url_words:
             reasons.append("url names " + ", ".join(url_words))

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError, StateError, UsageError
 from ..fsutil import atomic_write_text, backup_name, ensure_private_dir
-from .formats import parse_jsonc, render_toml
+from .formats import edit_json_servers, parse_jsonc, render_toml
 from .specs import HostFile
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "read_gateway_config",
     "read_host_config",
     "render_host_config",
+    "render_host_text",
     "servers_of",
     "write_gateway_config",
     "write_host_config",
@@ -60,7 +61,8 @@ def read_host_config(file: HostFile) -> HostConfig:
     """Read ``file``; ``{}`` when absent. ConfigError (naming the file, never its content).
 
     JSON files may hold comments and trailing commas (VS Code's ``mcp.json`` is
-    JSONC); they are read, and ``had_comments`` says a rewrite will drop them.
+    JSONC, Gemini's ``settings.json`` may be); they are read, and ``had_comments``
+    says so (a rewrite keeps them when it can edit in place).
     """
     try:
         with open(file.path, encoding="utf-8") as fh:
@@ -97,14 +99,28 @@ def read_host_config(file: HostFile) -> HostConfig:
 
 
 def render_host_config(config: HostConfig) -> str:
-    """The text to write for ``config``.
+    """The text to write for ``config`` (see :func:`render_host_text`)."""
+    return render_host_text(config)[0]
 
-    JSON as the hosts write it (indent 2, final newline). TOML by editing the
-    original text: only the server tables that changed are rewritten, every
-    other line is kept; the result is parsed back and must equal ``data``.
+
+def render_host_text(config: HostConfig) -> tuple[str, bool]:
+    """The text to write for ``config``, and whether every byte but the changed servers is kept.
+
+    Both formats edit the original text: only the server entries that changed
+    are rewritten, every other line (comments, other keys) is kept, and the
+    result is parsed back and must equal ``data``. A JSON file the in-place
+    editor cannot handle is written whole (indent 2, final newline), and the
+    second value is False then: its comments, if any, are gone.
     """
     if not config.file.host.toml:
-        return json.dumps(config.data, indent=2, ensure_ascii=False) + "\n"
+        if config.text is not None and config.text.strip():
+            host = config.file.host
+            edited = edit_json_servers(
+                config.text, config.file.scope, host.servers_key, config.servers
+            )
+            if edited is not None and _parse_json(edited) == config.data:
+                return edited, True
+        return json.dumps(config.data, indent=2, ensure_ascii=False) + "\n", config.text is None
     text = render_toml(config.text or "", config.data, config.file.path)
     try:
         check = tomllib.loads(text)
@@ -114,7 +130,17 @@ def render_host_config(config: HostConfig) -> str:
     if check != config.data:
         msg = "could not rewrite it without changing other settings; nothing was written"
         raise ConfigError(msg, path=config.file.path)
-    return text
+    return text, True
+
+
+def _parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        try:
+            return parse_jsonc(text)
+        except ValueError:
+            return None
 
 
 @dataclass(frozen=True)

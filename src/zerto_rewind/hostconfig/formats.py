@@ -7,8 +7,12 @@ installers pay for them, never the hook):
   ``json5``. JSON5 is a strict superset of JSONC, the package is pure Python
   with no dependencies, typed, and maintained for a decade; the JSONC-only
   parsers on PyPI are young or unmaintained. Plain JSON is tried first with the
-  stdlib, so ``json5`` loads only for a file that is not plain JSON. A rewrite is
-  plain JSON: the comments are dropped, and the installer says so.
+  stdlib, so ``json5`` loads only for a file that is not plain JSON. A rewrite
+  edits the text in place (:func:`edit_json_servers`): only the server entries
+  that changed are rewritten, every other byte (comments, layout, other keys:
+  Gemini's ``security.auth``, hooks) is kept. When that cannot be done (a layout
+  this editor does not know), the file is written as plain JSON and the
+  installer says the comments were dropped.
 * **TOML** (Codex's ``config.toml``) is read with the stdlib ``tomllib`` and
   edited with ``tomlkit``, which keeps comments, blank lines, key order and
   quoting of everything it is not asked to change; ``tomllib`` cannot write.
@@ -16,15 +20,18 @@ installers pay for them, never the hook):
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeGuard
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard
 
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from tomlkit.items import Table
 
-__all__ = ["parse_jsonc", "render_toml"]
+__all__ = ["edit_json_servers", "parse_jsonc", "render_toml"]
 
 
 def parse_jsonc(text: str) -> Any:
@@ -32,6 +39,190 @@ def parse_jsonc(text: str) -> Any:
     import json5
 
     return json5.loads(text)
+
+
+@dataclass
+class _Node:
+    """A JSON value's span in the text; for an object, its members and closing brace."""
+
+    start: int
+    end: int
+    members: dict[str, tuple[int, _Node]] | None = None  # key -> (key start, value)
+    closing: int = -1
+    last_end: int = -1  # where the last member (and its comma, if any) ends
+
+
+class _Scanner:
+    """Spans of a JSON-with-comments text: enough to replace one member's value in place."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def fail(self) -> NoReturn:
+        msg = f"unexpected text at offset {self.pos}"
+        raise ValueError(msg)
+
+    def skip(self) -> None:
+        text = self.text
+        while self.pos < len(text):
+            if text[self.pos] in " \t\r\n\ufeff":
+                self.pos += 1
+            elif text.startswith("//", self.pos):
+                end = text.find("\n", self.pos)
+                self.pos = len(text) if end < 0 else end + 1
+            elif text.startswith("/*", self.pos):
+                end = text.find("*/", self.pos + 2)
+                if end < 0:
+                    self.fail()
+                self.pos = end + 2
+            else:
+                return
+
+    def string(self) -> str:
+        text, start = self.text, self.pos
+        if start >= len(text) or text[start] != '"':
+            self.fail()
+        i = start + 1
+        while i < len(text) and text[i] != '"':
+            i += 2 if text[i] == "\\" else 1
+        if i >= len(text):
+            self.fail()
+        self.pos = i + 1
+        value = json.loads(text[start : self.pos])
+        if not isinstance(value, str):
+            self.fail()
+        return value
+
+    def value(self) -> _Node:
+        self.skip()
+        start, text = self.pos, self.text
+        if start >= len(text):
+            self.fail()
+        char = text[start]
+        if char == "{":
+            return self.obj()
+        if char == "[":
+            self.pos += 1
+            self.skip()
+            while self.pos < len(text) and text[self.pos] != "]":
+                self.value()
+                self.skip()
+                if self.pos < len(text) and text[self.pos] == ",":
+                    self.pos += 1
+                    self.skip()
+            if self.pos >= len(text):
+                self.fail()
+            self.pos += 1
+            return _Node(start, self.pos)
+        if char == '"':
+            self.string()
+            return _Node(start, self.pos)
+        match = re.compile(r"-?[0-9.eE+-]+|true|false|null").match(text, start)
+        if match is None:
+            self.fail()
+        self.pos = match.end()
+        return _Node(start, self.pos)
+
+    def obj(self) -> _Node:
+        start, text = self.pos, self.text
+        self.pos += 1
+        members: dict[str, tuple[int, _Node]] = {}
+        last_end = self.pos
+        self.skip()
+        while self.pos < len(text) and text[self.pos] != "}":
+            key_start = self.pos
+            key = self.string()
+            self.skip()
+            if self.pos >= len(text) or text[self.pos] != ":":
+                self.fail()
+            self.pos += 1
+            node = self.value()
+            members[key] = (key_start, node)
+            last_end = node.end
+            self.skip()
+            if self.pos < len(text) and text[self.pos] == ",":
+                self.pos += 1
+                last_end = self.pos
+                self.skip()
+            elif self.pos < len(text) and text[self.pos] != "}":
+                self.fail()
+        if self.pos >= len(text):
+            self.fail()
+        closing = self.pos
+        self.pos += 1
+        return _Node(start, self.pos, members, closing, last_end)
+
+
+def _indent_at(text: str, pos: int) -> str:
+    line = text[text.rfind("\n", 0, pos) + 1 : pos]
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _render(value: Any, indent: str) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + indent)
+
+
+def _insert_member(text: str, obj: _Node, key: str, value: Any) -> tuple[int, int, str]:
+    """The edit (start, end, new text) that adds ``key`` as ``obj``'s last member."""
+    assert obj.members is not None
+    if obj.members:
+        first_key = next(iter(obj.members.values()))[0]
+        indent = _indent_at(text, first_key)
+        comma = "" if text[obj.last_end - 1] == "," else ","
+    else:
+        indent = _indent_at(text, obj.start) + "  "
+        comma = ""
+    member = f"{json.dumps(key, ensure_ascii=False)}: {_render(value, indent)}"
+    return obj.last_end, obj.last_end, f"{comma}\n{indent}{member}"
+
+
+def edit_json_servers(
+    original: str, scope: tuple[str, ...], key: str, servers: Mapping[str, Any]
+) -> str | None:
+    """``original`` with the servers object at ``scope``/``key`` changed to ``servers``.
+
+    Only the members that differ are rewritten (each at its own indent); every
+    other byte, comments included, is kept. None when this cannot be done in
+    place (a JSON5 layout the scanner does not read, a scope that is missing, a
+    server removed): the caller writes the whole file then.
+    """
+    try:
+        scanner = _Scanner(original)
+        root = scanner.value()
+        scanner.skip()
+        if scanner.pos != len(original) or root.members is None:
+            return None
+        holder = root
+        for part in scope:
+            found = holder.members.get(part) if holder.members is not None else None
+            if found is None or found[1].members is None:
+                return None
+            holder = found[1]
+        edits: list[tuple[int, int, str]] = []
+        current = holder.members.get(key) if holder.members is not None else None
+        if current is None:
+            edits.append(_insert_member(original, holder, key, dict(servers)))
+        else:
+            node = current[1]
+            if node.members is None or any(name not in servers for name in node.members):
+                return None
+            indent = _indent_at(original, current[0])
+            for name, value in servers.items():
+                old = node.members.get(name)
+                if old is None:
+                    edits.append(_insert_member(original, node, name, value))
+                    continue
+                key_start, old_value = old
+                if parse_jsonc(original[old_value.start : old_value.end]) != value:
+                    inner = _indent_at(original, key_start) or indent + "  "
+                    edits.append((old_value.start, old_value.end, _render(value, inner)))
+    except ValueError:
+        return None
+    text = original
+    for start, end, new in sorted(edits, key=lambda e: e[0], reverse=True):
+        text = text[:start] + new + text[end:]
+    return text
 
 
 def render_toml(original: str, data: Mapping[str, Any], path: str) -> str:

@@ -40,7 +40,9 @@ __all__ = [
 ]
 
 # Keys of a host entry that say how to reach the server (they move, or are replaced).
-_TRANSPORT_KEYS = frozenset({"type", "transport", "command", "args", "env", "url", "headers"})
+_TRANSPORT_KEYS = frozenset(
+    {"type", "transport", "command", "args", "env", "url", "httpUrl", "headers"}
+)
 _CODEX_TRANSPORT_KEYS = frozenset({"command", "args", "env", "url", "http_headers"})
 # Keys the gateway's upstream cannot carry: moving such an entry would lose part of it.
 _CANNOT_MOVE: dict[str, str] = {
@@ -52,16 +54,23 @@ _CANNOT_MOVE: dict[str, str] = {
     "cwd": "a working directory (gateway upstreams start in the gateway's)",
 }
 _INTERPOLATION = re.compile(r"\$\{[^}]*\}")
+# Gemini also expands a bare $VAR_NAME in env values.
+_BARE_INTERPOLATION = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
 _UPSTREAM_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _CODEX_TOOL_TIMEOUT_MARGIN_S = 30
 
 
 @dataclass(frozen=True)
 class StdioGateway:
-    """The host runs ``<python> -m zerto_rewind gateway --stdio --upstream NAME --config CFG``."""
+    """The host runs ``<python> -m zerto_rewind gateway --stdio --upstream NAME --config CFG``.
+
+    ``allow_privileged``: the operator accepted an upstream that runs as root or
+    as the guard's owner, so the command carries ``--allow-privileged-upstream``.
+    """
 
     python: str
     config_path: str
+    allow_privileged: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,19 +127,30 @@ def upstream_spec(host: HostSpec, name: str, entry: Any) -> dict[str, Any]:
         )
         raise UsageError(msg)
     kind = entry.get("type", entry.get("transport"))
-    if kind not in (None, "stdio", "http", "streamable-http", "streamableHttp"):
+    # "local" is Copilot's word for stdio.
+    if kind not in (None, "stdio", "local", "http", "streamable-http", "streamableHttp"):
         msg = f"{where} has type {kind!r}; the gateway reaches upstreams over stdio or HTTP only"
         raise UsageError(msg)
-    templated = sorted(_templated_fields(entry))
+    streamable = kind in ("http", "streamable-http", "streamableHttp")
+    if host.http == "gemini" and "url" in entry and "httpUrl" not in entry and not streamable:
+        msg = (
+            f"{where} has url, which {host.label} reaches over SSE; the gateway reaches "
+            "upstreams over stdio or streamable HTTP only (httpUrl)"
+        )
+        raise UsageError(msg)
+    bare = _BARE_INTERPOLATION if host.http == "gemini" else _INTERPOLATION
+    templated = sorted(_templated_fields(entry, bare))
     if templated:
         msg = (
-            f"{where}: {', '.join(templated)} use ${{…}} placeholders that only the host "
+            f"{where}: {', '.join(templated)} use $… placeholders that only the host "
             "resolves; write the literal values into the entry first"
         )
         raise UsageError(msg)
-    headers_key = "http_headers" if host.toml else "headers"
-    if "command" in entry and "url" in entry:
-        msg = f"{where} has both command and url; keep one"
+    headers_key = host.headers_key
+    # Gemini: httpUrl, or url with an explicit streamable-HTTP type
+    url_key = "url" if host.http == "gemini" and "httpUrl" not in entry else host.url_key
+    if "command" in entry and url_key in entry:
+        msg = f"{where} has both command and {url_key}; keep one"
         raise UsageError(msg)
     if "command" in entry:
         command = entry["command"]
@@ -146,22 +166,22 @@ def upstream_spec(host: HostSpec, name: str, entry: Any) -> dict[str, Any]:
         if env:
             spec["env"] = env
         return spec
-    if "url" in entry:
-        url = entry["url"]
+    if url_key in entry:
+        url = entry[url_key]
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            msg = f"{where}: url must be an http(s):// URL"
+            msg = f"{where}: {url_key} must be an http(s):// URL"
             raise UsageError(msg)
         spec = {"url": url}
         headers = _string_map(entry.get(headers_key, {}), f"{where}: {headers_key}")
         if headers:
             spec["headers"] = headers
         return spec
-    msg = f"{where} has neither command nor url"
+    msg = f"{where} has neither command nor {url_key}"
     raise UsageError(msg)
 
 
-def _templated_fields(entry: Mapping[str, Any]) -> Iterable[str]:
-    for key in ("command", "url"):
+def _templated_fields(entry: Mapping[str, Any], env_pattern: re.Pattern[str]) -> Iterable[str]:
+    for key in ("command", "url", "httpUrl"):
         if isinstance(entry.get(key), str) and _INTERPOLATION.search(entry[key]):
             yield key
     args = entry.get("args")
@@ -171,9 +191,10 @@ def _templated_fields(entry: Mapping[str, Any]) -> Iterable[str]:
                 yield f"args[{i}]"
     for key in ("env", "headers", "http_headers"):
         mapping = entry.get(key)
+        pattern = env_pattern if key == "env" else _INTERPOLATION
         if isinstance(mapping, dict):
             for name, value in mapping.items():
-                if isinstance(value, str) and _INTERPOLATION.search(value):
+                if isinstance(value, str) and pattern.search(value):
                     yield f"{key}.{name}"
 
 
@@ -203,7 +224,7 @@ def _gateway_entry(
     entry: dict[str, Any] = {}
     if isinstance(via, StdioGateway):
         if host.stdio_type:
-            entry["type"] = "stdio"
+            entry["type"] = host.stdio_type
         entry["command"] = via.python
         entry["args"] = [
             "-m",
@@ -215,6 +236,8 @@ def _gateway_entry(
             "--config",
             via.config_path,
         ]
+        if via.allow_privileged:
+            entry["args"].append("--allow-privileged-upstream")
     else:
         if host.http is None:
             msg = (
@@ -225,11 +248,14 @@ def _gateway_entry(
         header = {"Authorization": f"Bearer {via.token}"}
         if host.http == "typed":
             entry = {"type": "http", "url": via.url, "headers": header}
-        elif host.http == "plain":
-            entry = {"url": via.url, "headers": header}
         else:
-            entry = {"url": via.url, "http_headers": header}
+            entry = {host.url_key: via.url, host.headers_key: header}
     entry.update(kept)
+    # json round trip: the specs hold tuples (hashable), the host file wants lists
+    for key, value in host.entry_defaults:
+        entry.setdefault(key, json.loads(json.dumps(value)))
+    for key, value in host.entry_forced:
+        entry[key] = json.loads(json.dumps(value))
     if host.name == "codex":
         # The guard may wait for a tag up to its budget: Codex must not give up first.
         budget = _guard_budget(gateway_config)
@@ -255,11 +281,13 @@ def move_to_gateway(
     *,
     via: StdioGateway | HttpGateway,
     gateway_urls: Iterable[str] = (),
+    upstream_user: str | None = None,
 ) -> tuple[HostConfig, dict[str, Any]]:
     """Move ``server_name`` behind the gateway: returns (new host config, new gateway config).
 
     The entry's command, args and env (or url and headers) become
-    ``upstreams[server_name]`` of the gateway config; the host entry becomes the
+    ``upstreams[server_name]`` of the gateway config (with ``upstream_user`` as
+    its ``user``: who the gateway starts it as); the host entry becomes the
     gateway, keeping its host-side knobs. With :class:`HttpGateway` the token's
     digest joins ``gateway.clients`` under its client name. Neither input is
     changed. UsageError says why it cannot move (no such server, already the
@@ -287,6 +315,14 @@ def move_to_gateway(
     except UsageError as exc:
         msg = f"{file.where}: {exc}"
         raise UsageError(msg) from None
+    if upstream_user is not None:
+        if "command" not in spec:
+            msg = (
+                f"--upstream-user: {server_name!r} is an HTTP server, which runs under its own "
+                "identity elsewhere; the user applies to a stdio server (command) only"
+            )
+            raise UsageError(msg)
+        spec["user"] = upstream_user
 
     gateway = copy.deepcopy(dict(gateway_config))
     upstreams = gateway.setdefault("upstreams", {})

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ..config.settings import home_dir
 from ..errors import UsageError
@@ -24,20 +24,26 @@ __all__ = [
     "HostSpec",
     "HttpStyle",
     "candidate_files",
+    "default_paths",
     "known_files",
     "user_files",
 ]
 
-HttpStyle = Literal["typed", "plain", "codex"]
+HttpStyle = Literal["typed", "plain", "codex", "gemini"]
 
 
 @dataclass(frozen=True)
 class HostSpec:
     """One MCP host: where its server config lives and how an entry is written.
 
-    ``http`` is how an HTTP entry looks: ``typed`` (``type: http``, ``url``,
-    ``headers``), ``plain`` (``url``, ``headers``), ``codex`` (``url``,
-    ``http_headers``), or None when the file holds stdio servers only.
+    ``stdio_type`` is the ``type`` a stdio entry carries (``"stdio"``; Copilot
+    says ``"local"``), or None when stdio entries have no type. ``http`` is how
+    an HTTP entry looks: ``typed`` (``type: http``, ``url``, ``headers``),
+    ``plain`` (``url``, ``headers``), ``codex`` (``url``, ``http_headers``),
+    ``gemini`` (``httpUrl``, ``headers``: Gemini's ``url`` is SSE), or None when
+    the file holds stdio servers only. ``entry_defaults`` are keys a gateway
+    entry gets when the old entry had none (Copilot's ``tools: ["*"]``);
+    ``entry_forced`` are keys it always gets (Codex's ``required = true``).
     ``user_paths`` are the user-level files, each ``BASE/relative/path`` with
     BASE one of :data:`BASES`; the first that applies to the platform is where
     ``--user`` writes. Adding a host is adding one entry to :data:`HOSTS`.
@@ -48,10 +54,22 @@ class HostSpec:
     servers_key: str
     project_file: str | None
     toml: bool = False
-    stdio_type: bool = False
+    stdio_type: str | None = None
     http: HttpStyle | None = None
     notes: str = ""
     user_paths: tuple[str, ...] = ()
+    entry_defaults: tuple[tuple[str, Any], ...] = ()
+    entry_forced: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def url_key(self) -> str:
+        """The key of an HTTP entry's URL (``httpUrl`` for Gemini, else ``url``)."""
+        return "httpUrl" if self.http == "gemini" else "url"
+
+    @property
+    def headers_key(self) -> str:
+        """The key of an HTTP entry's headers (``http_headers`` for Codex, else ``headers``)."""
+        return "http_headers" if self.toml else "headers"
 
 
 # Where user-level files live; macOS-only bases come first on macOS.
@@ -64,7 +82,7 @@ HOSTS: dict[str, HostSpec] = {
         "Claude Code",
         "mcpServers",
         ".mcp.json",
-        stdio_type=True,
+        stdio_type="stdio",
         http="typed",
         user_paths=("claude/.claude.json",),
     ),
@@ -92,7 +110,7 @@ HOSTS: dict[str, HostSpec] = {
         "VS Code",
         "servers",
         ".vscode/mcp.json",
-        stdio_type=True,
+        stdio_type="stdio",
         http="typed",
         user_paths=("xdg/Code/User/mcp.json", "mac/Code/User/mcp.json"),
     ),
@@ -104,6 +122,29 @@ HOSTS: dict[str, HostSpec] = {
         toml=True,
         http="codex",
         user_paths=("codex/config.toml",),
+        # Codex starts its first model request without a server still starting
+        # unless it is required: fail closed, no session without its VM tools.
+        entry_forced=(("required", True),),
+    ),
+    "gemini": HostSpec(
+        "gemini",
+        "Gemini CLI",
+        "mcpServers",
+        ".gemini/settings.json",
+        http="gemini",
+        user_paths=("home/.gemini/settings.json",),
+    ),
+    "copilot": HostSpec(
+        "copilot",
+        "GitHub Copilot CLI",
+        "mcpServers",
+        None,
+        stdio_type="local",
+        http="typed",
+        notes="its MCP config is per user",
+        user_paths=("home/.copilot/mcp-config.json",),
+        # Copilot offers a server's tools only when the entry lists them.
+        entry_defaults=(("tools", ("*",)),),
     ),
 }
 
@@ -162,6 +203,14 @@ def user_files(host: HostSpec, env: Mapping[str, str], *, platform: str = "") ->
     # a stable sort: on macOS the macOS-only paths move first, elsewhere last
     split.sort(key=lambda parts: (parts[0] in _MAC_ONLY) != mac)
     return [os.path.join(bases[base], *rest.split("/")) for base, rest in split]
+
+
+def default_paths(host: HostSpec, env: Mapping[str, str]) -> list[str]:
+    """Where the host keeps its servers by default, for ``--help``: user files, then project."""
+    paths = user_files(host, env)
+    if host.project_file:
+        paths.append(os.path.join("DIR", host.project_file))
+    return paths
 
 
 def candidate_files(

@@ -106,6 +106,7 @@ def test_everything_passes_for_a_correct_install(
         "hook onFailure": "pass",
         "hook matcher": "pass",
         "mcp servers": "pass",
+        "gateway bypass": "pass",  # no other host's config file is present
     }
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -30,6 +32,8 @@ from zerto_rewind.cli.install_mcp_host import main
 from zerto_rewind.config.loader import load_settings
 from zerto_rewind.gateway.http import token_digest
 from zerto_rewind.gateway.upstream_user import ALLOW_FLAG as ALLOW  # the stand-in runs as root
+from zerto_rewind.hostconfig.formats import parse_jsonc
+from zerto_rewind.hostconfig.specs import HOSTS
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -67,6 +71,30 @@ def run(argv: list[str], home: Path, capsys: pytest.CaptureFixture[str]) -> tupl
     code = run_command("install mcp-host", lambda: main(argv, env))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def cli(*argv: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """``zerto-rewind install mcp-host ARGV`` as its own process, HOME in a temp dir."""
+    env = {"HOME": str(home), "PATH": os.environ.get("PATH", ""), "USER": "alice"}
+    return subprocess.run(
+        [sys.executable, "-m", "zerto_rewind", "install", "mcp-host", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+async def list_through(box: Sandbox, entry: dict[str, Any], *extra: str) -> str:
+    """Start the gateway exactly as the stdio host entry says; call list_vms through it."""
+    params = StdioServerParameters(
+        command=entry["command"], args=[*entry["args"], *extra], env=host_env(box, entry)
+    )
+    async with Client(params, cache=None) as c:
+        listed = await c.call_tool("list_vms", {})
+    assert not listed.is_error, text_of(listed)
+    return text_of(listed)
 
 
 def host_env(box: Sandbox, entry: dict[str, Any]) -> dict[str, str]:
@@ -188,6 +216,7 @@ async def test_codex_stdio_end_to_end(
     assert data["mcp_servers"]["docs"] == {"url": "https://docs.example.com/mcp"}
     moved = data["mcp_servers"]["vsphere"]
     assert moved["tool_timeout_sec"] >= 10
+    assert moved["required"] is True  # Codex must not start the session without it
     assert gateway_upstream(box)["env"]["VCENTER_PASSWORD"] == PASSWORD
 
     params = StdioServerParameters(
@@ -275,3 +304,140 @@ def test_refusals_change_nothing(
     assert "clear text" in err
     assert (host_file.read_text(), Path(box.config_path).read_text()) == (before_host, before_gw)
     assert not (Path(box.config_path).parent / "host-backups").exists()
+
+
+# Gemini CLI keeps its auth, hooks and more in the same settings.json, comments allowed.
+GEMINI_TEXT = """{
+  // written by hand: the auth the CLI needs offline
+  "security": {"auth": {"selectedType": "gemini-api-key"}},
+  "hooks": {"BeforeTool": []},
+  /* the servers */
+  "mcpServers": {
+    "vsphere": @ENTRY@,
+    "docs": {"httpUrl": "https://docs.example.com/mcp", "timeout": 5000},
+  },
+}
+"""
+
+
+async def test_gemini_stdio_through_the_cli(box: Sandbox, actions_log: Path, home: Path) -> None:
+    """~/.gemini/settings.json: the entry moves; comments and every other key stay."""
+    settings = home / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    entry = {**vm_entry(box, actions_log), "trust": False, "timeout": 30000}
+    settings.write_text(GEMINI_TEXT.replace("@ENTRY@", json.dumps(entry)))
+    done = cli("gemini", "--server", "vsphere", "--user", "--gateway-config", box.config_path,
+               home=home)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert PASSWORD not in done.stdout + done.stderr
+    text = settings.read_text()
+    assert PASSWORD not in text
+    kept = [
+        "// written by hand: the auth the CLI needs offline",
+        "/* the servers */",
+        '"security": {"auth": {"selectedType": "gemini-api-key"}}',
+        '"hooks": {"BeforeTool": []}',
+        '"docs": {"httpUrl": "https://docs.example.com/mcp", "timeout": 5000},',
+    ]
+    for line in kept:
+        assert line in text
+    assert "comments were dropped" not in done.stdout
+    moved = parse_jsonc(text)["mcpServers"]["vsphere"]
+    assert moved["command"] == os.path.abspath(sys.executable)
+    assert shlex.join(moved["args"][:6]) == "-m zerto_rewind gateway --stdio --upstream vsphere"
+    assert (moved["trust"], moved["timeout"]) == (False, 30000)  # the host's knobs stay
+    assert "type" not in moved  # Gemini tells stdio by command
+    assert gateway_upstream(box)["env"]["VCENTER_PASSWORD"] == PASSWORD
+    # root runs this test: the gateway would refuse the upstream, and the install says so
+    assert "WARNING:     the gateway will refuse to start 'vsphere'" in done.stderr
+    assert "--upstream-user NAME" in done.stderr
+    assert "jp-ubuntu" in await list_through(box, moved, ALLOW)
+
+
+def test_gemini_http_entry_is_httpurl(box: Sandbox, actions_log: Path, home: Path) -> None:
+    """--url: Gemini's streamable-HTTP key is httpUrl (its url is SSE), headers beside it."""
+    settings = home / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"mcpServers": {"vsphere": vm_entry(box, actions_log)}}))
+    port = free_port()
+    done = cli("gemini", "--server", "vsphere", "--user", "--gateway-config", box.config_path,
+               "--url", f"http://127.0.0.1:{port}", home=home)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (token,) = re.findall(r"shown once\): (\S+)", done.stdout)
+    entry = json.loads(settings.read_text())["mcpServers"]["vsphere"]
+    assert entry == {
+        "httpUrl": f"http://127.0.0.1:{port}/mcp/vsphere",
+        "headers": {"Authorization": f"Bearer {token}"},
+    }
+
+
+async def test_copilot_local_through_the_cli(box: Sandbox, actions_log: Path, home: Path) -> None:
+    """~/.copilot/mcp-config.json: a type-local server moves; the gateway entry is local too."""
+    config = home / ".copilot" / "mcp-config.json"
+    config.parent.mkdir()
+    entry = {"type": "local", **vm_entry(box, actions_log), "tools": ["*"]}
+    other = {"type": "http", "url": "https://api.example.com/mcp", "tools": ["search"]}
+    config.write_text(json.dumps({"mcpServers": {"vsphere": entry, "search": other}}, indent=2))
+    done = cli("copilot", "--server", "vsphere", "--gateway-config", box.config_path, ALLOW,
+               home=home)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "WARNING" not in done.stdout + done.stderr
+    assert f"it would run as root (root (uid 0)), who can read and change every file; " \
+        f"accepted by {ALLOW}" in done.stdout  # fmt: skip
+    data = json.loads(config.read_text())
+    assert data["mcpServers"]["search"] == other
+    moved = data["mcpServers"]["vsphere"]
+    assert moved["type"] == "local"
+    assert moved["tools"] == ["*"]
+    assert moved["args"][-1] == ALLOW  # the operator's choice, on the host's gateway command
+    assert PASSWORD not in config.read_text()
+    assert gateway_upstream(box)["env"]["VCENTER_PASSWORD"] == PASSWORD
+    assert "jp-ubuntu" in await list_through(box, moved)
+
+
+def copilot_with_user(
+    box: Sandbox, actions_log: Path, home: Path, user: str
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A Copilot file holding the stand-in; ``install mcp-host copilot --upstream-user USER``."""
+    config = home / ".copilot" / "mcp-config.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"mcpServers": {"vsphere": vm_entry(box, actions_log)}}))
+    done = cli("copilot", "--server", "vsphere", "--gateway-config", box.config_path,
+               "--upstream-user", user, home=home)  # fmt: skip
+    return config, done
+
+
+def test_upstream_user_is_written_and_the_install_stays_quiet(
+    box: Sandbox, actions_log: Path, home: Path
+) -> None:
+    """--upstream-user nobody: upstreams.vsphere.user; root can switch to it, so no warning."""
+    _config, done = copilot_with_user(box, actions_log, home, "nobody")
+    assert done.returncode == 0, done.stderr
+    assert "WARNING" not in done.stdout + done.stderr
+    assert gateway_upstream(box)["user"] == "nobody"
+    load_settings(box.env())  # a valid gateway config, user included
+
+
+def test_upstream_user_that_does_not_exist_writes_nothing(
+    box: Sandbox, actions_log: Path, home: Path
+) -> None:
+    """An unknown --upstream-user is refused before anything is written."""
+    before = Path(box.config_path).read_text()
+    config, done = copilot_with_user(box, actions_log, home, "zr-no-such-user")
+    assert done.returncode == 1
+    assert "no user named 'zr-no-such-user'" in done.stderr
+    assert Path(box.config_path).read_text() == before
+    assert json.loads(config.read_text())["mcpServers"]["vsphere"] == vm_entry(box, actions_log)
+
+
+def test_help_lists_every_target_with_its_default_path(home: Path) -> None:
+    """--help is generated from HOSTS: every target, its user file under HOME, its project file."""
+    done = cli("--help", home=home)
+    assert done.returncode == 0, done.stderr
+    for name, host in HOSTS.items():
+        assert f"  {name} " in done.stdout
+        if host.project_file:
+            assert f"DIR/{host.project_file}" in done.stdout
+    assert f"{home}/.gemini/settings.json" in done.stdout
+    assert f"{home}/.copilot/mcp-config.json" in done.stdout
+    assert f"{home}/.codex/config.toml" in done.stdout

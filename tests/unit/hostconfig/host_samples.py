@@ -145,3 +145,31 @@ GATEWAY_ARGS = ["-m", "zerto_rewind", "gateway", "--stdio", "--upstream", "vsphe
 def claude_config(tmp_path: Path, servers: dict[str, Any]) -> Any:
     path = write(tmp_path / ".mcp.json", {"mcpServers": servers})
     return read_host_config(HostFile(HOSTS["claude-code"], str(path)))
+
+
+GEMINI_TEXT = """{
+  // Gemini CLI's own settings
+  "security": {"auth": {"selectedType": "gemini-api-key"}},
+  "mcpServers": {
+    "vsphere": {
+      "command": "uvx",
+      "args": ["mcvsphere"],
+      "env": {"VCENTER_HOST": "vc.lab.local", "VCENTER_PASSWORD": "@PASSWORD@"},
+      "trust": false
+    },
+    "docs": {"httpUrl": "https://docs.example.com/mcp"} // an unrelated server
+  }
+}
+""".replace("@PASSWORD@", PASSWORD)
+
+COPILOT: dict[str, Any] = {
+    "mcpServers": {
+        "vsphere": {
+            "type": "local",
+            "command": "uvx",
+            "args": ["mcvsphere"],
+            "env": VSPHERE_ENV,
+            "tools": ["list_vms", "power_off_vm"],
+        },
+    }
+}

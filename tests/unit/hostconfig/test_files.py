@@ -37,6 +37,7 @@ from zerto_rewind.hostconfig.files import (
     write_gateway_config,
     write_host_config,
 )
+from zerto_rewind.hostconfig.formats import parse_jsonc
 from zerto_rewind.hostconfig.move import move_to_gateway
 from zerto_rewind.hostconfig.specs import HOSTS, HostFile, candidate_files
 from zerto_rewind.netutil import token_digest
@@ -152,7 +153,11 @@ def test_vscode_jsonc_round_trip(tmp_path: Path) -> None:
         "env": {"VSPHERE_SERVER": "vc.lab.local", "VSPHERE_PASSWORD": PASSWORD},
     }
     assert moved.servers["vsphere"]["type"] == "stdio"
-    data = json.loads(render_host_config(moved))
+    text = render_host_config(moved)
+    assert "// VM tools for the agent" in text  # the comments survive the edit
+    assert "/* an unrelated server */" in text
+    data = parse_jsonc(text)
+    assert data == moved.data
     assert data["inputs"][0]["id"] == "gh-token"
     assert data["servers"]["github"]["headers"] == {"Authorization": "Bearer ${input:gh-token}"}
     assert PASSWORD not in render_host_config(moved)
@@ -179,6 +184,7 @@ def test_codex_toml_stdio_keeps_the_rest_of_the_file(tmp_path: Path) -> None:
         "args": [*GATEWAY_ARGS, "--config", CFG],
         "startup_timeout_sec": 20,  # a host-side knob stays
         "tool_timeout_sec": 150,  # guard budget 120 s + margin: Codex waits for the tag
+        "required": True,  # fail closed: no Codex session without its VM tools
     }
     assert data["mcp_servers"]["docs"] == {
         "url": "https://docs.example.com/mcp",

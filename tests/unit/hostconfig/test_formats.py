@@ -59,3 +59,25 @@ def test_vscode_jsonc_comments_are_read(tmp_path: Path) -> None:
     write(path, text)
     odd = read_host_config(HostFile(HOSTS["vscode"], str(path)))
     assert odd.servers["a"] == {"url": "https://x.example/mcp//v1", "args": ["/*"]}
+
+
+def test_json_edit_keeps_every_other_byte_and_adds_to_an_empty_file_object() -> None:
+    """Only the changed entry is rewritten; a missing servers object is added at the end."""
+    from zerto_rewind.hostconfig.formats import edit_json_servers, parse_jsonc
+
+    text = (
+        '{\n  "a": 1, // one\n  "mcpServers": {\n    "x": {"command": "old"},\n'
+        '    "y": 2,\n  }\n}\n'
+    )
+    edited = edit_json_servers(text, (), "mcpServers", {"x": {"command": "new"}, "y": 2})
+    assert edited is not None
+    assert edited.startswith('{\n  "a": 1, // one\n  "mcpServers": {\n    "x": {\n')
+    assert '    "y": 2,\n  }\n}\n' in edited
+    assert parse_jsonc(edited) == {"a": 1, "mcpServers": {"x": {"command": "new"}, "y": 2}}
+    added = edit_json_servers('{"a": 1 /* c */}', (), "mcpServers", {"x": {}})
+    assert added is not None
+    assert "/* c */" in added
+    assert parse_jsonc(added) == {"a": 1, "mcpServers": {"x": {}}}
+    # a removal, or a text the scanner cannot follow, is left to a whole rewrite
+    assert edit_json_servers(text, (), "mcpServers", {"x": {}}) is None
+    assert edit_json_servers("{a: 1}", (), "mcpServers", {}) is None

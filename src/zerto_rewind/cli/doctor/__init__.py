@@ -12,7 +12,9 @@ One module per concern:
   ``onFailure``, matcher);
 * :mod:`.thin`: a thin hook and the guard service it asks;
 * :mod:`.mcp`: the MCP servers of Claude Code's configs, against catalog and matcher;
-* :mod:`.gateway`: host configs that reach a VM server around the gateway;
+* :mod:`.gateway`: host configs that reach a VM server around the gateway (every
+  host's files; with no hook installed and a gateway entry found, these and the
+  gateway config's checks replace the Claude Code hook checks);
 * :mod:`.upstreams`: who each stdio VM server runs as, and what of the guard it can reach;
 * :mod:`.live`: the catalog against a server's live ``tools/list``, and pattern ties;
 * :mod:`.files` and :mod:`.access`: ``--as-user``, which guard files the agent's user
@@ -30,7 +32,9 @@ from collections.abc import Mapping, Sequence
 
 from ...claude_code.settings_file import MANAGED_SETTINGS, is_thin_hook
 from ...config.settings import config_path, home_dir
+from ...hostconfig.bypass import Finding, bypass_findings
 from ...hostconfig.claude import read_sources
+from ...hostconfig.specs import HOSTS, known_files
 from .access import User, lookup_user
 from .check import Check
 from .config import (
@@ -42,6 +46,7 @@ from .config import (
     tls_check,
     vm_arg_check,
 )
+from .gateway import doctor_bypass_checks
 from .hook import SettingsFile, hook_config, host_checks, installed_matchers
 from .live import live_checks, tie_check
 from .mcp import mcp_server_checks
@@ -72,6 +77,7 @@ def run_checks(
     managed_files: Sequence[str] = (),
     as_user: User | None = None,
     allow_privileged_upstream: bool = False,
+    host: str | None = None,
 ) -> list[Check]:
     """Run every check; ``settings_files=None`` looks in ./.claude and ~/.claude.
 
@@ -82,6 +88,11 @@ def run_checks(
     With ``as_user`` (the user who runs the agent), every guard file that user could
     change and every credential it could read is a failure (:mod:`.files`).
     ``allow_privileged_upstream``: the gateway runs with that flag (a root upstream warns).
+    ``host`` (a :data:`~zerto_rewind.hostconfig.specs.HOSTS` name) narrows the
+    doctor to that host's config files; the Claude Code hook checks run only for
+    ``claude-code`` (or no ``host``). Every host's MCP files are scanned for
+    servers that bypass the gateway; with no hook installed and a gateway entry
+    found, the gateway checks replace the hook checks.
     """
     env = dict(os.environ if env is None else env)
     explicit = settings_files is not None
@@ -92,18 +103,24 @@ def run_checks(
             project_dirs = [os.getcwd()]
     if project_dirs is None:
         project_dirs = _projects_of(settings_files, home)
+    hook_host = host in (None, "claude-code")
     hosts = [SettingsFile.read(path, explicit=explicit) for path in settings_files]
     hosts += [SettingsFile.read(path, explicit=True) for path in managed_files]
+    if not hook_host:
+        hosts = []  # only Claude Code has this hook
+    handlers = [handler for h in hosts for _entry, handler in h.hooks]
+    host_files = [f for f in known_files(env, project_dirs) if host in (None, f.host.name)]
+    through = [f for f in bypass_findings(env, files=host_files) if f.kind == "gateway"]
+    gateway_mode = not handlers and (bool(through) or not hook_host)
     origin = ""
     if config:
         env["ZERTO_REWIND_CONFIG"] = config
     elif not env.get("ZERTO_REWIND_CONFIG"):
-        # No config named: check the one the installed hook uses.
-        found = hook_config(hosts)
+        # No config named: check the one the installed hook (or gateway entry) uses.
+        found = hook_config(hosts) or _gateway_config(through)
         if found:
             env["ZERTO_REWIND_CONFIG"] = found[0]
-            origin = f" (named by the hook in {found[1]})"
-    handlers = [handler for host in hosts for _entry, handler in host.hooks]
+            origin = f" (named by the {'gateway entry' if not handlers else 'hook'} in {found[1]})"
     if handlers and all(map(is_thin_hook, handlers)) and not env.get("ZERTO_REWIND_CONFIG"):
         # Thin hooks only, and no config named: the service holds config and credentials.
         detail = "the installed hooks are thin: the guard service holds the config"
@@ -117,10 +134,17 @@ def run_checks(
             checks.append(approvals_check(settings))
         checks += upstream_checks(settings, allow_privileged=allow_privileged_upstream)
         checks.append(tie_check(settings))
-    checks += host_checks(hosts, settings, config_path(env), thin=thin_hook_checks)
-    sources = read_sources(env, projects=project_dirs, extra_files=mcp_files)
-    if settings is not None or not handlers or not all(map(is_thin_hook, handlers)):
-        checks += mcp_server_checks(sources, settings, installed_matchers(hosts))
+    if gateway_mode:
+        checks.append(_gateway_setup_check(through, host))
+    else:
+        checks += host_checks(hosts, settings, config_path(env), thin=thin_hook_checks)
+        sources = read_sources(env, projects=project_dirs, extra_files=mcp_files)
+        if settings is not None or not handlers or not all(map(is_thin_hook, handlers)):
+            checks += mcp_server_checks(sources, settings, installed_matchers(hosts))
+    # With a hook installed, Claude Code's own files are the MCP check's (the hook
+    # guards the servers there); every other host has only the gateway.
+    scanned = [f for f in host_files if not handlers or f.host.name != "claude-code"]
+    checks += doctor_bypass_checks(env, settings=settings, files=scanned)
     if as_user is not None:
         from .files import access_report
 
@@ -128,6 +152,29 @@ def run_checks(
             as_user, settings=settings, hosts=hosts, env=env, project_dirs=project_dirs
         )
     return checks
+
+
+def _gateway_config(through: Sequence[Finding]) -> tuple[str, str] | None:
+    """The config a stdio gateway entry names, and where: what a gateway-only doctor checks."""
+    for finding in through:
+        if finding.config:
+            return finding.config, f"{finding.where} ({finding.server})"
+    return None
+
+
+def _gateway_setup_check(through: Sequence[Finding], host: str | None) -> Check:
+    """Why the doctor checks the gateway and not the Claude Code hook."""
+    entries = [f"{f.where} {f.server}" for f in through]
+    if entries:
+        detail = (
+            "no zerto-rewind hook installed; the gateway guards these host entries, so "
+            "the gateway checks run instead of the hook checks: " + ", ".join(entries)
+        )
+        return Check("gateway setup", "pass", detail)
+    label = HOSTS[host].label if host in HOSTS else str(host)
+    detail = f"{label} has no zerto-rewind hook, and none of its config files reaches the gateway"
+    fix = f"zerto-rewind install mcp-host {host} --server NAME (see docs/gateway.md)"
+    return Check("gateway setup", "fail", detail, fix)
 
 
 def _projects_of(settings_files: Sequence[str], home: str) -> list[str]:
@@ -191,6 +238,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the gateway runs with this flag: an upstream as root or as the guard's owner warns",
     )
+    parser.add_argument(
+        "--host",
+        choices=list(HOSTS),
+        metavar="HOST",
+        help="check only this agent host's files (" + ", ".join(HOSTS) + ")",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     return parser
 
@@ -231,6 +284,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         managed_files=managed_files,
         as_user=as_user,
         allow_privileged_upstream=args.allow_privileged_upstream,
+        host=args.host,
     )
     if args.server:
         checks += _live(args, command, env)

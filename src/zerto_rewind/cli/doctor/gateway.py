@@ -1,10 +1,14 @@
 """The doctor's gateway checks: does any host config still reach a VM server directly?
 
 Reads every MCP host config :mod:`zerto_rewind.hostconfig` knows (Claude
-Code, Claude Desktop, Cursor, VS Code, Codex: user files, and the project
-directories given) and turns its findings into :class:`~.config.Check`
-lines: one per file read (what each server entry was found to be), one per
-file that exists but could not be read, one listing the files not present.
+Code, Claude Desktop, Cursor, VS Code, Codex, Gemini CLI, Copilot CLI: user
+files, and the project directories given) and turns its findings into
+:class:`~.config.Check` lines: one per file read (what each server entry was
+found to be), one per file that exists but could not be read, one listing the
+files not present. A VM server reached directly with credentials in the host
+file (the agent can read them) fails, naming the entry and the keys, never a
+value; one the gateway also serves fails; one that only looks like a VM server,
+with no credentials in the file, warns.
 """
 
 from __future__ import annotations
@@ -82,11 +86,20 @@ def _file_check(path: str, found: list[Finding], upstreams: set[str] | None, con
                 fixes.append(f"add upstream {f.upstream!r} to {config}")
                 status = "fail" if status == "fail" else "warn"
         else:
-            concluded.append(
-                f"{label}: reaches a VM server directly, not through the gateway ({f.detail})"
-            )
+            line = f"{label}: reaches a VM server directly, not through the gateway ({f.detail})"
             fixes.append(_install_fix(f, config))
-            status = "fail"
+            if f.credentials:
+                line += (
+                    f", with credentials in this file the agent can read ("
+                    f"{', '.join(f.credentials)})"
+                )
+                status = "fail"
+            elif f.detail.startswith("the gateway config serves"):
+                status = "fail"
+            else:
+                line += ", no credentials in this file"
+                status = "fail" if status == "fail" else "warn"
+            concluded.append(line)
     detail = f"read {path}: " + "; ".join(concluded)
     return Check(_NAME, status, detail, "; ".join(fixes))
 

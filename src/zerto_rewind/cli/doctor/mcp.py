@@ -107,6 +107,9 @@ def _conclude(
     probe = f"mcp__{name}__{_PROBE}"
     hooked = matchers is None or any(test(probe) for test in matchers)
     if name in catalog_servers:
+        if matchers is None:
+            # No hook to compare with ("hook installed" says so): claim only the catalog.
+            return f"a VM server ({why}); the catalog covers mcp__{name}__* (no hook found)", ""
         if hooked:
             return f"a VM server ({why}); the catalog and the matcher cover mcp__{name}__*", ""
         verdict = (
