@@ -124,8 +124,7 @@ class HostCLI:
     package: str
     version: str
     binary: str
-    # ``install mcp-host`` target and ``--file`` override (None: the target's default path)
-    target: str
+    target: str  # the ``install mcp-host`` target (its ``--user`` file is ``config_file``)
     tool_name: Callable[[str, str], str]  # (server, tool) -> the name the model calls
     config_file: Callable[[HostHome], Path]  # where the host keeps its MCP servers
     run_args: Callable[[HostHome, str], list[str]]
@@ -133,7 +132,6 @@ class HostCLI:
     prepare: Callable[[HostHome, str], None]  # write the model provider's settings
     add_server_args: Callable[[str, Sequence[str], Mapping[str, str]], list[str]]
     parse: Callable[[list[dict[str, Any]]], Parsed]
-    install_file: bool = False  # TODO(i20-host): the target's own default path once it exists
 
     @property
     def path(self) -> Path:
@@ -261,12 +259,13 @@ class HostHome:
         change(config.servers[name])
         self.config_file.write_text(render_host_config(config), encoding="utf-8")
 
-    def install_gateway(self, name: str, gateway_config: str) -> subprocess.CompletedProcess[str]:
-        """``zerto-rewind install mcp-host <target> --server NAME``, run as a user would."""
-        where = ["--file", str(self.config_file)] if self.host.install_file else ["--user"]
+    def install_gateway(
+        self, name: str, gateway_config: str, *extra: str
+    ) -> subprocess.CompletedProcess[str]:
+        """``zerto-rewind install mcp-host <target> --server NAME --user``, as a user would."""
         args = [
             sys.executable, "-m", "zerto_rewind", "install", "mcp-host", self.host.target,
-            "--server", name, *where, "--gateway-config", gateway_config,
+            "--server", name, "--user", "--gateway-config", gateway_config, *extra,
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZERTO_")}
         env.update(HOME=str(self.home), CODEX_HOME=str(self.codex_home),
@@ -441,10 +440,7 @@ GEMINI = HostCLI(
     package="@google/gemini-cli",
     version="0.61.0",
     binary="gemini",
-    # TODO(i20-host): the `gemini` install target; until then the `cursor` target's format
-    # (mcpServers, plain command/args/env) on --file ~/.gemini/settings.json.
-    target="cursor",
-    install_file=True,
+    target="gemini",
     tool_name=lambda server, tool: f"mcp_{server}_{tool}",
     config_file=lambda home: home.home / ".gemini" / "settings.json",
     run_args=lambda home, prompt: ["-p", prompt, "--yolo", "--skip-trust", "-o", "json"],
@@ -494,10 +490,7 @@ COPILOT = HostCLI(
     package="@github/copilot",
     version="1.0.102",
     binary="copilot",
-    # TODO(i20-host): the `copilot` install target (it writes "type": "local"); until then
-    # the `cursor` target on --file ~/.copilot/mcp-config.json, with the type edited by hand.
-    target="cursor",
-    install_file=True,
+    target="copilot",
     tool_name=lambda server, tool: f"{server}-{tool}",
     config_file=lambda home: home.home / ".copilot" / "mcp-config.json",
     run_args=lambda home, prompt: ["-p", prompt, "--yolo", "--output-format", "json"],

@@ -94,26 +94,24 @@ def wired(
     plain = home.entry(SERVER)
     assert plain["command"] == mcvsphere_command()[0]
     assert plain["env"] == rig.vcenter.mcvsphere_env()
-    if host.name == "copilot":
-        # TODO(i20-host): the copilot target takes "type": "local"; the cursor target refuses it.
-        home.edit_entry(SERVER, lambda entry: entry.pop("type"))
-    home.install_gateway(SERVER, rig.box.config_path)
+    # The hosts run as root here: the gateway refuses a root upstream unless told.
+    home.install_gateway(SERVER, rig.box.config_path, ALLOW_FLAG)
     installed = home.entry(SERVER)
     # What the move promises: the host file keeps no vCenter credential, the gateway has them.
     assert "env" not in installed
     assert rig.vcenter.password not in home.config_file.read_text(encoding="utf-8")
-    assert installed["args"][-2:] == ["--config", rig.box.config_path]
-
-    def as_root(entry: dict[str, Any]) -> None:
-        # The hosts run as root here: the gateway refuses a root upstream unless told.
-        entry["args"].append(ALLOW_FLAG)
-        if host.name == "codex":
-            entry["required"] = True  # TODO(i20-host): install writes it; then assert it instead
-        if host.name == "copilot":
-            entry["type"] = "local"  # TODO(i20-host): the copilot target writes it
-
-    home.edit_entry(SERVER, as_root)
+    assert installed["args"][-3:] == ["--config", rig.box.config_path, ALLOW_FLAG]
+    assert INSTALLED_KEYS[host.name].items() <= installed.items(), installed
     return Wired(host, home, rig, model, plain, installed)
+
+
+# What `install mcp-host` writes for each host beside the gateway command.
+INSTALLED_KEYS: dict[str, dict[str, Any]] = {
+    # required: Codex does not wait for a server that is not (docs/hosts.md, start-up race)
+    "codex": {"required": True, "tool_timeout_sec": 33},  # guard budget (3 s) + 30 s
+    "copilot": {"type": "local", "tools": ["*"]},
+    "gemini": {},
+}
 
 
 def _only(results: list[Any]) -> Any:
