@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import _json  # CPython's C accelerator behind json
 
-__all__ = ["JSONDecodeError", "loads"]
+__all__ = ["JSONDecodeError", "loads", "loads_hook_input"]
 
 _WHITESPACE = " \t\n\r"
 
@@ -85,3 +85,23 @@ def _skip_ws(text: str, pos: int) -> int:
     while pos < len(text) and text[pos] in _WHITESPACE:
         pos += 1
     return pos
+
+
+def loads_hook_input(data: bytes, max_bytes: int) -> dict[str, object]:
+    """A hook's stdin as a JSON object of at most ``max_bytes``; ValueError says what is wrong.
+
+    Every hook (Claude Code's and the other hosts') reads its payload this way and
+    turns the ValueError into its host's blocking error.
+    """
+    if len(data) > max_bytes:
+        msg = f"hook input is {len(data)} bytes, more than the {max_bytes} accepted"
+        raise ValueError(msg)
+    try:
+        raw = loads(data)
+    except ValueError as exc:
+        msg = f"hook input is not valid JSON: {exc}"
+        raise ValueError(msg) from None
+    if not isinstance(raw, dict):
+        msg = "hook input must be a JSON object"
+        raise ValueError(msg)
+    return raw

@@ -23,6 +23,9 @@ RANKS: dict[str, int] = {
     "_fastjson": 0,
     "netutil": 0,
     "fsutil": 1,
+    "service_client": 1,
+    "agent_hooks": 6,
+    "selfprotect": 1,
     "config": 2,
     "zvm": 3,
     "sim": 3,
@@ -110,7 +113,7 @@ def test_core_knows_no_door() -> None:
         seen.add(current)
         todo.extend(GRAPH.get(current, ()))
     reached = {folder(m) for m in seen}
-    doors = {"claude_code", "mcp_server", "gateway", "cli", "recovery", "sim"}
+    doors = {"claude_code", "agent_hooks", "mcp_server", "gateway", "cli", "recovery", "sim"}
     assert reached.isdisjoint(doors), reached
 
 

@@ -45,10 +45,10 @@ from .install_plan import (
     plan_thin_hook,
 )
 from .install_socket import socket_identity, user_name
-from .service import fetch_catalog, service_options
+from .service import ServiceCatalog, fetch_catalog, service_options
 from .settings_file import managed_settings_file, read_settings, settings_file, write_settings
 
-__all__ = ["apply_plan", "install", "read_current"]
+__all__ = ["apply_plan", "install", "reach_service", "read_current"]
 
 
 def install(options: InstallOptions, env: Mapping[str, str]) -> None:
@@ -124,37 +124,14 @@ def _install_thin(options: InstallOptions, env: Mapping[str, str]) -> None:
     """``--service URL``: the thin hook, matched on the service's own catalog."""
     check_service_options(options)
     python = _python(options)
-    service = options.service or ""
-    service_uid: int | None = None
-    identity = ""
-    if service.startswith("unix:"):
-        try:
-            service_uid, identity = socket_identity(
-                service[5:], service_user=options.service_user, agent_user=options.agent_user
-            )
-        except InstallRefused as exc:
-            msg = f"{exc}\nNot installed."
-            raise InstallRefused(msg) from None
-    elif options.service_user and not options.managed:
-        msg = (
-            "--service-user is checked on a unix socket only: an https service is told from "
-            "another by its certificate (--ca-file)"
-        )
-        raise InstallRefused(msg)
-    opts = service_options(
-        service,
-        token_file=os.path.abspath(options.token_file) if options.token_file else None,
-        ca_file=os.path.abspath(options.ca_file) if options.ca_file else None,
-        service_user=None if service_uid is None else str(service_uid),
+    _, remote, service_uid, identity = reach_service(
+        options.service or "",
+        service_user=options.service_user,
+        agent_user=options.agent_user,
+        token_file=options.token_file,
+        ca_file=options.ca_file,
+        managed=options.managed,
     )
-    try:
-        remote = fetch_catalog(opts)
-    except ConfigError as exc:
-        msg = (
-            f"{exc}\nNot installed: start the service (zerto-rewind gateway --socket PATH, or "
-            "--listen), or check the URL, --service-user, --token-file and --ca-file."
-        )
-        raise InstallRefused(msg) from None
     plan = plan_thin_hook(
         options,
         remote,
@@ -165,6 +142,54 @@ def _install_thin(options: InstallOptions, env: Mapping[str, str]) -> None:
         identity=identity,
     )
     apply_plan(plan, dry_run=options.dry_run)
+
+
+def reach_service(
+    service: str,
+    *,
+    service_user: str | None,
+    agent_user: str | None,
+    token_file: str | None,
+    ca_file: str | None,
+    managed: bool = False,
+) -> tuple[dict[str, str], ServiceCatalog, int | None, str]:
+    """(the client's options, the service's catalog, the uid it must run as, a summary line).
+
+    Every thin hook's installer asks the service this way: on a unix socket its
+    owner is checked (:func:`.install_socket.socket_identity`) before its catalog
+    is read. InstallRefused, saying what to do, when it cannot be trusted or reached.
+    """
+    service_uid: int | None = None
+    identity = ""
+    if service.startswith("unix:"):
+        try:
+            service_uid, identity = socket_identity(
+                service[5:], service_user=service_user, agent_user=agent_user
+            )
+        except InstallRefused as exc:
+            msg = f"{exc}\nNot installed."
+            raise InstallRefused(msg) from None
+    elif service_user and not managed:
+        msg = (
+            "--service-user is checked on a unix socket only: an https service is told from "
+            "another by its certificate (--ca-file)"
+        )
+        raise InstallRefused(msg)
+    opts = service_options(
+        service,
+        token_file=os.path.abspath(token_file) if token_file else None,
+        ca_file=os.path.abspath(ca_file) if ca_file else None,
+        service_user=None if service_uid is None else str(service_uid),
+    )
+    try:
+        remote = fetch_catalog(opts)
+    except ConfigError as exc:
+        msg = (
+            f"{exc}\nNot installed: start the service (zerto-rewind gateway --socket PATH, or "
+            "--listen), or check the URL, --service-user, --token-file and --ca-file."
+        )
+        raise InstallRefused(msg) from None
+    return opts, remote, service_uid, identity
 
 
 def _install_managed(options: InstallOptions, env: Mapping[str, str]) -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "InstallPlan",
     "InstallRefused",
     "check_service_options",
+    "check_service_url",
     "plan_hook",
     "plan_managed_config",
     "plan_thin_hook",
@@ -197,9 +198,11 @@ def plan_hook(
 # ------------------------------------------------------------------ the thin hook
 
 
-def check_service_options(options: InstallOptions) -> None:
-    """InstallRefused when ``--service`` is malformed or comes with an option it excludes."""
-    service = options.service or ""
+def check_service_url(service: str) -> None:
+    """InstallRefused unless ``service`` is ``unix:/absolute/path`` or ``https://…``.
+
+    Every thin hook's installer (``claude-code --service``, ``host-hook``) checks it.
+    """
     if service.startswith("unix:"):
         if not os.path.isabs(service[5:]):
             msg = f"--service {service}: the socket path must be absolute"
@@ -211,6 +214,11 @@ def check_service_options(options: InstallOptions) -> None:
             "token in clear text"
         )
         raise InstallRefused(msg)
+
+
+def check_service_options(options: InstallOptions) -> None:
+    """InstallRefused when ``--service`` is malformed or comes with an option it excludes."""
+    check_service_url(options.service or "")
     if options.config and not options.managed:
         msg = (
             "--config does not go with --service here: the thin hook reads no config (the "

@@ -3,8 +3,8 @@
 ``install claude-code --service URL`` compiles the thin hook's matcher from the
 service's own catalog (so the hook starts for every call the service guards) and
 plans the hook's budget and the host's timeout above the service's guard budget.
-The request goes through the thin hook's own client (:func:`.thin_hook.request_json`):
-one HTTP-over-unix-socket client, not two.
+The request goes through the one client of the service
+(:func:`zerto_rewind.service_client.request_json`), as the hooks' own.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from ..config.settings import DEFAULT_GUARD_TIMEOUT_S, CatalogSettings, ToolSpec
 from ..errors import ConfigError
-from .thin_hook import ServiceError, request_json
+from ..service_client import ServiceError, request_json
 
 __all__ = ["ServiceCatalog", "fetch_catalog", "service_options", "thin_budget"]
 

@@ -11,20 +11,10 @@ Fail closed: a service that cannot be reached, answers late, or answers
 nonsense is a deny with the reason. A timer answers before the budget ends
 whatever the socket does.
 
-Service URL: ``unix:/path/to/socket`` (a local service; the socket's owner and
-mode decide who may ask) or ``https://host:port`` (a remote gateway, with a
-bearer token read from ``--token-file``).
-
-Who answers on a unix socket is checked before anything is sent: the listener's
-uid (``SO_PEERCRED``) must be ``--service-user`` (a uid, or a name), the guard
-service's own user. Anyone who can put a socket at the path (a writable
-directory, or one created before the service starts) could otherwise answer
-``allow``. A hook with no ``--service-user``, a listener of another uid, or
-credentials that cannot be read: deny, with who listened and who was expected.
-
-Import-light like the standalone hook: a unix-socket request uses the built-in
-``_socket`` and the C JSON scanner; only an https service loads ``ssl`` and
-``http.client``.
+The request goes through :mod:`zerto_rewind.service_client`, the one client of
+the service (``--service unix:/path`` or ``https://host:port``; on a unix socket
+nothing is sent unless the listener runs as ``--service-user``). Import-light like
+the standalone hook: ``_socket`` and the C JSON scanner for a unix socket.
 """
 
 from __future__ import annotations
@@ -32,8 +22,13 @@ from __future__ import annotations
 import os
 import sys
 
-from .. import _fastjson
-from ..errors import ZertoRewindError
+from ..service_client import (
+    ServiceError,
+    ServiceIdentityError,
+    ask_service,
+    request,
+    request_json,
+)
 from . import host
 
 TYPE_CHECKING = False
@@ -57,34 +52,12 @@ LAUNCH_CODE = "from zerto_rewind.claude_code.thin_hook import run; run()"
 DEFAULT_BUDGET_S = 150.0
 # The timer answers this long before the budget: room to write and exit.
 _MARGIN_S = 0.3
-_MAX_RESPONSE = 1024 * 1024
 
 _USAGE = """usage: zerto-rewind thin hook --service URL [--service-user NAME|UID] [--token-file F]
                                 [--ca-file F] [--budget S]
 
 Claude Code PreToolUse hook that asks the zerto-rewind guard service.
 """
-
-
-class ServiceError(ZertoRewindError):
-    """The service could not give a decision; the reason is for the human."""
-
-
-class ServiceIdentityError(ServiceError):
-    """The listener on the unix socket is not (or cannot be shown to be) the guard service.
-
-    ``advice`` is what an operator can do, for the hook's deny; the message alone
-    is what install and doctor print.
-    """
-
-    def __init__(self, message: str, advice: str) -> None:
-        super().__init__(message)
-        self._advice = advice
-
-    @property
-    def advice(self) -> str:
-        """What the operator can do; install and doctor print the message alone."""
-        return self._advice
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,239 +116,6 @@ def _options(args: list[str]) -> dict[str, str]:
             msg = f"--budget must be a positive number of seconds, not {opts['budget']!r}"
             raise ValueError(msg) from None
     return opts
-
-
-# ---------------------------------------------------------------- the request
-
-
-def ask_service(opts: dict[str, str], body: bytes, *, timeout_s: float) -> dict[str, Any]:
-    """POST the payload to ``/v1/decide``; the service's decision as a dict."""
-    answer = request_json(opts, "POST", "/v1/decide", body, timeout_s=timeout_s)
-    if not isinstance(answer.get("outcome"), str):
-        msg = "the service's answer has no outcome"
-        raise ServiceError(msg)
-    return answer
-
-
-def request_json(
-    opts: dict[str, str], method: str, target: str, body: bytes = b"", *, timeout_s: float
-) -> dict[str, Any]:
-    """One request to the service (``opts``: service, service_user, token_file, ca_file); its JSON.
-
-    The one HTTP client of the service, shared by the hook, ``install --service``
-    and ``doctor``: ServiceError (for the human) when it cannot be reached, answers
-    another status than 200, or answers something that is not a JSON object.
-    """
-    status, raw = request(opts, method, target, body, timeout_s=timeout_s)
-    if status != 200:
-        detail = _error_detail(raw)
-        msg = f"the service answered HTTP {status}{detail}"
-        raise ServiceError(msg)
-    try:
-        answer = _fastjson.loads(raw)
-    except ValueError:
-        msg = "the service's answer is not JSON"
-        raise ServiceError(msg) from None
-    if not isinstance(answer, dict):
-        msg = "the service's answer is not a JSON object"
-        raise ServiceError(msg)
-    return answer
-
-
-def request(
-    opts: dict[str, str], method: str, target: str, body: bytes = b"", *, timeout_s: float
-) -> tuple[int, bytes]:
-    """(status, body) of ``METHOD target`` on the service named by ``opts["service"]``.
-
-    On a unix socket, nothing is sent unless the listener runs as ``opts["service_user"]``
-    (:class:`ServiceIdentityError` otherwise, and when that option is missing).
-    """
-    service = opts["service"]
-    if service.startswith("unix:"):
-        return _request_unix(
-            service[5:], method, target, body, timeout_s, opts.get("service_user", "")
-        )
-    if service.startswith("https://"):
-        return _request_https(service, method, target, body, opts, timeout_s)
-    msg = f"the service URL {service!r} is neither unix:/path nor https://host:port"
-    raise ServiceError(msg)
-
-
-def _request_unix(
-    path: str, method: str, target: str, body: bytes, timeout_s: float, service_user: str
-) -> tuple[int, bytes]:
-    import _socket
-
-    head = (
-        f"{method} {target} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    ).encode()
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    try:
-        sock.settimeout(timeout_s)
-        try:
-            sock.connect(path)
-        except OSError as exc:
-            msg = f"cannot connect to its socket {path} ({exc.strerror or exc})"
-            raise ServiceError(msg) from None
-        _check_peer(sock, path, service_user)  # before a byte of the call leaves
-        try:
-            sock.sendall(head + body)
-            chunks = []
-            size = 0
-            while True:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > _MAX_RESPONSE:
-                    msg = "its answer is too large"
-                    raise ServiceError(msg)
-                chunks.append(chunk)
-        except TimeoutError:
-            msg = f"no answer within {timeout_s:.1f} s"
-            raise ServiceError(msg) from None
-        except OSError as exc:
-            msg = f"the connection failed ({exc.strerror or exc})"
-            raise ServiceError(msg) from None
-    finally:
-        sock.close()
-    return _parse_http(b"".join(chunks))
-
-
-def _check_peer(sock: Any, path: str, service_user: str) -> None:
-    """The listener's uid (``SO_PEERCRED``: struct ucred, 3 native ints) is ``service_user``'s."""
-    import _socket
-
-    if not service_user:
-        msg = (
-            "no service identity (--service-user) names the guard service's user, so the "
-            f"service cannot be told from any other listener on {path}"
-        )
-        advice = (
-            "The thin hook was installed without one; an operator must reinstall it: "
-            f"zerto-rewind install claude-code --service unix:{path} … (it records the "
-            "service's user)."
-        )
-        raise ServiceIdentityError(msg, advice)
-    advice = "An operator can check the service's socket directory."
-    try:
-        expected = int(service_user) if service_user.isdigit() else _uid_of(service_user)
-    except KeyError:
-        msg = f"the hook's service user {service_user!r} is no user of this machine"
-        raise ServiceIdentityError(msg, "An operator can check the hook's installation.") from None
-    try:
-        cred = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
-    except (AttributeError, OSError) as exc:  # AttributeError: no SO_PEERCRED on this system
-        msg = f"cannot read who serves the socket at {path} ({exc})"
-        raise ServiceIdentityError(msg, advice) from None
-    if len(cred) < 12:
-        msg = f"cannot read who serves the socket at {path} (a short peer credential)"
-        raise ServiceIdentityError(msg, advice)
-    uid = int.from_bytes(cred[4:8], sys.byteorder)
-    if uid != expected:
-        pid = int.from_bytes(cred[0:4], sys.byteorder)
-        msg = (
-            f"the socket at {path} is served by uid {uid}{_named(uid, f', pid {pid}')}, not by "
-            f"the guard service's user {_user_label(service_user, expected)}"
-        )
-        raise ServiceIdentityError(msg, advice)
-
-
-def _uid_of(name: str) -> int:
-    import pwd
-
-    return pwd.getpwnam(name).pw_uid
-
-
-def _named(uid: int, extra: str = "") -> str:
-    """`` (alice, pid 42)`` for a uid the passwd database knows; `` (pid 42)`` otherwise."""
-    import pwd
-
-    try:
-        name = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f" ({extra[2:]})" if extra else ""
-    return f" ({name}{extra})"
-
-
-def _user_label(service_user: str, uid: int) -> str:
-    """``zerto (uid 998)`` for a name or a known uid, ``uid 998`` for an unknown one."""
-    if not service_user.isdigit():
-        return f"{service_user} (uid {uid})"
-    import pwd
-
-    try:
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
-
-
-def _parse_http(raw: bytes) -> tuple[int, bytes]:
-    head, sep, body = raw.partition(b"\r\n\r\n")
-    status_line = head.split(b"\r\n", 1)[0].split()
-    if not sep or len(status_line) < 2 or not status_line[1].isdigit():
-        msg = "its answer is not an HTTP response"
-        raise ServiceError(msg)
-    headers = head.lower()
-    if b"transfer-encoding: chunked" in headers:
-        body = _unchunk(body)
-    return int(status_line[1]), body
-
-
-def _unchunk(body: bytes) -> bytes:
-    out = []
-    while body:
-        size_line, _, rest = body.partition(b"\r\n")
-        size = int(size_line.split(b";")[0] or b"0", 16)
-        if size == 0:
-            break
-        out.append(rest[:size])
-        body = rest[size + 2 :]
-    return b"".join(out)
-
-
-def _request_https(
-    url: str, method: str, target: str, body: bytes, opts: dict[str, str], timeout_s: float
-) -> tuple[int, bytes]:
-    import http.client
-    import ssl
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    context = ssl.create_default_context(cafile=opts.get("ca_file"))
-    headers = {"Content-Type": "application/json"}
-    token_file = opts.get("token_file")
-    if token_file:
-        try:
-            with open(token_file, encoding="utf-8") as fh:
-                headers["Authorization"] = f"Bearer {fh.read().strip()}"
-        except OSError as exc:
-            msg = f"cannot read the token file {token_file} ({exc.strerror})"
-            raise ServiceError(msg) from None
-    conn = http.client.HTTPSConnection(
-        parts.hostname or "", parts.port or 443, timeout=timeout_s, context=context
-    )
-    try:
-        conn.request(method, parts.path.rstrip("/") + target, body=body or None, headers=headers)
-        response = conn.getresponse()
-        return response.status, response.read(_MAX_RESPONSE)
-    except TimeoutError:
-        msg = f"no answer within {timeout_s:.1f} s"
-        raise ServiceError(msg) from None
-    except (OSError, http.client.HTTPException) as exc:
-        msg = f"the connection failed ({type(exc).__name__}: {exc})"
-        raise ServiceError(msg) from None
-    finally:
-        conn.close()
-
-
-def _error_detail(raw: bytes) -> str:
-    try:
-        data = _fastjson.loads(raw)
-    except ValueError:
-        return ""
-    return f" ({data['error']})" if isinstance(data, dict) and "error" in data else ""
 
 
 # ---------------------------------------------------------------- the answer

@@ -58,7 +58,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "install": (
         "zerto_rewind.cli.install_cmd",
         "main",
-        "install: claude-code (hook), claude-plugin, mcp-host (gateway)",
+        "install: claude-code (hook), claude-plugin, mcp-host (gateway), host-hook",
     ),
     "doctor": (
         "zerto_rewind.cli.doctor",

@@ -5,7 +5,9 @@ Each target is a door's own command, imported only when asked for:
 * ``claude-code``: the PreToolUse hook in Claude Code's settings (:mod:`.install_claude_code`);
 * ``claude-plugin``: a Claude Code plugin with the hook and the MCP server
   (:mod:`.install_claude_plugin`);
-* ``mcp-host``: an MCP host's VM server moved behind the gateway (:mod:`.install_mcp_host`).
+* ``mcp-host``: an MCP host's VM server moved behind the gateway (:mod:`.install_mcp_host`);
+* ``host-hook``: the Codex, Gemini CLI or Copilot CLI hook, a thin client of the guard
+  service (:mod:`.install_host_hook`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ TARGETS: dict[str, tuple[str, str, bool, str]] = {
         "main",
         False,
         "put the gateway between an MCP host and a VM server (HOST --server NAME)",
+    ),
+    "host-hook": (
+        "zerto_rewind.cli.install_host_hook",
+        "main",
+        False,
+        "the Codex, Gemini CLI or Copilot CLI hook (HOST --service URL --user|--project DIR)",
     ),
 }
 

@@ -10,7 +10,8 @@ VS Code, Codex, Gemini CLI, Copilot CLI) keeps its servers in, used by ``install
 * :mod:`.entries`: what an entry is (the gateway, zerto-rewind, a VM server);
 * :mod:`.move`: the pure move of a VM server behind the gateway;
 * :mod:`.bypass`: the doctor's scan for entries that bypass the gateway;
-* :mod:`.claude`: every MCP source Claude Code reads for a project or a user.
+* :mod:`.claude`: every MCP source Claude Code reads for a project or a user;
+* :mod:`.hooks`: the hook files of Codex, Gemini CLI and Copilot CLI (``install host-hook``).
 
 It imports only ``config``, ``errors``, ``fsutil`` and ``netutil``; the doors
 and ``cli`` import it. Nothing is re-exported here, so that importing one

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from integration.claude_code.service_helpers import guard_service
+from support.service import served, served_box, served_url  # noqa: F401  (fixtures)
 from support.users import unix_user
 from zerto_rewind.claude_code.install_managed import managed_config_path
 from zerto_rewind.claude_code.matcher import compile_matcher
@@ -42,21 +42,6 @@ def main(argv: list[str], env: Mapping[str, str] | None = None) -> int:
 
 
 GUARD_BUDGET_S = 12.0
-
-
-@pytest.fixture(scope="module")
-def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    with Sandbox(
-        str(tmp_path_factory.mktemp("svc") / "box"), guard={"timeout_s": GUARD_BUDGET_S}
-    ) as sandbox:
-        yield sandbox
-
-
-@pytest.fixture(scope="module")
-def service(box: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The guard service (``zerto-rewind gateway --socket``), hook-only, as in production."""
-    with guard_service(box, tmp_path_factory.mktemp("run")) as url:
-        yield url
 
 
 def only_hook(path: Path) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from zerto_rewind import service_client
 from zerto_rewind.cli.demo import RETRY, STEPS
 from zerto_rewind.config.loader import file_sha256
 from zerto_rewind.testing import Sandbox, fast_sim_config
@@ -202,8 +203,8 @@ def _identity_denials(thin_hook: Any) -> list[str]:
     texts = []
     for user in ("", "0", "zr-no-such-user"):
         try:
-            thin_hook._check_peer(Peer(), "/run/zr.sock", user)
-        except thin_hook.ServiceIdentityError as exc:
+            service_client.check_peer(Peer(), "/run/zr.sock", user)
+        except service_client.ServiceIdentityError as exc:
             rendered = json.loads(thin_hook._deny_identity("mcp__v__t", exc))
             texts.append(rendered["hookSpecificOutput"]["permissionDecisionReason"])
     assert len(texts) == 3

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from integration.claude_code.service_helpers import guard_service
+from support.service import guard_service
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.testing import Sandbox
 

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from zerto_rewind.claude_code.thin_hook import ServiceIdentityError, _check_peer
+from zerto_rewind.service_client import ServiceIdentityError, check_peer
 
 
 class FakeSocket:
@@ -43,14 +43,14 @@ def test_the_listeners_uid_matches() -> None:
     import socket
 
     sock = FakeSocket(ucred(4242, 998, 998))
-    _check_peer(sock, "/run/zr/guard.sock", "998")
+    check_peer(sock, "/run/zr/guard.sock", "998")
     assert sock.asked == [(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)]
 
 
 def test_another_uid_is_refused_with_both_named() -> None:
     stranger = unused_uid()
     with pytest.raises(ServiceIdentityError) as caught:
-        _check_peer(FakeSocket(ucred(77, stranger, 5)), "/run/zr/guard.sock", "0")
+        check_peer(FakeSocket(ucred(77, stranger, 5)), "/run/zr/guard.sock", "0")
     assert str(caught.value) == (
         f"the socket at /run/zr/guard.sock is served by uid {stranger} (pid 77), not by the "
         "guard service's user root (uid 0)"
@@ -60,7 +60,7 @@ def test_another_uid_is_refused_with_both_named() -> None:
 
 def test_a_name_is_looked_up_and_named_back() -> None:
     with pytest.raises(ServiceIdentityError) as caught:
-        _check_peer(FakeSocket(ucred(1, 0, 0)), "/s", "nobody")
+        check_peer(FakeSocket(ucred(1, 0, 0)), "/s", "nobody")
     nobody = pwd.getpwnam("nobody").pw_uid
     assert (
         f"served by uid 0 (root, pid 1), not by the guard service's user nobody (uid {nobody})"
@@ -77,13 +77,13 @@ def test_a_name_is_looked_up_and_named_back() -> None:
 )
 def test_credentials_that_cannot_be_read_are_refused(cred: bytes | Exception, why: str) -> None:
     with pytest.raises(ServiceIdentityError, match="cannot read who serves the socket at /s") as c:
-        _check_peer(FakeSocket(cred), "/s", "0")
+        check_peer(FakeSocket(cred), "/s", "0")
     assert why in str(c.value)
 
 
 def test_no_service_user_is_refused_before_asking_the_socket() -> None:
     sock = FakeSocket(ucred(1, 0, 0))
     with pytest.raises(ServiceIdentityError, match="no service identity") as caught:
-        _check_peer(sock, "/s", "")
+        check_peer(sock, "/s", "")
     assert sock.asked == []
     assert "zerto-rewind install claude-code --service unix:/s" in caught.value.advice

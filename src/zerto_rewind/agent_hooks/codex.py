@@ -1,0 +1,76 @@
+"""Codex CLI's ``PreToolUse`` hook protocol (``~/.codex/hooks.json``).
+
+Stdin: ``tool_name`` (``Bash``, ``apply_patch``, or ``mcp__<server>__<tool>``: the
+catalog's own names), ``tool_input`` (MCP: the arguments; ``Bash`` and
+``apply_patch``: ``{"command": …}``), ``session_id``, ``turn_id``, ``tool_use_id``,
+``cwd``. Sources: docs/hosts.md.
+
+Outcome → stdout (exit 0 with each):
+
+=========  ==============================================================
+none       nothing (Codex reports a bare ``allow`` as unsupported)
+context    ``hookSpecificOutput.additionalContext`` (a developer message)
+deny       ``permissionDecision: deny`` + a non-empty reason (an empty one
+           does not block)
+prompt     ``deny``: Codex does not support ``ask`` (the hook is marked
+           failed and the call runs), so a person decides outside the agent
+defer      ``deny``: Codex has no defer
+=========  ==============================================================
+
+Bad stdin is exit 2 with the reason on stderr: exit 2 with an *empty* stderr
+does not block in Codex.
+"""
+
+from __future__ import annotations
+
+from .calls import FILES, Call, apply_patch_paths, deny_reason, host_call, read_payload
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["DEFAULT_PROMPT", "EVENT", "HOST", "PROMPT_CHOICES", "blocking", "parse", "render"]
+
+HOST = "codex"
+EVENT = "PreToolUse"
+PROMPT_CHOICES = ("deny",)
+DEFAULT_PROMPT = "deny"
+# The tools this hook checks itself, as Codex names them (apply_patch's aliases too).
+SHELL_TOOLS = ("Bash",)
+FILE_TOOLS = ("Write", "Edit")  # and apply_patch, whose patch names its files
+
+
+def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
+    """Stdin → the call; HookInputError for anything that is not a PreToolUse payload."""
+    _, name, tool_input, ids = read_payload(data, "Codex", (EVENT,))
+    if name == "apply_patch":
+        return Call(FILES, "Write", name, tool_input, ids, paths=apply_patch_paths(tool_input))
+    return host_call(name, tool_input, ids, shell=SHELL_TOOLS, files=FILE_TOOLS,
+                     path_keys=("file_path", "path"), mcp_name=name)  # fmt: skip
+
+
+def render(outcome: str, reason: str, context: str, *, prompt_as: str = DEFAULT_PROMPT) -> str:
+    """The stdout text for the guard's outcome; the hook exits 0 with every one of them."""
+    if outcome == "none":
+        return ""
+    if outcome == "context":
+        return _dump({"hookEventName": EVENT, "additionalContext": context})
+    return _dump(
+        {
+            "hookEventName": EVENT,
+            "permissionDecision": "deny",
+            # Codex adds ". Tool: <name>" after the reason: no period of our own before it.
+            "permissionDecisionReason": deny_reason(outcome, reason, "a Codex hook").rstrip("."),
+        }
+    )
+
+
+def blocking(reason: str) -> tuple[str, str, int]:
+    """(stdout, stderr, exit code) that block the call whatever else happened: exit 2 + stderr."""
+    return "", reason.strip() or "zerto-rewind: the hook failed; the call is blocked.", 2
+
+
+def _dump(specific: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps({"hookSpecificOutput": specific}, ensure_ascii=False)

@@ -1,0 +1,226 @@
+"""The hook files of Codex, Gemini CLI and Copilot CLI: where each lives, our entry, the merge.
+
+``install host-hook HOST`` plans here, without touching a file, then writes:
+
+=========  ======================================  ==================================
+host       file (``--user`` / ``--project DIR``)   our entry
+=========  ======================================  ==================================
+codex      ``~/.codex/hooks.json`` /               ``hooks.PreToolUse[]``: matcher,
+           ``DIR/.codex/hooks.json``               ``command``, ``timeout`` (s)
+gemini     ``~/.gemini/settings.json`` /           ``hooks.BeforeTool[]``: matcher,
+           ``DIR/.gemini/settings.json``           ``command``, ``name``, ``timeout`` (ms)
+copilot    ``~/.copilot/hooks/zerto-rewind.json``  ``hooks.preToolUse[]``: ``version: 1``,
+           / ``DIR/.github/hooks/zerto-rewind      ``bash``, ``timeoutSec``, matcher
+           .json``
+=========  ======================================  ==================================
+
+Every other key and every other hook is kept; our own earlier entry (a handler
+whose command runs :data:`HOOK_MARKER`) is replaced, so a re-run changes nothing.
+A JSON file with comments (Gemini's ``settings.json`` may have them) is read,
+but a rewrite would drop them: :class:`HookPlan` says so, and the installer asks
+for ``--force``.
+
+The matchers are anchored regular expressions over the host's own tool names:
+the VM servers' tools (Codex ``mcp__<server>__…``, Gemini ``mcp_<server>_…``,
+Copilot ``<server>-…``) and the host's shell and file tools, which the hook
+checks against its own files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from ..fsutil import atomic_write_text, backup_name
+from .formats import parse_jsonc
+
+__all__ = [
+    "HOOK_HOSTS",
+    "HOOK_MARKER",
+    "HookPlan",
+    "build_entry",
+    "hook_file",
+    "matcher_for",
+    "plan_hook_file",
+    "write_hook_file",
+]
+
+HOOK_MARKER = "zerto_rewind.agent_hooks.hook"
+HOOK_HOSTS = ("codex", "gemini", "copilot")
+# host -> (the event key under "hooks", its shell and file tools as the host names them)
+_EVENTS = {"codex": "PreToolUse", "gemini": "BeforeTool", "copilot": "preToolUse"}
+_OWN_TOOLS = {
+    "codex": ("Bash", "apply_patch", "Edit", "Write"),
+    "gemini": ("run_shell_command", "write_file", "replace"),
+    "copilot": ("bash", "create", "edit"),
+}
+COPILOT_FILE = "zerto-rewind.json"
+_NAME = "zerto-rewind"
+
+
+def hook_file(host: str, *, project: str | None, env: Mapping[str, str]) -> str:
+    """The host's hook file: the project's with ``project``, else the user's."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    if host == "codex":
+        if project:
+            return os.path.join(project, ".codex", "hooks.json")
+        return os.path.join(env.get("CODEX_HOME") or os.path.join(home, ".codex"), "hooks.json")
+    if host == "gemini":
+        return os.path.join(project or home, ".gemini", "settings.json")
+    if project:
+        return os.path.join(project, ".github", "hooks", COPILOT_FILE)
+    copilot_home = env.get("COPILOT_HOME") or os.path.join(home, ".copilot")
+    return os.path.join(copilot_home, "hooks", COPILOT_FILE)
+
+
+def matcher_for(host: str, servers: Sequence[str]) -> str:
+    """The anchored regex of the tools the hook starts for: the servers', and the own tools."""
+    names = "|".join(re.escape(_sanitised(host, s)) for s in servers)
+    own = list(_OWN_TOOLS[host])
+    if host == "codex":
+        parts = [f"mcp__(?:{names})__.+", *own]
+    elif host == "gemini":
+        parts = [f"mcp_(?:{names})_.+", *own]
+    else:
+        parts = [f"(?:{names})-.+", *own]
+    body = "|".join(parts)
+    # Copilot anchors a matcher itself (^(?:…)$); the others get it written out.
+    return body if host == "copilot" else f"^(?:{body})$"
+
+
+def _sanitised(host: str, server: str) -> str:
+    """The server as the host spells it in a tool name (Gemini replaces odd characters)."""
+    if host == "gemini":
+        return re.sub(r"[^A-Za-z0-9_\-.:]", "_", server)
+    return server
+
+
+def build_entry(host: str, *, command: str, matcher: str, timeout_s: int) -> dict[str, Any]:
+    """Our entry under the host's event list."""
+    if host == "codex":
+        handler = {"type": "command", "command": command, "timeout": timeout_s,
+                   "statusMessage": "zerto-rewind: checking the call"}  # fmt: skip
+        return {"matcher": matcher, "hooks": [handler]}
+    if host == "gemini":
+        handler = {"type": "command", "command": command, "name": _NAME,
+                   "timeout": timeout_s * 1000,
+                   "description": "zerto-rewind: a checkpoint before a VM change"}  # fmt: skip
+        return {"matcher": matcher, "hooks": [handler]}
+    return {"type": "command", "bash": command, "timeoutSec": timeout_s, "matcher": matcher}
+
+
+@dataclass(frozen=True)
+class HookPlan:
+    """What install will write: the file, its new text (None: unchanged), what it keeps."""
+
+    host: str
+    path: str
+    text: str | None
+    existed: bool
+    kept_hooks: int
+    drops_comments: bool
+
+
+def plan_hook_file(host: str, path: str, entry: dict[str, Any]) -> HookPlan:
+    """Our entry merged into the file at ``path``; ConfigError when it cannot be read."""
+    data, had_comments, existed = _read(path)
+    merged, kept = _merge(host, data, entry)
+    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
+    if merged == data and not had_comments:
+        return HookPlan(host, path, None, existed, kept, False)
+    return HookPlan(host, path, text, existed, kept, had_comments)
+
+
+def write_hook_file(plan: HookPlan) -> str | None:
+    """Write the plan (atomically, keeping the file's mode); the backup's path, if any."""
+    if plan.text is None:
+        return None
+    backup = None
+    try:
+        mode = 0o644
+        if plan.existed:
+            mode = stat.S_IMODE(os.stat(plan.path).st_mode)
+            with open(plan.path, encoding="utf-8") as fh:
+                old = fh.read()
+            backup = backup_name(plan.path)
+            atomic_write_text(backup, old, mode=mode)
+        os.makedirs(os.path.dirname(plan.path), exist_ok=True)
+        atomic_write_text(plan.path, plan.text, mode=mode)
+    except OSError as exc:
+        msg = f"cannot write it ({exc.strerror})"
+        raise ConfigError(msg, path=plan.path) from None
+    return backup
+
+
+def _read(path: str) -> tuple[dict[str, Any], bool, bool]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        return {}, False, False
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        msg = f"cannot read it ({reason})"
+        raise ConfigError(msg, path=path) from None
+    if not text.strip():
+        return {}, False, True
+    had_comments = False
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        try:
+            data = parse_jsonc(text)
+        except ValueError as exc:
+            msg = f"not valid JSON ({exc.args[0] if exc.args else 'parse error'})"
+            raise ConfigError(msg, path=path) from None
+        had_comments = True
+    if not isinstance(data, dict):
+        msg = "must hold an object at the top level"
+        raise ConfigError(msg, path=path)
+    return data, had_comments, True
+
+
+def _merge(host: str, data: dict[str, Any], entry: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """``data`` with our entry in place of any earlier one; (the result, other hooks kept)."""
+    merged = dict(data)
+    hooks = merged.get("hooks", {})
+    if not isinstance(hooks, dict):
+        msg = "its hooks key is not an object; fix it by hand first"
+        raise ConfigError(msg)
+    hooks = dict(hooks)
+    event = _EVENTS[host]
+    current = hooks.get(event, [])
+    if not isinstance(current, list):
+        msg = f"its hooks.{event} is not a list; fix it by hand first"
+        raise ConfigError(msg)
+    kept: list[Any] = []
+    for item in current:
+        if host == "copilot":
+            if not _ours(item):
+                kept.append(item)
+            continue
+        handlers = item.get("hooks") if isinstance(item, dict) else None
+        if not isinstance(handlers, list):
+            kept.append(item)
+            continue
+        others = [h for h in handlers if not _ours(h)]
+        if others:
+            kept.append(item if len(others) == len(handlers) else {**item, "hooks": others})
+    hooks[event] = [*kept, entry]
+    merged["hooks"] = hooks
+    if host == "copilot":
+        merged = {"version": 1, **{k: v for k, v in merged.items() if k != "version"}}
+    return merged, len(kept)
+
+
+def _ours(handler: Any) -> bool:
+    if not isinstance(handler, dict):
+        return False
+    return any(isinstance(handler.get(k), str) and HOOK_MARKER in handler[k]
+               for k in ("command", "bash"))  # fmt: skip
