@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from e2e.fake_models import FakeModels
+from e2e.gateway_e2e import GatewayRig
 from e2e.harness import E2E_DIR, INSTALL_COMMAND, parse_events, write_json
 from zerto_rewind.hostconfig.files import read_host_config, render_host_config
 from zerto_rewind.hostconfig.specs import HOSTS as HOST_SPECS
@@ -56,7 +58,9 @@ __all__ = [
     "HostHome",
     "HostMissing",
     "HostRun",
+    "HostSession",
     "host_path",
+    "only",
     "remote_peers",
 ]
 
@@ -263,17 +267,27 @@ class HostHome:
         self, name: str, gateway_config: str, *extra: str
     ) -> subprocess.CompletedProcess[str]:
         """``zerto-rewind install mcp-host <target> --server NAME --user``, as a user would."""
-        args = [
-            sys.executable, "-m", "zerto_rewind", "install", "mcp-host", self.host.target,
-            "--server", name, "--user", "--gateway-config", gateway_config, *extra,
-        ]  # fmt: skip
+        return self.zerto_rewind(
+            "install", "mcp-host", self.host.target, "--server", name, "--user",
+            "--gateway-config", gateway_config, *extra,
+        )  # fmt: skip
+
+    def install_hook(self, service: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        """``zerto-rewind install host-hook <host> --user --service URL``, as a user would."""
+        return self.zerto_rewind(
+            "install", "host-hook", self.host.name, "--user", "--service", service, *extra
+        )
+
+    def zerto_rewind(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The real CLI with this HOME (no ZERTO_* from the caller); fails loudly on exit != 0."""
+        argv = [sys.executable, "-m", "zerto_rewind", *args]
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZERTO_")}
         env.update(HOME=str(self.home), CODEX_HOME=str(self.codex_home),
                    XDG_CONFIG_HOME=str(self.xdg_config))  # fmt: skip
-        done = _run(args, self.project, env, 60)
+        done = _run(argv, self.project, env, 60)
         if done.returncode != 0:
             raise AssertionError(
-                f"{shlex.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+                f"{shlex.join(argv)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
             )
         return done
 
@@ -287,13 +301,15 @@ class HostHome:
         env: Mapping[str, str] | None = None,
         timeout: float = RUN_TIMEOUT_S,
         trace: Path | None = None,
+        flags: Sequence[str] = (),
     ) -> HostRun:
         """Run the CLI headless once; never raises on a non-zero exit (it does past timeout).
 
+        ``flags`` go after the host's own (e.g. Codex's ``--dangerously-bypass-hook-trust``).
         ``trace``: run it under ``strace -f`` and write every socket address it (or any
         child: MCP servers, the gateway) connected or sent to there (see :func:`remote_peers`).
         """
-        args = [str(self.host.path), *self.host.run_args(self, prompt)]
+        args = [str(self.host.path), *self.host.run_args(self, prompt), *flags]
         if trace is not None:
             args = ["strace", "-f", "-qq", "-e", "trace=connect,sendto,sendmsg,sendmmsg",
                     "-o", str(trace), *args]  # fmt: skip
@@ -329,6 +345,40 @@ def remote_peers(trace: Path) -> list[str]:
     text = trace.read_text(encoding="utf-8", errors="replace")
     found = {v4 or v6 for v4, v6 in _INET.findall(text)}
     return sorted(a for a in found if not _loopback(a))
+
+
+@dataclass
+class HostSession:
+    """One host's HOME, the module's VM side (``GatewayRig``) and scripted model: a test runs
+    a script and reads back the decisions logged since."""
+
+    host: HostCLI
+    home: HostHome
+    rig: GatewayRig
+    model: FakeModels
+    flags: tuple[str, ...] = ()  # for every run (HostHome.run)
+    installed: dict[str, Any] = field(default_factory=dict)  # the entry install wrote
+    log_start: int = 0
+
+    def tool(self, name: str) -> str:
+        return self.host.tool(name)
+
+    def run(self, script: list[Any]) -> HostRun:
+        """A fresh script, one run that must finish; the decision log is read from here on."""
+        self.model.reset(script)
+        self.log_start = len(self.rig.log())
+        run = self.home.run(self.model.url, flags=self.flags)
+        assert run.ok, run.describe()
+        return run
+
+    def decisions(self) -> list[dict[str, Any]]:
+        return self.rig.log_since(self.log_start)
+
+
+def only(items: Sequence[Any]) -> Any:
+    """The one item of ``items`` (an assertion names them all otherwise)."""
+    assert len(items) == 1, items
+    return items[0]
 
 
 # ---- Codex ---------------------------------------------------------------------------------

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ import pytest
 from e2e.fake_models import FakeModels, call
 from e2e.gateway_e2e import CONFIRMED_VPG, DEFAULT_VMS, FAILED_VPG, SERVER, VM, GatewayRig
 from e2e.guarded import parse_time
-from e2e.hosts_e2e import HOSTS, HostCLI, HostHome, HostRun, host_path, remote_peers
+from e2e.hosts_e2e import HOSTS, HostHome, HostSession, host_path, only, remote_peers
 from support.realvm import mcvsphere_command
 from zerto_rewind.gateway.upstream_user import ALLOW_FLAG
 
@@ -47,46 +46,18 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayRig]:
         yield started
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeModels]:
-    with FakeModels() as started:
-        yield started
-
-
-@dataclass
-class Wired:
-    """One host whose ``vsphere`` server now is the gateway, and the module's rig."""
-
-    host: HostCLI
-    home: HostHome
-    rig: GatewayRig
-    model: FakeModels
-    plain: dict[str, Any]  # the entry as `mcp add` wrote it
-    installed: dict[str, Any]  # the entry as `install mcp-host` wrote it
-    log_start: int = 0
-
-    def tool(self, name: str) -> str:
-        return self.host.tool(name)
-
-    def run(self, script: list[Any]) -> HostRun:
-        self.model.reset(script)
-        self.log_start = len(self.rig.log())
-        run = self.home.run(self.model.url)
-        assert run.ok, run.describe()
-        return run
-
-    def decisions(self) -> list[dict[str, Any]]:
-        return self.rig.log_since(self.log_start)
+Wired = HostSession  # a host whose ``vsphere`` server now is the gateway
 
 
 @pytest.fixture(scope="module", params=sorted(HOSTS))
 def wired(
     request: pytest.FixtureRequest,
     rig: GatewayRig,
-    model: FakeModels,
+    scripted_models: FakeModels,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Wired:
     host = HOSTS[str(request.param)]
+    model = scripted_models
     host_path(host)
     home = HostHome(host, tmp_path_factory.mktemp(f"host-{host.name}"))
     host.prepare(home, model.url)
@@ -102,7 +73,7 @@ def wired(
     assert rig.vcenter.password not in home.config_file.read_text(encoding="utf-8")
     assert installed["args"][-3:] == ["--config", rig.box.config_path, ALLOW_FLAG]
     assert INSTALLED_KEYS[host.name].items() <= installed.items(), installed
-    return Wired(host, home, rig, model, plain, installed)
+    return Wired(host, home, rig, model, installed=installed)
 
 
 # What `install mcp-host` writes for each host beside the gateway command.
@@ -112,11 +83,6 @@ INSTALLED_KEYS: dict[str, dict[str, Any]] = {
     "copilot": {"type": "local", "tools": ["*"]},
     "gemini": {},
 }
-
-
-def _only(results: list[Any]) -> Any:
-    assert len(results) == 1, results
-    return results[0]
 
 
 def test_confirmed_change_runs_on_one_tag_and_the_model_is_told(wired: Wired) -> None:
@@ -130,7 +96,7 @@ def test_confirmed_change_runs_on_one_tag_and_the_model_is_told(wired: Wired) ->
     assert wired.tool("power_off") in wired.model.offered_tools(), wired.model.offered_tools()
     assert wired.rig.power_states()[VM.confirmed] == "poweredOff"
     assert wired.rig.tag_requests(CONFIRMED_VPG) == tags_before + 1
-    record = _only(wired.decisions())
+    record = only(wired.decisions())
     assert (record["row"], record["decision"]) == ("confirmed", "context")
     assert (record["vms"], record["vpgs"]) == ([VM.confirmed], [CONFIRMED_VPG])
     assert record["host"] == CLIENT_INFO[wired.host.name]  # the MCP client's clientInfo
@@ -138,7 +104,7 @@ def test_confirmed_change_runs_on_one_tag_and_the_model_is_told(wired: Wired) ->
     tag, landed = wired.rig.tagged_checkpoints(CONFIRMED_VPG)[cp]
     assert record["tags"] == [tag]
     assert landed <= parse_time(record["time"])
-    told = _only(wired.model.tool_results())
+    told = only(wired.model.tool_results())
     assert not told.is_error
     assert f"VM '{VM.confirmed}' powered off" in told.text
     assert CHECKPOINT_NOTE in told.text
@@ -153,9 +119,9 @@ def test_paused_vpg_vm_stays_on_and_the_model_is_told_why(wired: Wired) -> None:
 
     assert wired.rig.power_states()[VM.failed] == "poweredOn"
     assert wired.rig.tag_requests(FAILED_VPG) == 0
-    record = _only(wired.decisions())
+    record = only(wired.decisions())
     assert (record["row"], record["decision"], record["vpgs"]) == ("failed", "deny", [FAILED_VPG])
-    told = _only(wired.model.tool_results())
+    told = only(wired.model.tool_results())
     assert record["reason"] in told.text
     assert "paused" in told.text
     assert run.host_calls == [(wired.tool("power_off"), False)]  # the host saw a failed call
@@ -168,10 +134,10 @@ def test_unknown_vm_is_refused_without_a_human(wired: Wired) -> None:
     run = wired.run([call(wired.tool("power_off"), name=VM.unknown)])
 
     assert wired.rig.power_states()[VM.unknown] == "poweredOn"
-    record = _only(wired.decisions())
+    record = only(wired.decisions())
     assert (record["row"], record["decision"]) == ("vm_unknown", "prompt")
     assert record["answer"] == "no_approver"
-    told = _only(wired.model.tool_results())
+    told = only(wired.model.tool_results())
     assert record["reason"] in told.text
     assert "no approver configured" in told.text
     assert run.host_calls == [(wired.tool("power_off"), False)]
@@ -186,7 +152,7 @@ def test_read_only_call_passes_without_a_tag(wired: Wired) -> None:
 
     assert wired.rig.box.tag_requests() == tags_before
     assert [d for d in wired.decisions() if d["decision"] != "none"] == []
-    told = _only(wired.model.tool_results())
+    told = only(wired.model.tool_results())
     assert not told.is_error
     assert VM.spare in told.text
     assert all(vm not in told.text for vm in DEFAULT_VMS if vm != VM.spare)
@@ -202,7 +168,7 @@ def test_list_vms_reaches_the_model_except_in_gemini(wired: Wired) -> None:
     wired.run([call(wired.tool("list_vms"))])
 
     assert wired.rig.box.tag_requests() == tags_before
-    told = _only(wired.model.tool_results())
+    told = only(wired.model.tool_results())
     if wired.host.name == "gemini":
         assert "expected record, received array" in told.text, told
     else:
@@ -246,7 +212,7 @@ def test_headless_hosts_never_approve_when_the_gateway_asks_them(wired: Wired) -
     records = wired.decisions()
     expected = ELICITATION_ANSWERS[wired.host.name]
     assert [(d["row"], d["answer"]) for d in records] == [("vm_unknown", a) for a in expected]
-    told = _only(wired.model.tool_results())
+    told = only(wired.model.tool_results())
     assert PROMPT_ENDINGS[expected[-1]] in told.text
     assert run.host_calls == [(wired.tool("power_off"), False)]
 
