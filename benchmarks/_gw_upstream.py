@@ -18,6 +18,7 @@ import json
 import os
 import socket
 import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
 
@@ -92,6 +93,8 @@ def serve_http(ready_file: str) -> None:
 
 
 if __name__ == "__main__":
+    # bench_ready.py: a server that takes this long to start (a vCenter login, say).
+    time.sleep(float(os.environ.get("BENCH_START_DELAY_S", "0")))
     if len(sys.argv) >= 3 and sys.argv[1] == "http":
         serve_http(sys.argv[2])
     else:

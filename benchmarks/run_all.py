@@ -25,6 +25,7 @@ SCRIPTS = {
     "bench_identity.py": ["--runs", "3"],
     "bench_service.py": ["--rounds", "20", "--runs", "2"],
     "bench_approvals.py": ["--rounds", "40", "--waiting", "10", "--runs", "2"],
+    "bench_ready.py": ["--rounds", "2"],
 }
 
 

@@ -503,6 +503,8 @@ def record_event(
         "expires": fmt_time(request.expires),
         "reason": note if note is not None else (request.note or ""),
     }
+    if request.host:  # the MCP client's clientInfo, as the call's own line names it
+        record["host"] = request.host
     try:
         write_record(log_path, record)
     except OSError as exc:

@@ -578,14 +578,15 @@ TAG_MAX = 100
 
 
 def tag_name(prefix: str, call: ToolCall, vms: tuple[str, ...], now: float) -> str:
-    """A readable, traceable tag: prefix, tool, VM(s), short session id, UTC time.
+    """A readable, traceable tag: prefix, tool, VM(s), short session id (if any), UTC time.
 
     Within TAG_MAX the session id and the time always survive (they make the
     tag unique); the VM list and then the tool name are shortened instead.
     """
     tool = call.tool_name.removeprefix("mcp__").replace("__", ".")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-    tail = f"s={(call.session_id or 'nosession')[:8]} {stamp}"
+    # No session id (a caller that has none): no session part, rather than a fake one.
+    tail = f"s={call.session_id[:8]} {stamp}" if call.session_id else stamp
     room = TAG_MAX - len(prefix) - len(tail) - 3  # three separating spaces
     vm_text = ",".join(vms)
     vm_room = max(8, room - len(tool))

@@ -363,8 +363,19 @@ def _with_checkpoint(result: types.CallToolResult, decision: Decision) -> types.
     ]
     meta = dict(result.meta or {})
     meta["zerto-rewind/checkpoints"] = checkpoints
-    content = [*result.content, types.TextContent(type="text", text=decision.context)]
+    content = [*result.content, types.TextContent(type="text", text=_added_text(result, decision))]
     return result.model_copy(update={"content": content, "meta": meta})
+
+
+# Some hosts (Copilot CLI) join a result's text blocks with nothing between them; a
+# block the guard adds starts with a blank line, so the joined text still reads as two
+# paragraphs. Hosts that show blocks one by one trim it.
+BLOCK_SEPARATOR = "\n\n"
+
+
+def _added_text(result: types.CallToolResult, decision: Decision) -> str:
+    """The guard's text block after the upstream's content: separated when there is any."""
+    return f"{BLOCK_SEPARATOR}{decision.context}" if result.content else decision.context
 
 
 def _protection_note(decision: Decision) -> str:

@@ -2,7 +2,8 @@
 
 ``tools/list`` returns the upstream's tools as the upstream lists them (names,
 descriptions, input schemas, annotations), so prompts that name tools keep
-working. ``tools/call`` goes through :func:`.calls.handle_call`.
+working. ``tools/call`` goes through :func:`.calls.handle_call`. A connection's
+opening waits until those tools are listed (:class:`ReadyFirst`).
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ from __future__ import annotations
 import functools
 import getpass
 import logging
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
 
 from .calls import (
     APPROVAL_FIELD,
@@ -28,12 +32,12 @@ from .calls import (
 from .upstream import UpstreamError
 
 if TYPE_CHECKING:
-    from mcp.server.context import ServerRequestContext
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
     from .service import Gateway
     from .upstream import Upstream
 
-__all__ = ["CLIENT_SCOPE_KEY", "PEER_USER_KEY", "build_proxy"]
+__all__ = ["CLIENT_SCOPE_KEY", "PEER_USER_KEY", "ReadyFirst", "build_proxy", "host_label"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
@@ -67,8 +71,14 @@ class _ProxyServer(Server[Any]):
         """``Server.__init__`` assigns None here; the property above decides."""
 
 
-def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
-    """A low-level SDK server presenting ``upstream`` through the guard."""
+def build_proxy(
+    gateway: Gateway, upstream: Upstream, *, connection_id: str | None = None
+) -> Server[Any]:
+    """A low-level SDK server presenting ``upstream`` through the guard.
+
+    ``connection_id``: the session id of a server that serves one connection (stdio),
+    for the decision log and the tag; over HTTP each session's own id is used.
+    """
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -89,7 +99,7 @@ def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
         url_mode = capable and _url_elicitation(ctx)
         context = CallContext(
             client=_client_name(ctx),
-            session_id=_session_id(ctx),
+            session_id=_session_id(ctx) or connection_id,
             tool_use_id=_tool_use_id(params),
             ask=_asker(ctx) if back_channel else None,
             ask_inline=capable and not back_channel,
@@ -112,7 +122,72 @@ def build_proxy(gateway: Gateway, upstream: Upstream) -> Server[Any]:
         on_call_tool=call_tool,
     )
     server.upstream = upstream
+    server.middleware.append(ReadyFirst(gateway, upstream))
     return server
+
+
+# How long an opening (initialize, server/discover) waits for the upstream's tools, at
+# most: under Codex's default MCP startup timeout (10 s), so the host shows the
+# gateway's reason rather than its own timeout. A lower upstreams.NAME.timeout_s wins.
+START_BUDGET_S = 8.0
+# The requests that open a connection: a host lists tools right after them.
+_OPENINGS = frozenset({"initialize", "server/discover"})
+
+
+class ReadyFirst:
+    """Server middleware: a connection's opening is answered once the upstream's tools are.
+
+    A host that lists tools as soon as ``initialize`` is answered (Codex sends its
+    first model request then) must find every tool on that first ``tools/list``. So
+    ``initialize`` (and the 2026-07-28 ``server/discover``) waits until the upstream is
+    connected and its list is read and cached; the SDK parks the connection's read
+    loop meanwhile, so a ``tools/list`` sent at once is answered after it, from the
+    cache. An upstream that is not up within the budget fails the opening with the
+    reason, which the host shows as the server failing to start: no tool is offered,
+    guarded or not. The upstream keeps being retried; the next connection may succeed.
+    """
+
+    def __init__(self, gateway: Gateway, upstream: Upstream) -> None:
+        self.gateway = gateway
+        self.upstream = upstream
+
+    @property
+    def budget_s(self) -> float:
+        return min(self.upstream.settings.timeout_s, START_BUDGET_S)
+
+    async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method in _OPENINGS:
+            await self.ready()
+        return await call_next(ctx)
+
+    async def ready(self) -> None:
+        """Return once the upstream's tools are listed; else MCPError with what failed."""
+        upstream = self.upstream
+        budget = self.budget_s
+        why = "it did not answer"
+        # The upstream's own wait ends first, with what failed; this bound is a backstop.
+        with anyio.move_on_after(budget + 1.0):
+            try:
+                tools = await upstream.list_tools(budget)
+            except UpstreamError as exc:
+                # Not connected: why its last start failed; connected: why the list failed.
+                why = f"last error: {upstream.last_error}" if upstream.last_error else str(exc)
+            else:
+                self.gateway.learn_tools(upstream.name, tools)
+                return
+        self.gateway.metrics.upstream_error(upstream.name, "start")
+        log.warning(
+            "upstream %s: not ready within %g s; the host's connection is refused",
+            upstream.name,
+            budget,
+        )
+        message = (
+            f"zerto-rewind: the VM MCP server {upstream.name!r} did not start within "
+            f"{budget:g} s ({why}), so none of its tools are offered. An operator can check "
+            f"it with `zerto-rewind doctor --server {upstream.name}` and its upstream log, "
+            "then restart this MCP server in the host."
+        )
+        raise MCPError(code=types.INTERNAL_ERROR, message=message)
 
 
 def _client_name(ctx: ServerRequestContext[Any]) -> str:
@@ -180,14 +255,36 @@ def _progress(ctx: ServerRequestContext[Any]) -> Progress | None:
 
 
 def _host(ctx: ServerRequestContext[Any]) -> str | None:
-    """The MCP client's own name and version (``clientInfo``), for the log and the approver."""
+    """The MCP client's own name and version (``clientInfo``), for the log and the approver.
+
+    The agent's side writes it: informational only, never used to authorise.
+    """
     params = ctx.session.client_params
     info = getattr(params, "client_info", None) if params is not None else None
-    name = getattr(info, "name", None)
-    if not isinstance(name, str) or not name:
+    return host_label(getattr(info, "name", None), getattr(info, "version", None))
+
+
+HOST_MAX = 80
+
+
+def host_label(name: object, version: object) -> str | None:
+    """``name version`` of a clientInfo, printable and at most :data:`HOST_MAX` characters.
+
+    Control and format characters (newlines, escapes, bidi overrides) are dropped, so
+    the text cannot forge a log line or a terminal's display.
+    """
+    shown = _printable(name) if isinstance(name, str) else ""
+    if not shown:
         return None
-    version = getattr(info, "version", None)
-    return f"{name} {version}"[:80] if isinstance(version, str) and version else name[:80]
+    if isinstance(version, str) and _printable(version):
+        shown = f"{shown} {_printable(version)}"
+    return shown[:HOST_MAX]
+
+
+def _printable(text: str) -> str:
+    return "".join(
+        ch for ch in text if unicodedata.category(ch)[0] not in "CZ" or ch == " "
+    ).strip()
 
 
 def _asker(ctx: ServerRequestContext[Any]) -> Asker:

@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -155,7 +156,9 @@ async def serve_stdio(
         async with anyio.create_task_group() as tg:
             await gateway.start(tg, [name])
             await start_approvals(gateway, tg, approvals)
-            server = build_proxy(gateway, gateway.upstreams[name])
+            # One process serves one host connection: its session id, for the log and the tag.
+            connection = secrets.token_hex(8)
+            server = build_proxy(gateway, gateway.upstreams[name], connection_id=connection)
             async with event_loop_stdio() as pipes:
                 stdin, stdout = pipes if pipes is not None else (None, None)
                 async with stdio_server(stdin, stdout) as (read, write):

@@ -31,7 +31,7 @@ from .approvals import ApprovalsService
 from .metrics import GatewayMetrics
 from .pins import PinGate
 from .request_state import RequestStates
-from .upstream import Upstream
+from .upstream import EraMemo, Upstream
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -67,6 +67,9 @@ class Gateway:
         for upstream in self.upstreams.values():
             upstream.log_path = upstream.settings.log_path or os.path.join(
                 settings.state_dir, "upstreams", f"{upstream.name}.log"
+            )
+            upstream.era = EraMemo(
+                upstream.name, os.path.join(settings.state_dir, "upstreams", f"{upstream.name}.era")
             )
 
     # ------------------------------------------------------------------ lifecycle

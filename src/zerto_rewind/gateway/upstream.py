@@ -17,6 +17,7 @@ never to the gateway's stderr.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -27,8 +28,10 @@ import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import ZertoRewindError
+from ..fsutil import atomic_write_text
 from .confine import launcher_argv
 from .upstream_log import UpstreamLog
 from .upstream_user import private_dir, upstream_identity
@@ -36,7 +39,7 @@ from .upstream_user import private_dir, upstream_identity
 if TYPE_CHECKING:
     from ..config.settings import UpstreamSettings
 
-__all__ = ["Upstream", "UpstreamError"]
+__all__ = ["EraMemo", "Upstream", "UpstreamError"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
@@ -50,6 +53,62 @@ _PING_TIMEOUT_S = 3.0
 
 class UpstreamError(ZertoRewindError):
     """The VM MCP server could not be reached, or did not answer in time."""
+
+
+class EraMemo:
+    """Whether an upstream is known to speak the handshake era only (no ``server/discover``).
+
+    Kept in memory and in ``path`` (``<state_dir>/upstreams/NAME.era``), so a stdio
+    gateway, one process per host session, probes a server once rather than on every
+    session. The file decides nothing about safety: a wrong entry costs one failed
+    handshake (then it is forgotten) or one probe.
+    """
+
+    _HANDSHAKE = "handshake"
+
+    def __init__(self, name: str, path: str | None) -> None:
+        self.name = name
+        self.path = path
+        self._known: bool | None = None
+
+    def handshake_only(self) -> bool:
+        if self._known is None:
+            self._known = self._read() == self._HANDSHAKE
+        return self._known
+
+    def remember_handshake(self, version: str | None) -> None:
+        first = self._known is not True
+        self._known = True
+        if first:  # once: the probe's traces in the upstream's log are explained here
+            log.warning(
+                "upstream %s: a handshake-era server (protocol %s): it refused the SDK's "
+                "server/discover probe, and any warnings about it in its log are harmless; "
+                "later connections go straight to initialize",
+                self.name,
+                version,
+            )
+        if self.path is None or self._read() == self._HANDSHAKE:
+            return
+        try:
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+            atomic_write_text(self.path, self._HANDSHAKE + "\n", mode=0o600)
+        except OSError as exc:  # memory still serves this process
+            log.info("upstream %s: era not saved (%s)", self.name, exc.strerror)
+
+    def forget(self) -> None:
+        self._known = False
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+    def _read(self) -> str:
+        if self.path is None:
+            return ""
+        try:
+            with open(self.path, encoding="utf-8") as fh:
+                return fh.read(64).strip()
+        except (OSError, UnicodeDecodeError):
+            return ""
 
 
 class Upstream:
@@ -72,6 +131,7 @@ class Upstream:
         self.on_stale: Callable[[], None] | None = None
         self.on_listed: Callable[[list[types.Tool]], None] | None = None
         self.log_path: str | None = None  # where a stdio server's stderr goes
+        self.era = EraMemo(self.name, None)  # the gateway gives it a file in its state dir
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -94,7 +154,7 @@ class Upstream:
                         await self._drop.wait()
                         tg.cancel_scope.cancel()
             except Exception as exc:  # the server died or never started: try again
-                self.last_error = f"{type(exc).__name__}: {exc}"
+                self.last_error = _describe(exc)
                 log.warning("upstream %s: connection lost (%s)", self.name, type(exc).__name__)
             finally:
                 self._client = None
@@ -169,9 +229,7 @@ class Upstream:
             # The headers carry the upstream's credentials; they stay in this client.
             async with httpx2.AsyncClient(headers=s.headers, timeout=s.timeout_s) as http:
                 transport = streamable_http_client(s.url, http_client=http)
-                async with Client(
-                    transport, cache=None, message_handler=self._on_message
-                ) as client:
+                async with self._connect(transport) as client:
                     yield client
             return
         assert s.command is not None  # the parser requires command or url
@@ -191,10 +249,36 @@ class Upstream:
             params = StdioServerParameters(command=argv[0], args=argv[1:], env={**env, **s.env})
             with UpstreamLog(self.log_path, s.env.values()) as errlog:
                 transport = stdio_client(params, errlog=errlog.sink)
-                async with Client(
-                    transport, cache=None, message_handler=self._on_message
-                ) as client:
+                async with self._connect(transport) as client:
                     yield client
+
+    @asynccontextmanager
+    async def _connect(self, transport: Any) -> AsyncIterator[Client]:
+        """The SDK client over ``transport``, in the era this server is known to speak.
+
+        By default the SDK probes ``server/discover`` on every connection, and a server
+        from before 2026-07-28 (mcvsphere) logs a screenful of validation warnings for
+        each probe before the client falls back to ``initialize``. Once a server has
+        answered the handshake instead, that is remembered (:class:`EraMemo`) and later
+        connections, in this process or the next, go straight to ``initialize``. A
+        remembered handshake that fails is forgotten, so the next attempt probes again
+        (a server upgraded to 2026-07-28 only).
+        """
+        legacy = self.era.handshake_only()
+        mode = "legacy" if legacy else "auto"
+        entered = False
+        try:
+            async with Client(
+                transport, cache=None, message_handler=self._on_message, mode=mode
+            ) as client:
+                entered = True
+                if not legacy and client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                    self.era.remember_handshake(client.protocol_version)
+                yield client
+        except Exception:
+            if legacy and not entered:
+                self.era.forget()
+            raise
 
     async def _live(self, timeout_s: float) -> Client:
         with anyio.move_on_after(timeout_s):
@@ -261,3 +345,11 @@ class Upstream:
         except Exception:
             if self._client is client:
                 self._drop.set()
+
+
+def _describe(exc: BaseException) -> str:
+    """What failed, for a person: the one error inside the SDK's task groups, if one."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

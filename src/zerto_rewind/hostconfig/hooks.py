@@ -16,9 +16,11 @@ copilot    ``~/.copilot/hooks/zerto-rewind.json``  ``hooks.preToolUse[]``: ``ver
 
 Every other key and every other hook is kept; our own earlier entry (a handler
 whose command runs :data:`HOOK_MARKER`) is replaced, so a re-run changes nothing.
-A JSON file with comments (Gemini's ``settings.json`` may have them) is read,
-but a rewrite would drop them: :class:`HookPlan` says so, and the installer asks
-for ``--force``.
+A JSON file with comments (Gemini's ``settings.json`` may have them) is edited in
+place, as ``install mcp-host`` edits it: only ``hooks`` changes, every other byte
+stays. Where that cannot be done (a layout the editor does not read), a rewrite
+would drop the comments: :class:`HookPlan` says so, and the installer asks for
+``--force``.
 
 The matchers are anchored regular expressions over the host's own tool names:
 the VM servers' tools (Codex ``mcp__<server>__…``, Gemini ``mcp_<server>_…``,
@@ -38,14 +40,16 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..fsutil import atomic_write_text, backup_name
-from .formats import parse_jsonc
+from .formats import edit_json_servers, parse_jsonc
 
 __all__ = [
     "HOOK_HOSTS",
     "HOOK_MARKER",
     "HookPlan",
+    "InstalledHook",
     "build_entry",
     "hook_file",
+    "installed_hooks",
     "matcher_for",
     "plan_hook_file",
     "write_hook_file",
@@ -129,12 +133,41 @@ class HookPlan:
 
 def plan_hook_file(host: str, path: str, entry: dict[str, Any]) -> HookPlan:
     """Our entry merged into the file at ``path``; ConfigError when it cannot be read."""
-    data, had_comments, existed = _read(path)
+    data, original, existed = _read(path)
     merged, kept = _merge(host, data, entry)
-    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
-    if merged == data and not had_comments:
+    if merged == data:
         return HookPlan(host, path, None, existed, kept, False)
-    return HookPlan(host, path, text, existed, kept, had_comments)
+    in_place = _edited_in_place(original, merged) if original else None
+    if in_place is not None:
+        return HookPlan(host, path, in_place, existed, kept, False)
+    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
+    return HookPlan(host, path, text, existed, kept, _has_comments(original))
+
+
+def _edited_in_place(original: str, merged: dict[str, Any]) -> str | None:
+    """``original`` with only its ``hooks`` changed (comments and layout kept), or None.
+
+    The same in-place editor as ``install mcp-host``; the result must parse back to
+    exactly ``merged``, else the caller rewrites the whole file. Copilot's
+    ``version`` key is outside ``hooks``: a file without it is rewritten.
+    """
+    edited = edit_json_servers(original, (), "hooks", merged["hooks"])
+    if edited is None:
+        return None
+    try:
+        if parse_jsonc(edited) != merged:
+            return None
+    except ValueError:
+        return None
+    return edited
+
+
+def _has_comments(original: str) -> bool:
+    try:
+        json.loads(original)
+    except ValueError:
+        return bool(original.strip())
+    return False
 
 
 def write_hook_file(plan: HookPlan) -> str | None:
@@ -158,19 +191,19 @@ def write_hook_file(plan: HookPlan) -> str | None:
     return backup
 
 
-def _read(path: str) -> tuple[dict[str, Any], bool, bool]:
+def _read(path: str) -> tuple[dict[str, Any], str, bool]:
+    """(the file's object, its text, whether it exists); ConfigError when unusable."""
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except FileNotFoundError:
-        return {}, False, False
+        return {}, "", False
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
         msg = f"cannot read it ({reason})"
         raise ConfigError(msg, path=path) from None
     if not text.strip():
-        return {}, False, True
-    had_comments = False
+        return {}, "", True
     try:
         data: Any = json.loads(text)
     except ValueError:
@@ -179,11 +212,10 @@ def _read(path: str) -> tuple[dict[str, Any], bool, bool]:
         except ValueError as exc:
             msg = f"not valid JSON ({exc.args[0] if exc.args else 'parse error'})"
             raise ConfigError(msg, path=path) from None
-        had_comments = True
     if not isinstance(data, dict):
         msg = "must hold an object at the top level"
         raise ConfigError(msg, path=path)
-    return data, had_comments, True
+    return data, text, True
 
 
 def _merge(host: str, data: dict[str, Any], entry: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -224,3 +256,46 @@ def _ours(handler: Any) -> bool:
         return False
     return any(isinstance(handler.get(k), str) and HOOK_MARKER in handler[k]
                for k in ("command", "bash"))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class InstalledHook:
+    """Our hook as a host's file holds it: its command, matcher and the host's timeout (s)."""
+
+    host: str
+    path: str
+    command: str
+    matcher: str
+    timeout_s: float | None
+
+
+def installed_hooks(host: str, path: str) -> list[InstalledHook]:
+    """Our entries in the host's hook file at ``path`` (none when it is missing).
+
+    ConfigError when the file cannot be read. ``timeout_s`` is the host's own
+    timeout in seconds (Gemini writes milliseconds), None when the entry has none.
+    """
+    data, _text, existed = _read(path)
+    if not existed:
+        return []
+    hooks = data.get("hooks")
+    items = hooks.get(_EVENTS[host]) if isinstance(hooks, dict) else None
+    if not isinstance(items, list):
+        return []
+    found = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        handlers = [item] if host == "copilot" else item.get("hooks")
+        for handler in handlers if isinstance(handlers, list) else []:
+            if not _ours(handler):
+                continue
+            command = handler.get("bash" if host == "copilot" else "command")
+            raw = handler.get("timeoutSec" if host == "copilot" else "timeout")
+            timeout = None
+            if isinstance(raw, int | float) and not isinstance(raw, bool):
+                timeout = raw / 1000 if host == "gemini" else float(raw)
+            matcher = item.get("matcher")
+            shown = matcher if isinstance(matcher, str) else ""
+            found.append(InstalledHook(host, path, str(command), shown, timeout))
+    return found

@@ -14,6 +14,8 @@ from support.service import served, served_url  # noqa: F401  (fixtures)
 from zerto_rewind.agent_hooks.hook import LAUNCH_CODE
 from zerto_rewind.cli import install_cmd, install_host_hook
 from zerto_rewind.cli import run_command as cli_edge
+from zerto_rewind.hostconfig.formats import parse_jsonc
+from zerto_rewind.hostconfig.hooks import HOOK_MARKER
 
 GUARD_BUDGET_S = 10.0
 
@@ -77,12 +79,24 @@ def test_gemini_settings_keep_the_model_and_the_mcp_servers(
     assert "--prompt-as deny" in entry["hooks"][0]["command"]
 
 
-def test_gemini_with_comments_needs_force(
+def test_gemini_with_comments_keeps_them(service: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    text = '{\n  // mine\n  "theme": "dark"\n}\n'
+    (home / ".gemini" / "settings.json").write_text(text)
+    assert install(["gemini", "--user", "--service", service], home) == 0
+    written = (home / ".gemini" / "settings.json").read_text()
+    assert written.startswith('{\n  // mine\n  "theme": "dark"')
+    (entry,) = parse_jsonc(written)["hooks"]["BeforeTool"]
+    assert HOOK_MARKER in entry["hooks"][0]["command"]
+
+
+def test_gemini_with_a_layout_the_editor_cannot_follow_needs_force(
     service: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     home = tmp_path / "home"
     (home / ".gemini").mkdir(parents=True)
-    text = '{\n  // mine\n  "theme": "dark"\n}\n'
+    text = '{\n  // mine\n  theme: "dark"\n}\n'  # an unquoted key: JSON5 only
     (home / ".gemini" / "settings.json").write_text(text)
     assert install(["gemini", "--user", "--service", service], home) == 1
     assert "has comments, which a rewrite would drop" in capsys.readouterr().err

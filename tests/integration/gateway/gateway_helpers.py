@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx2
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from support.users import as_user
@@ -38,6 +39,15 @@ def stand_in_upstream(box: Sandbox, actions_log: Path) -> dict[str, Any]:
         },
         "timeout_s": 10,
     }
+
+
+def legacy_upstream(box: Sandbox, actions_log: Path, **env: str) -> dict[str, Any]:
+    """The stand-in as a handshake-era server (legacy_server.py); ``env`` sets its knobs
+    (``LEGACY_START_DELAY_S``, ``LEGACY_DISCOVERS``)."""
+    upstream = stand_in_upstream(box, actions_log)
+    upstream["command"] = [sys.executable, str(Path(__file__).with_name("legacy_server.py"))]
+    upstream["env"].update(env)
+    return upstream
 
 
 def gateway_config(
@@ -148,6 +158,17 @@ async def client(url: str, token: str | None, **kwargs: Any) -> AsyncIterator[Cl
         Client(streamable_http_client(url, http_client=http), cache=None, **kwargs) as c,
     ):
         yield c
+
+
+def stdio_gateway(box: Sandbox, **kwargs: Any) -> Client:
+    """The SDK's client starting `gateway --stdio --upstream vsphere`, as a host does.
+
+    ``kwargs`` go to the client (``client_info``, ``mode``).
+    """
+    args = ["-m", "zerto_rewind", "gateway", "--stdio", "--upstream", "vsphere"]
+    args.append("--allow-privileged-upstream")  # the stand-in upstreams run as the tests' user
+    params = StdioServerParameters(command=sys.executable, args=args, env=box.env())
+    return Client(params, cache=None, **kwargs)
 
 
 def text_of(result: Any) -> str:

@@ -5,31 +5,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import mcp_types as types
 import pytest
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 
-from integration.gateway.gateway_helpers import actions, decisions, gateway_config, text_of
+from integration.gateway.gateway_helpers import (
+    actions,
+    decisions,
+    gateway_config,
+    stdio_gateway,
+    text_of,
+)
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
-
-
-def stdio_gateway(box: Sandbox) -> Client:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "zerto_rewind",
-            "gateway",
-            "--stdio",
-            "--upstream",
-            "vsphere",
-            "--allow-privileged-upstream",
-        ],
-        env=box.env(),
-    )
-    return Client(params, cache=None)
 
 
 async def test_every_kind_of_call_over_stdio(box: Sandbox, tmp_path: Path) -> None:
@@ -51,6 +39,38 @@ async def test_every_kind_of_call_over_stdio(box: Sandbox, tmp_path: Path) -> No
     clients = {d["client"] for d in decisions(box)}
     assert len(clients) == 1
     assert clients.pop().startswith("stdio:")
+
+
+async def test_each_stdio_connection_logs_its_host_and_a_session_of_its_own(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    """Two hosts, each its own gateway process: every decision line names the host's
+    clientInfo and a random per-connection session id, and the tag carries that session."""
+    gateway_config(box, tmp_path / "actions.jsonl")
+    hosts = {
+        "codex-mcp-client": types.Implementation(name="codex-mcp-client", version="0.169.0"),
+        "copilot": types.Implementation(name="copilot\nforged", version="1.0.102"),
+    }
+    for info in hosts.values():
+        async with stdio_gateway(box, client_info=info) as c:
+            done = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
+            refused = await c.call_tool("power_off_vm", {"name": "sql-paused-1"})
+        assert not done.is_error, text_of(done)
+        assert refused.is_error
+    lines = decisions(box)
+    assert {d["host"] for d in lines} == {"codex-mcp-client 0.169.0", "copilotforged 1.0.102"}
+    by_host: dict[str, set[str]] = {}
+    for d in lines:
+        by_host.setdefault(d["host"], set()).add(d["session_id"])
+    sessions = [by_host[h] for h in sorted(by_host)]
+    assert all(len(s) == 1 for s in sessions), "one session per connection"
+    assert sessions[0] != sessions[1]
+    for d in lines:
+        assert len(d["session_id"]) == 16
+        for tag in d.get("tags") or []:
+            assert f" s={d['session_id'][:8]} " in tag
+            assert "nosessio" not in tag
+    assert any(d.get("tags") for d in lines), "the confirmed calls tagged"
 
 
 async def test_an_unknown_upstream_name_stops_with_the_reason(box: Sandbox, tmp_path: Path) -> None:

@@ -34,9 +34,10 @@ def test_non_mcp_tool_kept() -> None:
 
 
 def test_no_session() -> None:
-    """Without a session id the tag still says so in 8 characters."""
-    name = tag_name("zr", call(session=None), ("web01",), NOW)
-    assert " s=nosessio " in name
+    """Without a session id the tag has no session part (never a made-up ``s=nosessio``)."""
+    for session in (None, ""):
+        name = tag_name("zr", call(session=session), ("web01",), NOW)
+        assert name == "zr vsphere.power_off web01 2024-05-17T13:45:09Z"
 
 
 def test_time_is_utc() -> None:

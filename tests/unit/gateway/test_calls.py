@@ -212,7 +212,7 @@ def test_a_confirmed_call_is_forwarded_and_its_result_names_the_checkpoint(tmp_p
     context and _meta zerto-rewind/checkpoints are added."""
     gateway = FakeGateway(tmp_path, confirmed())
     result = run(gateway, FakeUpstream(), ctx())
-    assert texts(result) == ["powered off", "checkpoint cp-77"]
+    assert texts(result) == ["powered off", "\n\ncheckpoint cp-77"]
     assert result.meta["upstream/key"] == "kept"
     assert result.meta["zerto-rewind/checkpoints"] == [
         {
@@ -224,6 +224,26 @@ def test_a_confirmed_call_is_forwarded_and_its_result_names_the_checkpoint(tmp_p
         }
     ]
     assert ("forwarded", "vsphere", Row.CONFIRMED) in gateway.metrics.seen
+
+
+def test_the_checkpoint_block_reads_apart_when_a_host_joins_blocks_with_nothing(
+    tmp_path: Path,
+) -> None:
+    """Copilot CLI concatenates text blocks as they are: the guard's block starts with a blank
+    line, so the upstream's last word and the guard's first never run together; a host that
+    shows blocks one by one sees the same words once trimmed."""
+    result = run(FakeGateway(tmp_path, confirmed()), FakeUpstream(), ctx())
+    joined = "".join(texts(result))
+    assert joined == "powered off\n\ncheckpoint cp-77"
+    assert [t.strip() for t in texts(result)] == ["powered off", "checkpoint cp-77"]
+
+
+def test_the_checkpoint_block_alone_has_no_leading_blank_line(tmp_path: Path) -> None:
+    """An upstream result with no content: the guard's block is the only one, unpadded."""
+    upstream = FakeUpstream()
+    upstream.result = types.CallToolResult(content=[])
+    result = run(FakeGateway(tmp_path, confirmed()), upstream, ctx())
+    assert texts(result) == ["checkpoint cp-77"]
 
 
 # ---------------------------------------------------------------- refusals

@@ -144,9 +144,28 @@ def test_copilot_file_has_version_1_and_keeps_other_hooks(tmp_path: Path) -> Non
     assert data["hooks"]["postToolUse"] == [theirs]
 
 
-def test_a_commented_file_says_a_rewrite_drops_the_comments(tmp_path: Path) -> None:
+def test_a_commented_file_keeps_its_comments_and_layout(tmp_path: Path) -> None:
+    """Gemini's settings.json may hold comments: only ``hooks`` changes, in place."""
     path = tmp_path / "settings.json"
-    path.write_text('{\n  // the user\'s note\n  "theme": "dark",\n}\n')
+    original = '{\n  // the user\'s note\n  "theme": "dark",\n}\n'
+    path.write_text(original)
+    entry = build_entry("gemini", command=OURS, matcher="m", timeout_s=1)
+    plan = plan_hook_file("gemini", str(path), entry)
+    assert not plan.drops_comments
+    assert plan.text is not None
+    assert plan.text.startswith('{\n  // the user\'s note\n  "theme": "dark",')
+    write_hook_file(plan)
+    again = plan_hook_file("gemini", str(path), entry)
+    assert again.text is None  # a re-run changes nothing
+    assert "// the user's note" in path.read_text()
+
+
+def test_a_layout_the_editor_cannot_follow_says_a_rewrite_drops_the_comments(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "settings.json"
+    # JSON5 that only a full parser reads (an unquoted key): no in-place edit.
+    path.write_text('{\n  // the user\'s note\n  theme: "dark",\n}\n')
     plan = plan_hook_file(
         "gemini", str(path), build_entry("gemini", command=OURS, matcher="m", timeout_s=1)
     )

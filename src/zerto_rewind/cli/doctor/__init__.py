@@ -11,6 +11,8 @@ One module per concern:
 * :mod:`.hook`: Claude Code settings files that hold the hook (command, pin, timeout,
   ``onFailure``, matcher);
 * :mod:`.thin`: a thin hook and the guard service it asks;
+* :mod:`.host_hooks`: the Codex, Gemini CLI and Copilot CLI hooks (``install
+  host-hook``): command, service identity, the service, the host's timeout;
 * :mod:`.mcp`: the MCP servers of Claude Code's configs, against catalog and matcher;
 * :mod:`.gateway`: host configs that reach a VM server around the gateway (every
   host's files; with no hook installed and a gateway entry found, these and the
@@ -34,6 +36,7 @@ from ...claude_code.settings_file import MANAGED_SETTINGS, is_thin_hook
 from ...config.settings import config_path, home_dir
 from ...hostconfig.bypass import Finding, bypass_findings
 from ...hostconfig.claude import read_sources
+from ...hostconfig.hooks import InstalledHook
 from ...hostconfig.specs import HOSTS, known_files
 from .access import User, lookup_user
 from .check import Check
@@ -48,6 +51,7 @@ from .config import (
 )
 from .gateway import doctor_bypass_checks
 from .hook import SettingsFile, hook_config, host_checks, installed_matchers
+from .host_hooks import find_host_hooks, host_hook_checks
 from .live import live_checks, tie_check
 from .mcp import mcp_server_checks
 from .thin import thin_hook_checks
@@ -111,7 +115,9 @@ def run_checks(
     handlers = [handler for h in hosts for _entry, handler in h.hooks]
     host_files = [f for f in known_files(env, project_dirs) if host in (None, f.host.name)]
     through = [f for f in bypass_findings(env, files=host_files) if f.kind == "gateway"]
-    gateway_mode = not handlers and (bool(through) or not hook_host)
+    host_hooks, hook_file_problems = find_host_hooks(env, project_dirs, host)
+    # No Claude Code hook: the gateway, or another host's hook, is what guards.
+    gateway_mode = not handlers and (bool(through) or bool(host_hooks) or not hook_host)
     origin = ""
     if config:
         env["ZERTO_REWIND_CONFIG"] = config
@@ -121,7 +127,10 @@ def run_checks(
         if found:
             env["ZERTO_REWIND_CONFIG"] = found[0]
             origin = f" (named by the {'gateway entry' if not handlers else 'hook'} in {found[1]})"
-    if handlers and all(map(is_thin_hook, handlers)) and not env.get("ZERTO_REWIND_CONFIG"):
+    thin_only = (handlers and all(map(is_thin_hook, handlers))) or (
+        not handlers and host_hooks and not through
+    )
+    if thin_only and not env.get("ZERTO_REWIND_CONFIG"):
         # Thin hooks only, and no config named: the service holds config and credentials.
         detail = "the installed hooks are thin: the guard service holds the config"
         checks, settings = [Check("config", "pass", detail)], None
@@ -134,8 +143,11 @@ def run_checks(
             checks.append(approvals_check(settings))
         checks += upstream_checks(settings, allow_privileged=allow_privileged_upstream)
         checks.append(tie_check(settings))
+    for hook in host_hooks:
+        checks += host_hook_checks(hook)
+    checks += hook_file_problems
     if gateway_mode:
-        checks.append(_gateway_setup_check(through, host))
+        checks.append(_gateway_setup_check(through, host, host_hooks))
     else:
         checks += host_checks(hosts, settings, config_path(env), thin=thin_hook_checks)
         sources = read_sources(env, projects=project_dirs, extra_files=mcp_files)
@@ -162,9 +174,15 @@ def _gateway_config(through: Sequence[Finding]) -> tuple[str, str] | None:
     return None
 
 
-def _gateway_setup_check(through: Sequence[Finding], host: str | None) -> Check:
-    """Why the doctor checks the gateway and not the Claude Code hook."""
+def _gateway_setup_check(
+    through: Sequence[Finding], host: str | None, host_hooks: Sequence[InstalledHook] = ()
+) -> Check:
+    """Why the doctor checks the gateway (or another host's hook) and not the Claude Code hook."""
     entries = [f"{f.where} {f.server}" for f in through]
+    if host_hooks and not entries:
+        shown = ", ".join(f"{HOSTS[h.host].label} ({h.path})" for h in host_hooks)
+        detail = "no Claude Code hook; the host hooks installed are checked instead of it: " + shown
+        return Check("gateway setup", "pass", detail)
     if entries:
         detail = (
             "no zerto-rewind hook installed; the gateway guards these host entries, so "

@@ -38,7 +38,7 @@ from .hook import (
     unlisted_past_matcher,
 )
 
-__all__ = ["thin_hook_checks", "thin_options"]
+__all__ = ["identity_check", "thin_hook_checks", "thin_options"]
 
 _REINSTALL = (
     "re-run zerto-rewind install claude-code --service URL (--project DIR, --user or --managed)"
@@ -72,7 +72,7 @@ def thin_hook_checks(path: str, entry: dict[str, Any], handler: dict[str, Any]) 
     service = opts.get("service")
     ask = opts
     if service and service.startswith("unix:"):
-        identity, ask = _identity_check(path, service[5:], opts)
+        identity, ask = identity_check(path, service[5:], opts)
         checks.append(identity)
     if service:
         try:
@@ -105,7 +105,9 @@ def thin_hook_checks(path: str, entry: dict[str, Any], handler: dict[str, Any]) 
     return checks
 
 
-def _identity_check(path: str, socket: str, opts: dict[str, str]) -> tuple[Check, dict[str, str]]:
+def identity_check(
+    path: str, socket: str, opts: dict[str, str], reinstall: str = _REINSTALL
+) -> tuple[Check, dict[str, str]]:
     """Does the socket belong to the hook's ``--service-user``? And the options to ask it with.
 
     Without ``--service-user`` the catalog is still read, from the socket's owner, so
@@ -123,11 +125,11 @@ def _identity_check(path: str, socket: str, opts: dict[str, str]) -> tuple[Check
             f"from another listener on {socket} and denies every call"
         )
         ask = opts if owner is None else {**opts, "service_user": str(owner)}
-        return Check(name, "fail", detail, f"{_REINSTALL}: it records the service's user"), ask
+        return Check(name, "fail", detail, f"{reinstall}: it records the service's user"), ask
     uid = uid_of(expected)
     if uid is None:
         detail = f"{path}: the hook's --service-user {expected!r} is no user of this machine"
-        return Check(name, "fail", detail, _REINSTALL), opts
+        return Check(name, "fail", detail, reinstall), opts
     if owner is None:
         detail = f"{path}: cannot see who owns {socket}; the hook expects {user_label(uid)}"
         return Check(name, "warn", detail), opts
@@ -140,7 +142,7 @@ def _identity_check(path: str, socket: str, opts: dict[str, str]) -> tuple[Check
         fix = (
             "find who serves the socket; if it is not the guard service, stop it and check who "
             "can write the socket's directory (doctor --as-user NAME). If the service moved to "
-            f"another user, {_REINSTALL}"
+            f"another user, {reinstall}"
         )
         return Check(name, "fail", detail, fix), opts
     detail = (
