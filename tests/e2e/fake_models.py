@@ -42,6 +42,7 @@ from typing import Any
 from e2e.scripted import (
     END_ANSWER,
     SIDE_ANSWER,
+    RecordedRequest,
     ScriptedHandler,
     ScriptedServer,
     ToolResult,
@@ -234,8 +235,13 @@ class FakeModels(ScriptedServer):
         """Every tool name any main request offered (first-seen order)."""
         names: dict[str, None] = {}
         for req in self.main_requests():
-            names.update(dict.fromkeys(_offered(req.api, req.body)))
+            names.update(dict.fromkeys(self.offered_tools_of(req)))
         return list(names)
+
+    @staticmethod
+    def offered_tools_of(request: RecordedRequest) -> list[str]:
+        """The tool names one request offered."""
+        return _offered(request.api, request.body) if isinstance(request.body, dict) else []
 
     def tool_results(self) -> list[ToolResult]:
         """Every tool result the model was sent, one per call id, in first-seen order."""

@@ -108,7 +108,12 @@ def test_confirmed_change_runs_on_one_tag_and_the_model_is_told(wired: Wired) ->
     assert not told.is_error
     assert f"VM '{VM.confirmed}' powered off" in told.text
     assert CHECKPOINT_NOTE in told.text
+    # the guard's block stays apart from the upstream's text, even where a host joins the
+    # blocks with nothing between (Copilot): the block starts with a blank line
+    assert told.text[told.text.index(CHECKPOINT_NOTE) - 1].isspace(), told.text
     assert f"checkpoint {cp} tagged {tag!r}" in told.text
+    # the tag names this connection's session, not a placeholder
+    assert f" s={record['session_id'][:8]} " in tag
     assert run.host_calls == [(wired.tool("power_off"), True)]
     assert CHECKPOINT_NOTE in (run.answer or ""), run.describe()
 
@@ -173,6 +178,33 @@ def test_list_vms_reaches_the_model_except_in_gemini(wired: Wired) -> None:
         assert "expected record, received array" in told.text, told
     else:
         assert all(vm in told.text for vm in DEFAULT_VMS), told
+
+
+def test_the_first_model_request_offers_the_gateway_tools(wired: Wired) -> None:
+    """The gateway answers ``initialize`` only with its upstream's tools ready. Gemini CLI
+    and Copilot CLI list them at once: their first model request offers them. Codex does
+    not wait that long for a server that is not ``required`` (the stand-in Python server,
+    ready sooner, made it): without the ``required = true`` that install writes, its first
+    request offered none and the call was "unsupported", never reaching the gateway."""
+    codex = wired.host.name == "codex"
+    if codex:
+        wired.home.edit_entry(SERVER, lambda entry: entry.pop("required"))
+    try:
+        run = wired.run([call(wired.tool("get_vm_info"), name=VM.spare)])
+    finally:
+        if codex:
+            wired.home.edit_entry(SERVER, lambda entry: entry.update(required=True))
+
+    first = wired.model.main_requests()[0]
+    offered = wired.model.offered_tools_of(first)
+    told = only(wired.model.tool_results())
+    if codex:
+        assert wired.tool("get_vm_info") not in offered
+        assert told.text == f"unsupported call: {wired.tool('get_vm_info')}"
+        assert wired.decisions() == []
+    else:
+        assert wired.tool("get_vm_info") in offered
+        assert run.host_calls == [(wired.tool("get_vm_info"), True)]
 
 
 @contextlib.contextmanager
