@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from e2e.fake_models import FakeModels
-from e2e.gateway_e2e import GatewayRig
+from e2e.fake_models import FakeModels, call
+from e2e.gateway_e2e import DEFAULT_VMS, GatewayRig
 from e2e.harness import E2E_DIR, INSTALL_COMMAND, parse_events, write_json
 from zerto_rewind.hostconfig.files import read_host_config, render_host_config
 from zerto_rewind.hostconfig.specs import HOSTS as HOST_SPECS
@@ -60,6 +60,7 @@ __all__ = [
     "HostRun",
     "HostSession",
     "host_path",
+    "list_vms_reaches_the_model",
     "only",
     "remote_peers",
 ]
@@ -373,6 +374,21 @@ class HostSession:
 
     def decisions(self) -> list[dict[str, Any]]:
         return self.rig.log_since(self.log_start)
+
+
+def list_vms_reaches_the_model(session: HostSession) -> None:
+    """Run mcvsphere's ``list_vms`` (read-only; its structuredContent is a JSON array): no
+    tag; Codex and Copilot pass the listing on, Gemini CLI rejects it itself."""
+    tags_before = session.rig.box.tag_requests()
+
+    session.run([call(session.tool("list_vms"))])
+
+    assert session.rig.box.tag_requests() == tags_before
+    told = only(session.model.tool_results())
+    if session.host.name == "gemini":
+        assert "expected record, received array" in told.text, told
+    else:
+        assert all(vm in told.text for vm in DEFAULT_VMS), told
 
 
 def only(items: Sequence[Any]) -> Any:

@@ -25,7 +25,7 @@ from e2e.fake_models import FakeModels, call
 from e2e.gateway_e2e import CONFIRMED_VPG, FAILED_VPG, SERVER, VM, GatewayRig
 from e2e.guarded import parse_time
 from e2e.harness import write_json
-from e2e.hosts_e2e import HOSTS, HostHome, HostSession, host_path, only
+from e2e.hosts_e2e import HOSTS, HostHome, HostSession, host_path, list_vms_reaches_the_model, only
 from support.realvm import mcvsphere_command
 from support.service import guard_service
 
@@ -153,6 +153,12 @@ def test_read_only_call_runs_without_a_tag(hooked: Hooked) -> None:
     told = only(hooked.model.tool_results())
     assert VM.spare in told.text
     assert run.host_calls == [(hooked.tool("get_vm_info"), True)]
+
+
+def test_list_vms_without_the_gateway(hooked: Hooked) -> None:
+    """mcvsphere straight to the host: Gemini CLI rejects list_vms' array structuredContent
+    here too, so that is Gemini's doing, not the gateway's."""
+    list_vms_reaches_the_model(hooked)
 
 
 def _write_calls(host: str, config: Path, project: Path) -> list[tuple[Any, Path, str]]:

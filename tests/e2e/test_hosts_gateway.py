@@ -25,7 +25,15 @@ import pytest
 from e2e.fake_models import FakeModels, call
 from e2e.gateway_e2e import CONFIRMED_VPG, DEFAULT_VMS, FAILED_VPG, SERVER, VM, GatewayRig
 from e2e.guarded import parse_time
-from e2e.hosts_e2e import HOSTS, HostHome, HostSession, host_path, only, remote_peers
+from e2e.hosts_e2e import (
+    HOSTS,
+    HostHome,
+    HostSession,
+    host_path,
+    list_vms_reaches_the_model,
+    only,
+    remote_peers,
+)
 from support.realvm import mcvsphere_command
 from zerto_rewind.gateway.upstream_user import ALLOW_FLAG
 
@@ -165,19 +173,10 @@ def test_read_only_call_passes_without_a_tag(wired: Wired) -> None:
 
 
 def test_list_vms_reaches_the_model_except_in_gemini(wired: Wired) -> None:
-    """mcvsphere's list_vms answers structuredContent that is a JSON array. Codex and Copilot
-    pass the listing on; Gemini CLI rejects it itself ("expected record, received array"),
-    with or without the gateway: the gateway let it through (read-only, no tag)."""
-    tags_before = wired.rig.box.tag_requests()
-
-    wired.run([call(wired.tool("list_vms"))])
-
-    assert wired.rig.box.tag_requests() == tags_before
-    told = only(wired.model.tool_results())
-    if wired.host.name == "gemini":
-        assert "expected record, received array" in told.text, told
-    else:
-        assert all(vm in told.text for vm in DEFAULT_VMS), told
+    """The gateway lets list_vms through (read-only, no tag); Gemini CLI rejects its array
+    structuredContent itself ("expected record, received array"), as without the gateway
+    (``test_host_hooks.py``)."""
+    list_vms_reaches_the_model(wired)
 
 
 def test_the_first_model_request_offers_the_gateway_tools(wired: Wired) -> None:
