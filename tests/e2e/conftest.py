@@ -2,6 +2,7 @@
 
 - ``claude_bin`` (session): the pinned CLI; a missing install is an ERROR, never a skip.
 - ``fake_api``: a started ``FakeAnthropic`` with an empty script (set it per test).
+- ``scripted_models`` (module): a started ``fake_models.FakeModels`` for the other hosts.
 - ``project_dir``, ``claude_home``, ``actions_log``, ``vm_mcp_config``: per-test temp paths.
 - ``e2e``: an ``E2ESession`` binding them: ``e2e.script([...])``, ``e2e.run(...)``,
   ``e2e.actions()``, ``e2e.write_settings({...})``.
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from e2e.fake_anthropic import FakeAnthropic
+from e2e.fake_models import FakeModels
 from e2e.guarded import Guarded
 from e2e.harness import E2ESession, claude_path, make_home, mcp_config
 
@@ -44,6 +46,13 @@ def fake_api() -> Iterator[FakeAnthropic]:
         yield api
     finally:
         api.stop()
+
+
+@pytest.fixture(scope="module")
+def scripted_models() -> Iterator[FakeModels]:
+    """One scripted model for Codex, Gemini CLI and Copilot CLI, shared by a module."""
+    with FakeModels() as started:
+        yield started
 
 
 @pytest.fixture

@@ -24,14 +24,22 @@ Stdlib only: ``http.server.ThreadingHTTPServer`` on 127.0.0.1, port 0.
 from __future__ import annotations
 
 import json
-import re
 import secrets
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from e2e.scripted import (
+    END_ANSWER,
+    SIDE_ANSWER,
+    RecordedRequest,
+    ScriptedHandler,
+    ScriptedServer,
+    ToolCall,
+    ToolResult,
+    Turn,
+    call,
+    delayed,
+    text,
+)
 
 __all__ = [
     "FakeAnthropic",
@@ -44,74 +52,6 @@ __all__ = [
     "last_tool_result_text",
     "text",
 ]
-
-_ID_RE = re.compile(r"^toolu_e2e_t(\d+)_(\d+)_")
-SIDE_ANSWER = "ok"
-END_ANSWER = "done"
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One scripted ``tool_use`` block."""
-
-    name: str
-    input: dict[str, Any] = field(default_factory=dict)
-
-
-# Given the request's messages, the epoch time before which the turn must not be answered.
-NotBefore = Callable[[list[dict[str, Any]]], float | None]
-MAX_DELAY_S = 120.0
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One scripted assistant message: tool calls (stop_reason tool_use) or a final text.
-
-    ``not_before`` (see :func:`delayed`) holds the answer back: a model that was told "retry
-    after T" and waits until T before it calls again.
-    """
-
-    calls: tuple[ToolCall, ...] = ()
-    text: str | None = None
-    not_before: NotBefore | None = None
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """A ``tool_result`` block as the model saw it."""
-
-    tool_use_id: str
-    text: str
-    is_error: bool
-
-
-@dataclass
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    kind: str  # "main", "side", "count_tokens", "other"
-    turn: int | None = None  # the script turn answered (main requests only)
-
-
-def call(tool_name: str, /, **tool_input: Any) -> ToolCall:
-    """Shorthand: ``call("mcp__vsphere__power_off_vm", name="vm1")``."""
-    return ToolCall(tool_name, tool_input)
-
-
-def text(final: str) -> Turn:
-    return Turn(text=final)
-
-
-def delayed(item: ScriptItem, not_before: NotBefore) -> Turn:
-    """``item`` as a turn answered no earlier than ``not_before(messages)`` (epoch seconds).
-
-    The callable reads the conversation the model was sent (e.g. the retry time in the last
-    tool result); ``None`` means no wait. The wait is capped at ``MAX_DELAY_S``.
-    """
-    turn = _as_turn(item)
-    return Turn(calls=turn.calls, text=turn.text, not_before=not_before)
 
 
 def last_tool_result_text(messages: list[dict[str, Any]]) -> str:
@@ -126,20 +66,6 @@ def last_tool_result_text(messages: list[dict[str, Any]]) -> str:
 
 
 Block = tuple[str, dict[str, Any]]
-ScriptItem = Turn | ToolCall | str | list[ToolCall] | tuple[ToolCall, ...]
-
-
-def _as_turn(item: ScriptItem) -> Turn:
-    if isinstance(item, Turn):
-        return item
-    if isinstance(item, str):
-        return Turn(text=item)
-    if isinstance(item, ToolCall):
-        return Turn(calls=(item,))
-    calls = tuple(item)
-    if not calls or not all(isinstance(c, ToolCall) for c in calls):
-        raise TypeError(f"a script turn must be text or a non-empty list of ToolCall: {item!r}")
-    return Turn(calls=calls)
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -155,64 +81,12 @@ def _block_text(content: Any) -> str:
     return "\n".join(b.get("text", "") for b in _blocks(content) if b.get("type") == "text")
 
 
-class FakeAnthropic:
+class FakeAnthropic(ScriptedServer):
     """``FakeAnthropic(script).start()``; ``.url`` for ANTHROPIC_BASE_URL; ``.stop()``."""
 
-    def __init__(self, script: list[ScriptItem] | None = None, model: str | None = None) -> None:
-        self.script: list[Turn] = [_as_turn(i) for i in (script or [])]
-        self.model = model
-        self.requests: list[RecordedRequest] = []
-        self.unknown: list[RecordedRequest] = []
-        self.served: list[dict[str, Any]] = []  # every content block answered to the main loop
-        self.holds: list[float] = []  # seconds each delayed turn was held back
-        self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def set_script(self, script: list[ScriptItem]) -> FakeAnthropic:
-        """Replace the script (turn positions are read from each request, so this is safe)."""
-        self.script = [_as_turn(i) for i in script]
-        return self
-
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    def start(self) -> FakeAnthropic:
-        fake = self
-
-        class Handler(_Handler):
-            owner = fake
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), name="fake-anthropic", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("FakeAnthropic is not started")
-        return f"http://127.0.0.1:{self._server.server_port}"
+    thread_name = "fake-anthropic"
 
     # -- what the model saw --------------------------------------------------------------------
-
-    def main_requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return [r for r in self.requests if r.kind == "main"]
 
     def conversation_blocks(self, roles: tuple[str, ...] = ("user", "system")) -> list[Block]:
         """(role, block) of every message with one of ``roles``, across all main requests.
@@ -247,12 +121,6 @@ class FakeAnthropic:
                     ToolResult(tid, _block_text(block.get("content")), bool(block.get("is_error"))),
                 )
         return list(out.values())
-
-    def tool_result(self, tool_use_id: str) -> ToolResult:
-        for r in self.tool_results():
-            if r.tool_use_id == tool_use_id:
-                return r
-        raise KeyError(f"the model never saw a tool_result for {tool_use_id}")
 
     def user_texts(self) -> list[str]:
         """Every text block of every user message (the prompt, <system-reminder>s, ...)."""
@@ -289,114 +157,40 @@ class FakeAnthropic:
                 texts.append(_block_text(block.get("content")))
         return texts
 
-    def saw(self, fragment: str) -> bool:
-        """Did the model see ``fragment`` anywhere in ``context_texts()``?"""
-        return any(fragment in t for t in self.context_texts())
-
-    def tool_use_ids(self) -> list[str]:
-        """Ids of the scripted tool calls served so far, in order (``toolu_e2e_t<turn>_<n>_…``)."""
-        with self._lock:
-            return [b["id"] for b in self.served if b.get("type") == "tool_use"]
-
     # -- scripting ---------------------------------------------------------------------------
 
     def next_turn_index(self, messages: list[dict[str, Any]]) -> int:
-        pos = 0
+        turns = []
         for msg in messages:
             if msg.get("role") != "assistant":
                 continue
             blocks = _blocks(msg.get("content"))
-            turns = [
-                int(m.group(1))
-                for b in blocks
-                if b.get("type") == "tool_use" and (m := _ID_RE.match(str(b.get("id", ""))))
-            ]
-            if turns:
-                pos = max(pos, max(turns) + 1)
-                continue
-            said = "".join(b.get("text", "") for b in blocks if b.get("type") == "text").strip()
-            expected = self.script[pos].text if pos < len(self.script) else None
-            if expected is not None and said == expected.strip():
-                pos += 1
-        return pos
-
-    def _hold(self, until: float | None) -> None:
-        """Sleep until ``until`` (epoch seconds), at most ``MAX_DELAY_S``; recorded in ``holds``."""
-        if until is None:
-            return
-        wait = min(MAX_DELAY_S, max(0.0, until - time.time()))
-        with self._lock:
-            self.holds.append(wait)
-        time.sleep(wait)
+            ids = [str(b.get("id", "")) for b in blocks if b.get("type") == "tool_use"]
+            said = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            turns.append((ids, said))
+        return self.position(turns)
 
     def answer(self, body: dict[str, Any]) -> tuple[str, int | None, list[dict[str, Any]], str]:
         """Return (kind, turn, content blocks, stop_reason) for a /v1/messages body."""
         if not body.get("tools"):
             return "side", None, [{"type": "text", "text": SIDE_ANSWER}], "end_turn"
         index = self.next_turn_index(body.get("messages", []))
-        if index >= len(self.script):
+        turn = self.turn_at(index, body.get("messages", []))
+        if turn is None:
             return "main", index, [{"type": "text", "text": END_ANSWER}], "end_turn"
-        turn = self.script[index]
-        if turn.not_before is not None:
-            self._hold(turn.not_before(body.get("messages", [])))
         if turn.text is not None:
             return "main", index, [{"type": "text", "text": turn.text}], "end_turn"
+        ids = self.call_ids("toolu", index, turn)
         content = [
-            {
-                "type": "tool_use",
-                "id": f"toolu_e2e_t{index}_{n}_{secrets.token_hex(4)}",
-                "name": c.name,
-                "input": c.input,
-            }
-            for n, c in enumerate(turn.calls)
+            {"type": "tool_use", "id": i, "name": c.name, "input": c.input}
+            for i, c in zip(ids, turn.calls, strict=True)
         ]
-        with self._lock:
-            self.served.extend(content)
         return "main", index, content, "tool_use"
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(ScriptedHandler):
     owner: FakeAnthropic
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
-    def _read_body(self) -> Any:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not raw:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw.decode("utf-8", "replace")
-
-    def _record(self, body: Any, kind: str, turn: int | None = None) -> RecordedRequest:
-        rec = RecordedRequest(
-            self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, kind
-        )
-        rec.turn = turn
-        with self.owner._lock:
-            self.owner.requests.append(rec)
-            if kind == "other":
-                self.owner.unknown.append(rec)
-        return rec
-
-    def _send_json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.send_header("request-id", f"req_e2e_{secrets.token_hex(6)}")
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_HEAD(self) -> None:
-        self._record(None, "other")
-        self.send_response(200)
-        self.send_header("content-length", "0")
-        self.end_headers()
+    api = "messages"
 
     def do_GET(self) -> None:
         self._record(None, "other")
@@ -465,13 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
             ),
             ("message_stop", {"type": "message_stop"}),
         ]
-        data = b"".join(
-            f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode() for name, payload in events
-        )
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("content-length", str(len(data)))
-        self.send_header("request-id", f"req_e2e_{secrets.token_hex(6)}")
-        self.end_headers()
-        self.wfile.write(data)
+        self._send_events(events)
+
+
+FakeAnthropic.handler = _Handler

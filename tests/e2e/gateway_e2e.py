@@ -285,24 +285,27 @@ class GatewayRig:
                 finally:
                     rig._stop_http()
 
-    def write_config(self, *, approvals: dict[str, Any] | None = None, **gateway: Any) -> str:
+    def write_config(
+        self, *, approvals: dict[str, Any] | None = None, upstream: bool = True, **gateway: Any
+    ) -> str:
         """The gateway's config: mcvsphere upstream, one client token, ZVM secret in a file;
-        ``approvals``, the config's approvals section, if given."""
+        ``approvals``, the config's approvals section, if given. ``upstream=False`` leaves
+        ``upstreams`` out, for ``zerto-rewind install mcp-host`` to move a host's server in."""
         secret = self.root / "zvm-secret"
         secret.write_text(self.box.sim.credentials["client_secret"], encoding="utf-8")
         secret.chmod(0o600)
         zvm = {k: v for k, v in self.box.config()["zvm"].items() if k != "client_secret_env"}
         zvm["client_secret_file"] = str(secret)
-        upstream: dict[str, Any] = {
+        spec: dict[str, Any] = {
             "command": mcvsphere_command(),
             "env": self.vcenter.mcvsphere_env(),
             "timeout_s": 30,
         }
         if self.upstream_user is not None:
-            upstream["user"] = self.upstream_user
+            spec["user"] = self.upstream_user
         return self.box.write_config(
             zvm=zvm,
-            upstreams={SERVER: upstream},
+            **({"upstreams": {SERVER: spec}} if upstream else {}),
             gateway={"clients": {CLIENT_NAME: token_digest(TOKEN)}, **gateway},
             state_dir=self.box.state_dir,
             log=self.box.log_path,

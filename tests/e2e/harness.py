@@ -56,6 +56,7 @@ __all__ = [
     "make_home",
     "mcp_config",
     "mcp_tool",
+    "parse_events",
     "read_actions",
     "run_claude",
     "write_json",
@@ -286,7 +287,8 @@ class ClaudeRun:
         )
 
 
-def _parse_events(stdout: str) -> list[dict[str, Any]]:
+def parse_events(stdout: str) -> list[dict[str, Any]]:
+    """Every JSON object printed on a line of its own."""
     events = []
     for line in stdout.splitlines():
         try:
@@ -373,7 +375,7 @@ def run_claude(
         stdin=subprocess.DEVNULL,
         check=False,
     )
-    events = _parse_events(proc.stdout) if output_format == "stream-json" else []
+    events = parse_events(proc.stdout) if output_format == "stream-json" else []
     results = [e for e in events if e.get("type") == "result"]
     return ClaudeRun(
         args=args,
