@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -151,7 +151,7 @@ async def handle_call(
         return _error_result(f"{exc}; the call may not have run. {_protection_note(decision)}")
     gateway.metrics.forwarded(upstream.name, decision.row)
     if decision.outcome == Outcome.CONTEXT:
-        return _with_checkpoint(result, decision)
+        return _with_checkpoint(result, decision, upstream.output_schema(tool))
     return result
 
 
@@ -349,8 +349,17 @@ def _error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-def _with_checkpoint(result: types.CallToolResult, decision: Decision) -> types.CallToolResult:
-    """The upstream's result, plus a text block and ``_meta`` naming the checkpoint."""
+def _with_checkpoint(
+    result: types.CallToolResult,
+    decision: Decision,
+    output_schema: Mapping[str, Any] | None = None,
+) -> types.CallToolResult:
+    """The upstream's result, plus a text block and ``_meta`` naming the checkpoint.
+
+    Codex shows its model a result's structuredContent instead of its text, so when
+    the result has an object there, the note goes into it too, under ``zerto-rewind``
+    — unless the tool's output schema forbids keys it does not name.
+    """
     checkpoints = [
         {
             "vm": ",".join(o.vms),
@@ -364,7 +373,17 @@ def _with_checkpoint(result: types.CallToolResult, decision: Decision) -> types.
     meta = dict(result.meta or {})
     meta["zerto-rewind/checkpoints"] = checkpoints
     content = [*result.content, types.TextContent(type="text", text=_added_text(result, decision))]
-    return result.model_copy(update={"content": content, "meta": meta})
+    update: dict[str, Any] = {"content": content, "meta": meta}
+    structured = result.structured_content
+    closed = output_schema is not None and output_schema.get("additionalProperties") is False
+    if isinstance(structured, dict) and STRUCTURED_KEY not in structured and not closed:
+        note = {"note": decision.context, "checkpoints": checkpoints}
+        update["structured_content"] = {**structured, STRUCTURED_KEY: note}
+    return result.model_copy(update=update)
+
+
+# Where the note goes in a result's structuredContent (see _with_checkpoint).
+STRUCTURED_KEY = "zerto-rewind"
 
 
 # Some hosts (Copilot CLI) join a result's text blocks with nothing between them; a

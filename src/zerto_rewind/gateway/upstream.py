@@ -124,6 +124,7 @@ class Upstream:
         self.last_error: str | None = None
         self._tools: list[types.Tool] | None = None
         self._schemas: dict[str, dict[str, Any]] = {}
+        self._outputs: dict[str, dict[str, Any] | None] = {}
         # Set when the cached list went stale (new connection, list_changed); replaced
         # by whoever re-lists. The gateway's pin watcher waits on it.
         self.tools_changed = anyio.Event()
@@ -187,12 +188,17 @@ class Upstream:
         """A listed tool's input schema, from the cached list; None for a tool not listed."""
         return self._schemas.get(name)
 
+    def output_schema(self, name: str) -> dict[str, Any] | None:
+        """A listed tool's output schema (None: it declares none, or is not listed)."""
+        return self._outputs.get(name)
+
     # ------------------------------------------------------------------ tool list changes
 
     def _tools_stale(self) -> None:
         self._generation += 1
         self._tools = None
         self._schemas = {}
+        self._outputs = {}
         if self.on_stale is not None:
             self.on_stale()
         self.tools_changed.set()
@@ -315,6 +321,7 @@ class Upstream:
         if generation != self._generation:
             return tools  # changed while it was read: the watcher lists it again
         self._schemas = {t.name: t.input_schema for t in tools}
+        self._outputs = {t.name: t.output_schema for t in tools}
         self._tools = tools
         if self.on_listed is not None:
             self.on_listed(tools)

@@ -103,6 +103,11 @@ class FakeUpstream:
             _meta={"upstream/key": "kept"},
         )
 
+    output: dict[str, Any] | None = None
+
+    def output_schema(self, name: str) -> dict[str, Any] | None:
+        return self.output
+
     async def call_tool(self, tool: str, arguments: Any, timeout_s: float) -> types.CallToolResult:
         self.asked.append((tool, arguments, timeout_s))
         if self.error is not None:
@@ -244,6 +249,34 @@ def test_the_checkpoint_block_alone_has_no_leading_blank_line(tmp_path: Path) ->
     upstream.result = types.CallToolResult(content=[])
     result = run(FakeGateway(tmp_path, confirmed()), upstream, ctx())
     assert texts(result) == ["checkpoint cp-77"]
+
+
+def test_structured_content_carries_the_note_where_codex_looks(tmp_path: Path) -> None:
+    """Codex shows the model structuredContent instead of the text: an object there gets the
+    note under ``zerto-rewind``; the upstream's own keys are kept."""
+    upstream = FakeUpstream()
+    upstream.result = types.CallToolResult(
+        content=[types.TextContent(type="text", text="powered off")],
+        structured_content={"result": "powered off"},
+    )
+    result = run(FakeGateway(tmp_path, confirmed()), upstream, ctx())
+    structured = result.structured_content
+    assert structured is not None
+    assert structured["result"] == "powered off"
+    assert structured["zerto-rewind"]["note"] == "checkpoint cp-77"
+    assert structured["zerto-rewind"]["checkpoints"][0]["checkpoint_id"] == "cp-77"
+
+
+def test_a_closed_output_schema_keeps_structured_content_as_it_is(tmp_path: Path) -> None:
+    """A tool whose output schema forbids other keys: the note stays in the text and _meta."""
+    upstream = FakeUpstream()
+    upstream.output = {"type": "object", "additionalProperties": False}
+    upstream.result = types.CallToolResult(
+        content=[types.TextContent(type="text", text="off")], structured_content={"state": "off"}
+    )
+    result = run(FakeGateway(tmp_path, confirmed()), upstream, ctx())
+    assert result.structured_content == {"state": "off"}
+    assert texts(result)[-1] == "\n\ncheckpoint cp-77"
 
 
 # ---------------------------------------------------------------- refusals
