@@ -62,15 +62,17 @@ def packaged_estate(name: str) -> dict[str, Any]:
     return found
 
 
-# Three sites, each with its own ZVM and each protecting one VM of its own, so that a test
-# can darken any one site and still have a VM of that site and a VM of each other site.
-# hq's and dr's VPGs recover to each other; azure's to hq: every ZVM also lists a VPG it
-# does not protect.
+# Three sites, each with its own ZVM, and a lab site without one. Each ZVM site protects
+# a VM paired with another ZVM site (web-01 hq -> dr, db-01 dr -> hq, crm-01 azure -> hq:
+# two ZVMs list its VPG) and a VM that recovers to the lab (file-01, batch-01, ml-01: only
+# its own ZVM lists it). So a test can darken any one site and still have, for that site,
+# a VM another ZVM knows and one no other ZVM knows, and a VM of each other site.
 THREE_ZVMS: dict[str, Any] = {
     "sites": [
         {"name": "hq", "kind": "vcenter", "zvm": True},
         {"name": "dr", "kind": "vcenter", "zvm": True},
         {"name": "azure", "kind": "azure", "zvm": True},
+        {"name": "lab", "kind": "vcenter"},
     ],
     "tag_accepted_by": "protected",
     "vpgs": [
@@ -80,6 +82,12 @@ THREE_ZVMS: dict[str, Any] = {
          "recovery_site": "hq", "vms": ["db-01"]},
         {"name": "azure-crm-hq", "site_kind": "azure", "protected_site": "azure",
          "recovery_site": "hq", "vms": ["crm-01"]},
+        {"name": "hq-file-lab", "site_kind": "vcenter", "protected_site": "hq",
+         "recovery_site": "lab", "vms": ["file-01"]},
+        {"name": "dr-batch-lab", "site_kind": "vcenter", "protected_site": "dr",
+         "recovery_site": "lab", "vms": ["batch-01"]},
+        {"name": "azure-ml-lab", "site_kind": "azure", "protected_site": "azure",
+         "recovery_site": "lab", "vms": ["ml-01"]},
     ],
 }  # fmt: skip
 
