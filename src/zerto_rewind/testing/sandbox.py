@@ -62,6 +62,12 @@ def packaged_estate(name: str) -> dict[str, Any]:
     return found
 
 
+def _vpg(name: str, protected: str, recovery: str, vm: str, kind: str = "vcenter") -> Any:
+    """One VPG of one VM, in the simulator's estate schema."""
+    site = {"protected_site": protected, "recovery_site": recovery}
+    return {"name": name, "site_kind": kind, **site, "vms": [vm]}
+
+
 # Three sites, each with its own ZVM, and a lab site without one. Each ZVM site protects
 # a VM paired with another ZVM site (web-01 hq -> dr, db-01 dr -> hq, crm-01 azure -> hq:
 # two ZVMs list its VPG) and a VM that recovers to the lab (file-01, batch-01, ml-01: only
@@ -76,20 +82,14 @@ THREE_ZVMS: dict[str, Any] = {
     ],
     "tag_accepted_by": "protected",
     "vpgs": [
-        {"name": "hq-web-dr", "site_kind": "vcenter", "protected_site": "hq",
-         "recovery_site": "dr", "vms": ["web-01"]},
-        {"name": "dr-db-hq", "site_kind": "vcenter", "protected_site": "dr",
-         "recovery_site": "hq", "vms": ["db-01"]},
-        {"name": "azure-crm-hq", "site_kind": "azure", "protected_site": "azure",
-         "recovery_site": "hq", "vms": ["crm-01"]},
-        {"name": "hq-file-lab", "site_kind": "vcenter", "protected_site": "hq",
-         "recovery_site": "lab", "vms": ["file-01"]},
-        {"name": "dr-batch-lab", "site_kind": "vcenter", "protected_site": "dr",
-         "recovery_site": "lab", "vms": ["batch-01"]},
-        {"name": "azure-ml-lab", "site_kind": "azure", "protected_site": "azure",
-         "recovery_site": "lab", "vms": ["ml-01"]},
+        _vpg("hq-web-dr", "hq", "dr", "web-01"),
+        _vpg("dr-db-hq", "dr", "hq", "db-01"),
+        _vpg("azure-crm-hq", "azure", "hq", "crm-01", kind="azure"),
+        _vpg("hq-file-lab", "hq", "lab", "file-01"),
+        _vpg("dr-batch-lab", "dr", "lab", "batch-01"),
+        _vpg("azure-ml-lab", "azure", "lab", "ml-01", kind="azure"),
     ],
-}  # fmt: skip
+}
 
 # A vSphere-like MCP server whose tools name the VM in different shapes.
 DEMO_CATALOG: dict[str, Any] = {
