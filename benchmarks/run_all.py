@@ -18,6 +18,7 @@ SCRIPTS = {
     "bench_readonly.py": ["--rounds", "20"],
     "bench_confirmed.py": ["--runs", "2"],
     "bench_refusal.py": ["--runs", "5"],
+    "bench_estate_size.py": ["--runs", "2"],
     "bench_estate.py": ["--runs", "2"],
     "bench_concurrency.py": [],
     "bench_tokens.py": [],

@@ -1,15 +1,20 @@
-"""``zerto-rewind demo``: every decision row, live, against the embedded simulator.
+"""``zerto-rewind demo``: every decision row, live, against a simulated three-site estate.
 
-Starts the simulator in-process with the default estate (cadences shortened so
-the whole run takes about a minute), then feeds the hook — a subprocess, fed
-JSON on stdin, exactly as Claude Code runs it — one call per row of the
-decision table, and prints what happened. Exits non-zero if any row did not
-get the decision the table promises.
+Starts the simulator in-process with a ZVM per site — headquarters plus a vSphere DR
+site, an Azure site and an AWS site (the packaged ``three-sites`` estate, with one VPG
+protected from AWS added for the pending row) — cadences shortened so the whole run
+takes about a minute. Then it feeds the hook — a subprocess, fed JSON on stdin, exactly
+as Claude Code runs it, with ``zvms`` naming the four ZVMs — one call per row of the
+decision table, and the estate's own rows: a VM of another site tagged on its protected
+site's ZVM, a VM in two VPGs getting both checkpoints, and one site dark (its VM denied
+naming it, another site's VM still decided). Exits non-zero if any row did not get the
+decision the table promises.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import tempfile
 import time
 from dataclasses import dataclass
@@ -19,12 +24,30 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ..testing import HookRun, Sandbox, fast_sim_config
+from ..testing import HookRun, Sandbox, fast_sim_config, packaged_estate
 
 __all__ = ["main"]
 
 AWS_CADENCE_S = 30.0
 GUARD_BUDGET_S = 12.0
+AWS_VPG = "aws-orders-hq"
+DARK_SITE = "dr"
+
+
+def demo_estate() -> dict[str, Any]:
+    """``three-sites`` (ZVMs hq, dr, azure, aws) plus a VPG protected from AWS, whose slow
+    journal gives the pending row."""
+    estate = packaged_estate("three-sites")
+    estate["vpgs"].append(
+        {
+            "name": AWS_VPG,
+            "site_kind": "aws",
+            "protected_site": "aws",
+            "recovery_site": "hq",
+            "vms": ["win2019-1"],
+        }
+    )
+    return estate
 
 
 @dataclass
@@ -33,6 +56,7 @@ class Step:
     tool: str
     tool_input: dict[str, Any]
     expect: str  # none | context | deny | ask
+    says: tuple[str, ...] = ()  # what the reason must name
 
     @property
     def vm(self) -> str:
@@ -43,13 +67,23 @@ class Step:
 POWER_OFF = "mcp__vsphere__power_off_vm"
 STEPS = [
     Step("read-only", "mcp__vsphere__list_vms", {}, "none"),
-    Step("confirmed", POWER_OFF, {"name": "jp-ubuntu"}, "context"),
-    Step("failed (VPG paused)", POWER_OFF, {"name": "sql-paused-1"}, "deny"),
-    Step("pending (AWS cadence)", POWER_OFF, {"name": "win2019-1"}, "deny"),
+    Step("confirmed", POWER_OFF, {"name": "web-01"}, "context", ("VPG 'hq-web-dr'",)),
+    Step("failed (VPG paused)", POWER_OFF, {"name": "sql-dr-01"}, "deny", ("paused",)),
+    Step("pending (AWS cadence)", POWER_OFF, {"name": "win2019-1"}, "deny", ("pending",)),
     Step("VM unknown to Zerto", POWER_OFF, {"name": "ghost-vm"}, "ask"),
     Step("no VM in arguments", POWER_OFF, {"force": True}, "ask"),
     Step("unlisted tool", "mcp__vsphere__delete_datastore", {"datastore": "ds1"}, "ask"),
-]
+    # The estate's rows, while the AWS tag lands.
+    Step("VM of site dr, tagged on dr's ZVM", POWER_OFF, {"name": "reports-01"}, "context",
+         ("VPG 'dr-reports-aws' (vcenter, site dr)",)),
+    Step("one VM, two VPGs (to dr, to azure)", POWER_OFF, {"name": "app-01"}, "context",
+         ("VPG 'hq-web-dr'", "VPG 'hq-app-azure'")),
+]  # fmt: skip
+DARK = [
+    Step("site dr dark: its VM", POWER_OFF, {"name": "reports-01"}, "deny", ("site dr",)),
+    Step("site dr dark: hq's VM", POWER_OFF, {"name": "crm-01"}, "context",
+         ("VPG 'hq-app-azure' (vcenter, site hq)",)),
+]  # fmt: skip
 RETRY = Step("pending, retried", POWER_OFF, {"name": "win2019-1"}, "context")
 
 
@@ -64,42 +98,67 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     # Piped output (CI logs) gets a width the summary table fits in.
-    console = Console() if Console().is_terminal else Console(width=110)
+    console = Console() if Console().is_terminal else Console(width=120)
     sim_config = fast_sim_config(
         cadences={"vcenter": 2.0, "hyperv": 2.0, "vcd": 2.0, "azure": 6.0, "aws": args.aws_cadence}
     )
+    guard = {"timeout_s": args.budget}
+    # Each ZVM answers within 2 s or counts as dark, well inside the budget.
+    zvm = {"connect_timeout_s": 1, "read_timeout_s": 1}
+    estate = demo_estate()
     with (
         tempfile.TemporaryDirectory(prefix="zerto-rewind-demo-") as root,
-        Sandbox(root, sim_config=sim_config, guard={"timeout_s": args.budget}) as box,
+        Sandbox(root, sim_config=sim_config, guard=guard, estate=estate, zvm=zvm) as box,
     ):
         console.print(
-            f"[bold]zerto-rewind demo[/bold]: simulated ZVM at {box.sim.url} (TLS, CA pinned)"
+            "[bold]zerto-rewind demo[/bold]: a simulated estate, one ZVM per site (TLS, CA pinned)"
         )
+        for site, fields in box.sites.items():
+            console.print(f"  site {site} ({fields['kind']}): ZVM at {fields['url']}")
         rows = []
         for step in STEPS:
             if step.tool_input.get("name") == "win2019-1":
-                box.wait_past_boundary("CMH-AWS-1")  # the next AWS checkpoint is a cadence away
+                box.wait_past_boundary(AWS_VPG)  # the next AWS checkpoint is a cadence away
             rows.append((step, _run(console, box, step)))
         pending = rows[3][1]
+        console.print(f"\n[yellow]site {DARK_SITE}'s ZVM goes down[/yellow]")
+        box.control("POST", "/_sim/faults", {"kind": "down"}, site=DARK_SITE)
+        try:
+            rows += [(step, _run(console, box, step)) for step in DARK]
+        finally:
+            box.control("DELETE", "/_sim/faults", site=DARK_SITE)
         wait_s = _retry_wait(box)
         note = f"waiting {wait_s:.0f} s for the pending AWS tag to land, as the deny told the agent"
         console.print(f"\n[yellow]{note}...[/yellow]")
         time.sleep(wait_s)
         rows.append((RETRY, _run(console, box, RETRY)))
-        tags = box.tag_requests("CMH-AWS-1")
+        tags = box.tag_counts()
     _print_table(console, rows)
-    failures = [step.situation for step, run in rows if run.decision != step.expect]
-    console.print(f"\nAWS VPG tag requests: {tags} (pending + retry share one tag)")
-    if pending.decision == "deny" and tags == 1 and not failures:
+    console.print("\ntag requests per ZVM (each VPG's tag goes to its protected site's ZVM):")
+    for site, counts in tags.items():
+        listed = ", ".join(f"{vpg} {n}" for vpg, n in sorted(counts.items())) or "none"
+        console.print(f"  {site}: {listed}")
+    failures = [step.situation for step, run in rows if not _as_promised(step, run)]
+    aws_tags = tags["aws"].get(AWS_VPG, 0)
+    console.print(f"AWS VPG tag requests: {aws_tags} (pending + retry share one tag)")
+    # A VPG is tagged on its protected site's ZVM only: dr-reports-aws on dr, never elsewhere.
+    elsewhere = sum(
+        counts.get("dr-reports-aws", 0) for site, counts in tags.items() if site != "dr"
+    )
+    if pending.decision == "deny" and aws_tags == 1 and not elsewhere and not failures:
         console.print("[green]every row got the decision the table promises[/green]")
         return 0
-    console.print(f"[red]unexpected decisions: {', '.join(failures) or 'tag count'}[/red]")
+    console.print(f"[red]unexpected decisions: {', '.join(failures) or 'tag counts'}[/red]")
     return 1
+
+
+def _as_promised(step: Step, run: HookRun) -> bool:
+    return run.decision == step.expect and all(said in run.reason for said in step.says)
 
 
 def _run(console: Console, box: Sandbox, step: Step) -> HookRun:
     run = box.run_hook(step.tool, step.tool_input)
-    mark = "[green]✓[/green]" if run.decision == step.expect else "[red]✗[/red]"
+    mark = "[green]✓[/green]" if _as_promised(step, run) else "[red]✗[/red]"
     console.print(f"{mark} {step.situation}: {run.decision} in {run.elapsed_s:.1f} s")
     if run.reason:
         console.print(f"    [dim]{run.reason}[/dim]")
@@ -119,25 +178,19 @@ def _retry_wait(box: Sandbox) -> float:
 
 def _print_table(console: Console, rows: list[tuple[Step, HookRun]]) -> None:
     table = Table(title="decisions", box=box.SIMPLE_HEAD)
-    for column in ("situation", "tool", "VM", "decision", "checkpoint", "seconds"):
+    for column in ("situation", "tool", "VM", "decision", "checkpoint", "tagged on", "seconds"):
         table.add_column(column, no_wrap=True)
     for step, run in rows:
-        checkpoint = _checkpoint_of(run) if run.decision == "context" else ""
-        style = "" if run.decision == step.expect else "red"
+        confirmed = run.decision == "context"
+        style = "" if _as_promised(step, run) else "red"
         table.add_row(
             step.situation,
             step.tool.removeprefix("mcp__vsphere__"),
             step.vm,
             run.decision,
-            checkpoint,
+            ", ".join(re.findall(r"checkpoint (\S+) tagged", run.reason)) if confirmed else "",
+            ", ".join(dict.fromkeys(re.findall(r"\(\w+, site ([\w-]+)\)", run.reason))),
             f"{run.elapsed_s:.1f}",
             style=style,
         )
     console.print(table)
-
-
-def _checkpoint_of(run: HookRun) -> str:
-    import re
-
-    found = re.search(r"checkpoint (\S+) tagged", run.reason)
-    return found.group(1) if found else ""

@@ -7,7 +7,10 @@ It is to zerto-rewind what ``ThreadedMotoServer`` is to moto (docs/testing.md):
   with the hook run exactly as a host runs it (:meth:`Sandbox.run_hook`) and
   the simulator's control plane (:meth:`Sandbox.control`);
 * :data:`FAST_CADENCES` and :func:`fast_sim_config`: journals that write every
-  few seconds instead of every few minutes.
+  few seconds instead of every few minutes;
+* :data:`THREE_ZVMS` and :func:`packaged_estate`: multi-site estates (one ZVM per
+  site), which a Sandbox wires as ``zvms`` with a secret variable per site
+  (:func:`secret_env`).
 
 >>> with Sandbox(tmp) as box:  # doctest: +SKIP
 ...     run = box.run_hook("mcp__vsphere__list_vms", {})
@@ -26,9 +29,12 @@ from .sandbox import (
     DEMO_CATALOG,
     FAST_CADENCES,
     SECRET_ENV,
+    THREE_ZVMS,
     HookRun,
     Sandbox,
     fast_sim_config,
+    packaged_estate,
+    secret_env,
 )
 
 __all__ = [
@@ -36,9 +42,12 @@ __all__ = [
     "DEMO_CATALOG",
     "FAST_CADENCES",
     "SECRET_ENV",
+    "THREE_ZVMS",
     "HookRun",
     "Sandbox",
     "SimConfig",
     "SimServer",
     "fast_sim_config",
+    "packaged_estate",
+    "secret_env",
 ]

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -23,6 +25,7 @@ from ..claude_code.hook import LAUNCH_CODE
 from ..config.loader import load_settings
 from ..config.settings import Settings
 from ..sim import SimConfig, SimServer
+from ..sim.estate import ESTATES_DIR
 
 if TYPE_CHECKING:
     from ..zvm.client import ZvmClient
@@ -32,12 +35,61 @@ __all__ = [
     "DEMO_CATALOG",
     "FAST_CADENCES",
     "SECRET_ENV",
+    "THREE_ZVMS",
     "HookRun",
     "Sandbox",
     "fast_sim_config",
+    "packaged_estate",
+    "secret_env",
 ]
 
 SECRET_ENV = "ZERTO_REWIND_SANDBOX_SECRET"  # noqa: S105  # a variable name, not a secret
+
+
+def secret_env(site: str | None = None) -> str:
+    """The variable carrying a ZVM's secret: :data:`SECRET_ENV`, suffixed with the site's
+    name (``ZERTO_REWIND_SANDBOX_SECRET_DR``) in a multi-site estate, where every ZVM has
+    its own client secret."""
+    if site is None:
+        return SECRET_ENV
+    return f"{SECRET_ENV}_{re.sub(r'[^A-Z0-9]+', '_', site.upper()).strip('_')}"
+
+
+def packaged_estate(name: str) -> dict[str, Any]:
+    """A packaged simulator estate (``three-sites``), as a dict to extend or trim."""
+    path = ESTATES_DIR / f"{name.removesuffix('.json')}.json"
+    found: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return found
+
+
+def _vpg(name: str, protected: str, recovery: str, vm: str, kind: str = "vcenter") -> Any:
+    """One VPG of one VM, in the simulator's estate schema."""
+    site = {"protected_site": protected, "recovery_site": recovery}
+    return {"name": name, "site_kind": kind, **site, "vms": [vm]}
+
+
+# Three sites, each with its own ZVM, and a lab site without one. Each ZVM site protects
+# a VM paired with another ZVM site (web-01 hq -> dr, db-01 dr -> hq, crm-01 azure -> hq:
+# two ZVMs list its VPG) and a VM that recovers to the lab (file-01, batch-01, ml-01: only
+# its own ZVM lists it). So a test can darken any one site and still have, for that site,
+# a VM another ZVM knows and one no other ZVM knows, and a VM of each other site.
+THREE_ZVMS: dict[str, Any] = {
+    "sites": [
+        {"name": "hq", "kind": "vcenter", "zvm": True},
+        {"name": "dr", "kind": "vcenter", "zvm": True},
+        {"name": "azure", "kind": "azure", "zvm": True},
+        {"name": "lab", "kind": "vcenter"},
+    ],
+    "tag_accepted_by": "protected",
+    "vpgs": [
+        _vpg("hq-web-dr", "hq", "dr", "web-01"),
+        _vpg("dr-db-hq", "dr", "hq", "db-01"),
+        _vpg("azure-crm-hq", "azure", "hq", "crm-01", kind="azure"),
+        _vpg("hq-file-lab", "hq", "lab", "file-01"),
+        _vpg("dr-batch-lab", "dr", "lab", "batch-01"),
+        _vpg("azure-ml-lab", "azure", "lab", "ml-01", kind="azure"),
+    ],
+}
 
 # A vSphere-like MCP server whose tools name the VM in different shapes.
 DEMO_CATALOG: dict[str, Any] = {
@@ -138,11 +190,19 @@ class Sandbox:
         sim_config: SimConfig | None = None,
         guard: dict[str, Any] | None = None,
         catalog: dict[str, Any] | None = None,
+        estate: dict[str, Any] | None = None,
+        zvm: dict[str, Any] | None = None,
     ) -> None:
         self.root = os.path.abspath(root)
         os.makedirs(self.root, exist_ok=True)
-        self.sim = SimServer(sim_config or fast_sim_config())
+        config = sim_config or fast_sim_config()
+        if estate is not None:
+            path = Path(self.root) / "estate.json"
+            path.write_text(json.dumps(estate), encoding="utf-8")
+            config = replace(config, estate_file=path)
+        self.sim = SimServer(config)
         self.guard = dict(guard or {})
+        self.zvm = dict(zvm or {})
         self.catalog = dict(catalog if catalog is not None else DEMO_CATALOG)
         self.config_path = os.path.join(self.root, "zerto-rewind.json")
         self.state_dir = os.path.join(self.root, "state")
@@ -169,17 +229,39 @@ class Sandbox:
 
     # ---- config and environment
 
-    def config(self, **overrides: Any) -> dict[str, Any]:
-        """The config dict the sandbox writes (overrides replace top-level keys)."""
-        creds = self.sim.credentials
-        zvm: dict[str, Any] = {
-            "url": self.sim.url,
+    @property
+    def sites(self) -> dict[str, dict[str, Any]]:
+        """Every ZVM of a multi-site estate by site name (the ready file's ``sites``:
+        url, client, CA, site identifier, kind); empty for a one-ZVM simulator."""
+        found: dict[str, dict[str, Any]] = self.sim.credentials.get("sites", {})
+        return found
+
+    def zvm_entry(self, site: str | None = None) -> dict[str, Any]:
+        """One ZVM's config entry: its URL, client, secret by environment, CA, and the
+        sandbox's ``zvm`` extras (timeouts…). ``site`` None: the one-ZVM simulator's."""
+        creds = self.sim.credentials if site is None else self.sites[site]
+        entry: dict[str, Any] = {
+            "url": creds["url"],
             "client_id": creds["client_id"],
-            "client_secret_env": SECRET_ENV,
+            "client_secret_env": secret_env(site),
         }
-        if self.sim.ca_bundle:
-            zvm["ca_bundle"] = self.sim.ca_bundle
-        config = {"zvm": zvm, **self.catalog, "guard": self.guard}
+        if creds["ca_bundle"]:
+            entry["ca_bundle"] = creds["ca_bundle"]
+        entry.update(self.zvm)
+        return entry
+
+    def config(self, **overrides: Any) -> dict[str, Any]:
+        """The config dict the sandbox writes (overrides replace top-level keys).
+
+        A one-ZVM simulator is ``zvm``; a multi-site estate is ``zvms``, one entry per
+        site in the estate's order.
+        """
+        config: dict[str, Any]
+        if self.sites:
+            config = {"zvms": {site: self.zvm_entry(site) for site in self.sites}}
+        else:
+            config = {"zvm": self.zvm_entry()}
+        config.update({**self.catalog, "guard": self.guard})
         config.update(overrides)
         return config
 
@@ -206,6 +288,7 @@ class Sandbox:
                 SECRET_ENV: self.sim.credentials["client_secret"],
             }
         )
+        env.update({secret_env(site): f["client_secret"] for site, f in self.sites.items()})
         env.update(extra)
         return env
 
@@ -252,22 +335,40 @@ class Sandbox:
 
     # ---- the simulator's control plane
 
-    def control(self, method: str, path: str, body: Any = None) -> Any:
-        """Call ``/_sim/...`` on the simulator and return the JSON answer."""
+    def control(self, method: str, path: str, body: Any = None, *, site: str | None = None) -> Any:
+        """Call ``/_sim/...`` on the simulator and return the JSON answer (None if empty).
+
+        ``site``: the ZVM of that site of a multi-site estate (``?site=NAME``). The call
+        goes through another site's port, so that a ``down`` or ``wrong_cert`` fault can
+        be set and cleared on any site, the first one included.
+        """
         if self._http is None:
             import ssl
 
             ca = self.sim.ca_bundle
             verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca) if ca else True
-            self._http = httpx.Client(base_url=self.sim.url, verify=verify, timeout=10.0)
-        response = self._http.request(method, path, json=body)
+            self._http = httpx.Client(verify=verify, timeout=10.0)
+        base, params = self.sim.url, {}
+        if site is not None:
+            through = next((s for s in self.sites if s != site), site)
+            base, params = self.sites[through]["url"], {"site": site}
+        response = self._http.request(method, base + path, json=body, params=params)
         response.raise_for_status()
-        return response.json()
+        return response.json() if response.content else None
 
-    def tag_requests(self, vpg_name: str | None = None) -> int:
-        """How many tags the simulator was asked for (on one VPG, or in all)."""
-        counts: dict[str, int] = self.control("GET", "/_sim/stats")["tag_requests"]
-        return counts.get(vpg_name, 0) if vpg_name else sum(counts.values())
+    def tag_counts(self) -> dict[str, dict[str, int]]:
+        """Tags each ZVM was asked for, by site and VPG name (a one-ZVM simulator's site
+        is ``""``)."""
+        if not self.sites:
+            return {"": self.control("GET", "/_sim/stats")["tag_requests"]}
+        return {s: self.control("GET", "/_sim/stats", site=s)["tag_requests"] for s in self.sites}
+
+    def tag_requests(self, vpg_name: str | None = None, *, site: str | None = None) -> int:
+        """How many tags the simulator was asked for (on one VPG, or in all), through one
+        site's ZVM or, ``site`` None, through every ZVM of the estate."""
+        per_site = self.tag_counts()
+        counts = [per_site[site]] if site is not None else list(per_site.values())
+        return sum(c.get(vpg_name, 0) if vpg_name else sum(c.values()) for c in counts)
 
     def wait_past_boundary(self, vpg_name: str, *, margin_s: float = 0.3) -> None:
         """Sleep until just after the VPG's next journal checkpoint.
