@@ -15,14 +15,19 @@ from zerto_rewind.testing import Sandbox
 
 
 @contextmanager
-def guard_service(box: Sandbox, run: Path) -> Iterator[str]:
-    """Start the service for ``box``'s config with its socket in ``run``; yields its URL."""
-    box.write_config(state_dir=box.state_dir, log=box.log_path)
+def guard_service(box: Sandbox, run: Path, *extra: str, write_config: bool = True) -> Iterator[str]:
+    """Start the service for ``box``'s config with its socket in ``run``; yields its URL.
+
+    ``extra`` are more ``gateway`` arguments (e.g. ``--approvals-socket PATH``);
+    ``write_config=False`` keeps a config the caller wrote.
+    """
+    if write_config:
+        box.write_config(state_dir=box.state_dir, log=box.log_path)
     sock, ready, stderr = run / "guard.sock", run / "ready.json", run / "service.stderr"
     with stderr.open("wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "zerto_rewind", "gateway", "--socket", str(sock),
-             "--ready-file", str(ready)],
+             "--ready-file", str(ready), *extra],
             env=box.env(),
             stdin=subprocess.DEVNULL,
             stderr=err,

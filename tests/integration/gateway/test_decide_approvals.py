@@ -14,13 +14,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.service import guard_service
 from support.users import as_user
 from zerto_rewind.claude_code.thin_hook import request_json
 from zerto_rewind.testing import Sandbox
@@ -54,26 +54,13 @@ def service(box: Sandbox, approver: str) -> Iterator[tuple[str, str]]:
         guard={"timeout_s": 10, "prompt_via": "approvals"},
         approvals={"approvers": {"users": [approver]}},
     )
-    decide, approvals, ready = run / "guard.sock", run / "approvals.sock", run / "ready.json"
-    stderr = run / "stderr"
-    with stderr.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "zerto_rewind", "gateway", "--socket", str(decide),
-             "--approvals-socket", str(approvals), "--ready-file", str(ready)],
-            env=box.env(),
-            stdin=subprocess.DEVNULL,
-            stderr=err,
-        )  # fmt: skip
+    approvals = run / "approvals.sock"
     try:
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            assert proc.poll() is None, stderr.read_text()
-            assert time.monotonic() < deadline, "the service did not start"
-            time.sleep(0.05)
-        yield f"unix:{decide}", f"unix:{approvals}"
+        with guard_service(
+            box, run, "--approvals-socket", str(approvals), write_config=False
+        ) as url:
+            yield url, f"unix:{approvals}"
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
         shutil.rmtree(run, ignore_errors=True)
 
 
