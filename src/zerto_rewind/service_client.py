@@ -17,6 +17,10 @@ directory, or one created before the service starts) could otherwise answer
 cannot be read: :class:`ServiceIdentityError`, with who listened and who was
 expected.
 
+Also what every thin hook shares besides the request: :func:`parse_budget`, the
+deny when the service gave no decision (:func:`undecided_reason`) and the timer
+that answers before the budget (:func:`arm_deadline`).
+
 A base module (``errors`` and ``_fastjson`` only), import-light as the hooks
 need: a unix-socket request uses the built-in ``_socket`` and the C JSON
 scanner; only an https service loads ``ssl`` and ``http.client``.
@@ -24,6 +28,7 @@ scanner; only an https service loads ``ssl`` and ``http.client``.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from . import _fastjson
@@ -31,16 +36,28 @@ from .errors import ZertoRewindError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal as _signal
+    from collections.abc import Callable
     from typing import Any
+else:  # the C module, loaded at interpreter start; `signal` would import enum (~5 ms)
+    import _signal
 
 __all__ = [
     "ServiceError",
     "ServiceIdentityError",
+    "arm_deadline",
     "ask_service",
     "check_peer",
+    "disarm_deadline",
+    "parse_budget",
     "request",
     "request_json",
+    "request_timeout_s",
+    "undecided_reason",
 ]
+
+# A hook's timer answers this long before its budget: room to write and exit.
+DEADLINE_MARGIN_S = 0.3
 
 _MAX_RESPONSE = 1024 * 1024
 
@@ -297,3 +314,51 @@ def _error_detail(raw: bytes) -> str:
     except ValueError:
         return ""
     return f" ({data['error']})" if isinstance(data, dict) and "error" in data else ""
+
+
+# ------------------------------------------------------------ what every thin hook shares
+
+
+def parse_budget(raw: str) -> float:
+    """A hook's ``--budget``: a positive number of seconds; ValueError says what is wrong."""
+    try:
+        budget = float(raw)
+        if budget <= 0:
+            raise ValueError
+    except ValueError:
+        msg = f"--budget must be a positive number of seconds, not {raw!r}"
+        raise ValueError(msg) from None
+    return budget
+
+
+def request_timeout_s(budget_s: float) -> float:
+    """How long a hook waits for the service: its budget less the timer's margin and room to
+    answer, so the service's own deny normally arrives before the timer's."""
+    return max(0.2, budget_s - DEADLINE_MARGIN_S - 0.2)
+
+
+def undecided_reason(tool: str, service: str, why: str) -> str:
+    """A thin hook's deny when the service gave no decision: what failed, for the human."""
+    return (
+        f"zerto-rewind denied {tool}: the guard service ({service}) could not decide: {why}. "
+        "The call was not run. An operator can check the service (zerto-rewind doctor, "
+        "its /healthz)."
+    )
+
+
+def arm_deadline(budget_s: float, deny_text: Callable[[], str]) -> None:
+    """SIGALRM prints ``deny_text()`` and exits just before the budget, whatever the socket
+    is doing: the host's own timeout lets the call run, so the hook answers first."""
+
+    def fire(signum: int, frame: object) -> None:
+        sys.stdout.write(deny_text() + "\n")
+        sys.stdout.flush()
+        os._exit(0)
+
+    _signal.signal(_signal.SIGALRM, fire)
+    _signal.setitimer(_signal.ITIMER_REAL, max(0.05, budget_s - DEADLINE_MARGIN_S))
+
+
+def disarm_deadline() -> None:
+    """The decision is in: the timer must not answer too."""
+    _signal.setitimer(_signal.ITIMER_REAL, 0)

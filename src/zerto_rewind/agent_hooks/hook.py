@@ -25,28 +25,32 @@ import os
 import sys
 
 from .. import selfprotect
-from ..service_client import ServiceError, ServiceIdentityError, ask_service
+from ..service_client import (
+    ServiceError,
+    ServiceIdentityError,
+    arm_deadline,
+    ask_service,
+    disarm_deadline,
+    parse_budget,
+    request_timeout_s,
+    undecided_reason,
+)
 from . import codex, copilot, gemini
 from .calls import FILES, SHELL, HookInputError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import signal as _signal
     from collections.abc import Mapping
     from types import ModuleType
     from typing import Any
 
     from .calls import Call
-else:  # the C module, loaded at interpreter start; `signal` would import enum (~5 ms)
-    import _signal
 
 __all__ = ["DEFAULT_BUDGET_S", "HOSTS", "LAUNCH_CODE", "main", "protected_items", "run"]
 
 LAUNCH_CODE = "from zerto_rewind.agent_hooks.hook import run; run()"
 HOSTS: dict[str, ModuleType] = {"codex": codex, "gemini": gemini, "copilot": copilot}
 DEFAULT_BUDGET_S = 25.0  # under Copilot's default 30 s host timeout
-# The timer answers this long before the budget: room to write and exit.
-_MARGIN_S = 0.3
 _VALUED = {
     "--host": "host", "--service": "service", "--service-user": "service_user",
     "--token-file": "token_file", "--ca-file": "ca_file", "--budget": "budget",
@@ -101,12 +105,7 @@ def parse_options(args: list[str]) -> Options:
         msg = f"--prompt-as for {host} must be one of {', '.join(choices)}"
         raise ValueError(msg)
     if "budget" in values:
-        try:
-            if float(values["budget"]) <= 0:
-                raise ValueError
-        except ValueError:
-            msg = f"--budget must be a positive number of seconds, not {values['budget']!r}"
-            raise ValueError(msg) from None
+        parse_budget(values["budget"])
     return Options(values, protect)
 
 
@@ -125,13 +124,20 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         call = opts.host.parse(data, opts.servers)
     except HookInputError as exc:
         return _block(opts.host, f"zerto-rewind hook: {exc}. The call is blocked; check the hook.")
-    _arm_timer(opts, call.host_tool)
+    arm_deadline(
+        opts.budget,
+        lambda: _deny(
+            opts, call.host_tool, f"no decision within the hook's {opts.budget:g} s budget"
+        ),
+    )
     try:
         if call.kind in (SHELL, FILES):
             text = _check_own_files(opts, call, env)
         else:
             answer = ask_service(
-                opts.client, call.payload(), timeout_s=max(0.2, opts.budget - _MARGIN_S - 0.2)
+                opts.client,
+                call.payload(),
+                timeout_s=request_timeout_s(opts.budget),
             )
             text = _render(opts, answer)
     except ServiceIdentityError as exc:
@@ -141,7 +147,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         text = _deny(opts, call.host_tool, str(exc))
     except Exception as exc:  # the last line of defence: deny, never crash
         text = _deny(opts, call.host_tool, f"{type(exc).__name__}: {exc}")
-    _disarm_timer()
+    disarm_deadline()
     if text:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -176,12 +182,7 @@ def _render(opts: Options, answer: dict[str, Any]) -> str:
 
 
 def _deny(opts: Options, tool: str, why: str) -> str:
-    reason = (
-        f"zerto-rewind denied {tool}: the guard service ({opts.service}) could not decide: "
-        f"{why}. The call was not run. An operator can check the service (zerto-rewind "
-        "doctor, its /healthz)."
-    )
-    return str(opts.host.render("deny", reason, ""))
+    return str(opts.host.render("deny", undecided_reason(tool, opts.service, why), ""))
 
 
 # ------------------------------------------------------------------ own files
@@ -249,26 +250,6 @@ def _check_own_files(opts: Options, call: Call, env: Mapping[str, str]) -> str:
             )
             return str(opts.host.render("deny", reason, ""))
     return ""
-
-
-# ------------------------------------------------------------------ the timer
-
-
-def _arm_timer(opts: Options, tool: str) -> None:
-    """SIGALRM answers deny just before the budget, whatever the socket is doing."""
-
-    def fire(signum: int, frame: object) -> None:
-        text = _deny(opts, tool, f"no decision within the hook's {opts.budget:g} s budget")
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-        os._exit(0)
-
-    _signal.signal(_signal.SIGALRM, fire)
-    _signal.setitimer(_signal.ITIMER_REAL, max(0.05, opts.budget - _MARGIN_S))
-
-
-def _disarm_timer() -> None:
-    _signal.setitimer(_signal.ITIMER_REAL, 0)
 
 
 def run() -> None:

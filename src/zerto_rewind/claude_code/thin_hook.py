@@ -19,24 +19,25 @@ the standalone hook: ``_socket`` and the C JSON scanner for a unix socket.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from ..service_client import (
     ServiceError,
     ServiceIdentityError,
+    arm_deadline,
     ask_service,
+    disarm_deadline,
+    parse_budget,
     request,
     request_json,
+    request_timeout_s,
+    undecided_reason,
 )
 from . import host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import signal as _signal
     from typing import Any
-else:  # the C module, loaded at interpreter start; `signal` would import enum (~5 ms)
-    import _signal
 
 __all__ = [
     "LAUNCH_CODE",
@@ -50,8 +51,6 @@ __all__ = [
 
 LAUNCH_CODE = "from zerto_rewind.claude_code.thin_hook import run; run()"
 DEFAULT_BUDGET_S = 150.0
-# The timer answers this long before the budget: room to write and exit.
-_MARGIN_S = 0.3
 
 _USAGE = """usage: zerto-rewind thin hook --service URL [--service-user NAME|UID] [--token-file F]
                                 [--ca-file F] [--budget S]
@@ -76,9 +75,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"zerto-rewind hook: {exc}. The call is blocked; check the hook wiring.\n")
         return 2
     budget = float(opts.get("budget", DEFAULT_BUDGET_S))
-    _arm_timer(budget, payload.tool_name, opts["service"])
+    arm_deadline(
+        budget,
+        lambda: _deny(
+            payload.tool_name, opts["service"], f"no decision within the hook's {budget:g} s budget"
+        ),
+    )
     try:
-        answer = ask_service(opts, data, timeout_s=max(0.2, budget - _MARGIN_S - 0.2))
+        answer = ask_service(opts, data, timeout_s=request_timeout_s(budget))
         text = _render(answer)
     except ServiceIdentityError as exc:
         text = _deny_identity(payload.tool_name, exc)
@@ -86,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         text = _deny(payload.tool_name, opts["service"], str(exc))
     except Exception as exc:  # the last line of defence: deny, never crash
         text = _deny(payload.tool_name, opts["service"], f"{type(exc).__name__}: {exc}")
-    _disarm_timer()
+    disarm_deadline()
     if text:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -109,12 +113,7 @@ def _options(args: list[str]) -> dict[str, str]:
         msg = "--service URL is required"
         raise ValueError(msg)
     if "budget" in opts:
-        try:
-            if float(opts["budget"]) <= 0:
-                raise ValueError
-        except ValueError:
-            msg = f"--budget must be a positive number of seconds, not {opts['budget']!r}"
-            raise ValueError(msg) from None
+        parse_budget(opts["budget"])
     return opts
 
 
@@ -132,34 +131,12 @@ def _render(answer: dict[str, Any]) -> str:
 
 
 def _deny(tool: str, service: str, why: str) -> str:
-    reason = (
-        f"zerto-rewind denied {tool}: the guard service ({service}) could not decide: {why}. "
-        "The call was not run. An operator can check the service (zerto-rewind doctor, "
-        "its /healthz)."
-    )
-    return host.render("deny", reason, "")
+    return host.render("deny", undecided_reason(tool, service, why), "")
 
 
 def _deny_identity(tool: str, exc: ServiceIdentityError) -> str:
     reason = f"zerto-rewind denied {tool}: {exc}; the call was not run. {exc.advice}"
     return host.render("deny", reason, "")
-
-
-def _arm_timer(budget_s: float, tool: str, service: str) -> None:
-    """SIGALRM answers deny just before the budget, whatever the socket is doing."""
-
-    def fire(signum: int, frame: object) -> None:
-        text = _deny(tool, service, f"no decision within the hook's {budget_s:g} s budget")
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-        os._exit(0)
-
-    _signal.signal(_signal.SIGALRM, fire)
-    _signal.setitimer(_signal.ITIMER_REAL, max(0.05, budget_s - _MARGIN_S))
-
-
-def _disarm_timer() -> None:
-    _signal.setitimer(_signal.ITIMER_REAL, 0)
 
 
 def run() -> None:
