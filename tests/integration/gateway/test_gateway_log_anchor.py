@@ -1,0 +1,115 @@
+"""The gateway anchors its decision log; a cut or rewritten log fails `log --verify`.
+
+Real processes throughout: `gateway --listen` with the stand-in VM server and the
+simulator, a real Redis (``state.url``), the SDK's client, and `zerto-rewind log
+--verify` as a person runs it. The tampering is what someone with write access to
+the log file alone can do: cut its last half, or write a whole new chain with
+recomputed hashes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from integration.gateway.gateway_helpers import (
+    TOKENS,
+    client,
+    gateway_config,
+    gateway_process,
+)
+from support.redis_server import RedisServer
+from zerto_rewind.core.decisions_log import write_record
+from zerto_rewind.core.log_anchor import redis_key
+from zerto_rewind.testing import Sandbox
+
+pytestmark = pytest.mark.anyio
+
+
+def run_verify(box: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "zerto_rewind", "log", "--verify", *args],
+        capture_output=True, text=True, env=box.env(), timeout=60, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    directory = tmp_path / "redis"
+    directory.mkdir()
+    with RedisServer(directory, password="anchor-pw-0123") as server:
+        yield server
+
+
+@pytest.fixture
+async def logged(
+    box: Sandbox, tmp_path: Path, actions_log: Path, redis: RedisServer
+) -> list[bytes]:
+    """Six decisions through a real gateway, which then stops cleanly (SIGTERM)."""
+    gateway_config(box, actions_log, log_anchor={"every_lines": 4}, state={"url": redis.url})
+    with gateway_process(box, tmp_path) as gw:
+        async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
+            for _ in range(3):
+                await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
+                await c.call_tool("mystery_tool", {"name": "jp-ubuntu"})  # unlisted: denied
+    return Path(box.log_path).read_bytes().splitlines()
+
+
+async def test_the_gateway_anchors_its_log_in_the_state_dir_and_redis(
+    logged: list[bytes], box: Sandbox, redis: RedisServer
+) -> None:
+    assert len(logged) == 6
+    good = run_verify(box)
+    # anchored at its first line, at the 5th (4 later), and at the clean stop (the 6th)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert good.stdout.startswith("log OK: 6 lines, chain intact; anchored at seq 6 ("), good.stdout
+    copy = redis.client().get(redis_key(box.log_path))
+    assert copy is not None
+    assert json.loads(copy)["seq"] == 6
+    key = Path(box.state_dir, "log-anchor.key")
+    assert oct(key.stat().st_mode & 0o777) == "0o600"
+    anchors = list(Path(box.state_dir, "log-anchors").iterdir())
+    assert [a.suffix for a in anchors] == [".json"]
+    assert os.path.dirname(box.log_path) != str(anchors[0].parent)
+
+
+async def test_a_cut_log_fails_verify_naming_the_cut(
+    logged: list[bytes], box: Sandbox, redis: RedisServer, tmp_path: Path
+) -> None:
+    Path(box.log_path).write_bytes(b"".join(line + b"\n" for line in logged[:3]))
+    cut = run_verify(box)
+    assert cut.returncode == 1
+    assert cut.stdout.count("\n") == 1
+    assert cut.stdout.startswith("log CUT: the log ends at seq 3, but the anchor of "), cut.stdout
+    assert "vouches for seq 6: 3 lines cut from its end" in cut.stdout
+    # a copy kept elsewhere (here: the one Redis holds) tells the same
+    copy = tmp_path / "anchor-copy.json"
+    copy.write_bytes(redis.client().get(redis_key(box.log_path)) or b"")
+    elsewhere = run_verify(box, "--anchor", str(copy))
+    assert (elsewhere.returncode, elsewhere.stdout.split(":")[0]) == (1, "log CUT")
+
+
+async def test_a_rewritten_chain_fails_verify(
+    logged: list[bytes], box: Sandbox, tmp_path: Path
+) -> None:
+    """A new chain, every seq and prev recomputed: the chain holds, the anchor does not."""
+    forged = tmp_path / "forged.log"
+    for raw in logged:
+        record = json.loads(raw)
+        for key in ("seq", "prev", "event_id"):
+            record.pop(key)
+        if record.get("decision") == "deny":
+            record.update(decision="none", outcome="allowed")  # hide the denials
+        write_record(str(forged), record)
+    os.replace(forged, box.log_path)
+    rewritten = run_verify(box)
+    assert rewritten.returncode == 1
+    assert rewritten.stdout.startswith(
+        "log REWRITTEN: the line with seq 6 is not the one anchored at "
+    ), rewritten.stdout
