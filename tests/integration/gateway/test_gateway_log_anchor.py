@@ -24,9 +24,11 @@ from integration.gateway.gateway_helpers import (
     gateway_config,
     gateway_process,
 )
+from integration.gateway.test_notify import Receiver
 from support.redis_server import RedisServer
 from zerto_rewind.core.decisions_log import write_record
 from zerto_rewind.core.log_anchor import redis_key
+from zerto_rewind.gateway.notify import verify_signature
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -47,13 +49,30 @@ def redis(tmp_path: Path) -> Iterator[RedisServer]:
         yield server
 
 
+WEBHOOK_SECRET = "anchor-webhook-secret-0123456789"
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with Receiver() as running:
+        yield running
+
+
 @pytest.fixture
 async def logged(
-    box: Sandbox, tmp_path: Path, actions_log: Path, redis: RedisServer
+    box: Sandbox, tmp_path: Path, actions_log: Path, redis: RedisServer, receiver: Receiver
 ) -> list[bytes]:
     """Six decisions through a real gateway, which then stops cleanly (SIGTERM)."""
-    gateway_config(box, actions_log, log_anchor={"every_lines": 4}, state={"url": redis.url})
-    with gateway_process(box, tmp_path) as gw:
+    notify = {"url": receiver.url, "secret_env": "ZR_ANCHOR_WEBHOOK_SECRET"}
+    gateway_config(
+        box,
+        actions_log,
+        log_anchor={"every_lines": 4},
+        state={"url": redis.url},
+        approvals={"notify": notify},
+    )
+    env = box.env(ZR_ANCHOR_WEBHOOK_SECRET=WEBHOOK_SECRET)
+    with gateway_process(box, tmp_path, env=env) as gw:
         async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
             for _ in range(3):
                 await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
@@ -77,6 +96,24 @@ async def test_the_gateway_anchors_its_log_in_the_state_dir_and_redis(
     anchors = list(Path(box.state_dir, "log-anchors").iterdir())
     assert [a.suffix for a in anchors] == [".json"]
     assert os.path.dirname(box.log_path) != str(anchors[0].parent)
+
+
+async def test_each_anchor_reaches_the_webhook_signed(
+    logged: list[bytes], receiver: Receiver
+) -> None:
+    """The first line's and the fifth's; the stop's goes to the file and Redis only (the
+    gateway's tasks have ended by then)."""
+    events = [json.loads(post["body"]) for post in receiver.posts]
+    anchors = [e["anchor"] for e in events if e["event"] == "log.anchor"]
+    assert [a["seq"] for a in anchors] == [1, 5]
+    for post in receiver.posts:
+        headers = post["headers"]
+        assert verify_signature(
+            WEBHOOK_SECRET,
+            headers["X-Zerto-Rewind-Timestamp"],
+            post["body"],
+            headers["X-Zerto-Rewind-Signature"],
+        )
 
 
 async def test_a_cut_log_fails_verify_naming_the_cut(
