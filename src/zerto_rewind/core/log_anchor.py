@@ -213,12 +213,16 @@ def _new_key(path: str) -> Ed25519PrivateKey:
         serialization.NoEncryption(),
     )
     os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
-    try:  # O_EXCL: two first writers race; the loser reads the winner's key
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        return _private_key(path)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(pem)
+    try:  # a link appears whole, and only once: two first writers race, the loser
+        os.link(temporary, path)  # reads the winner's key
+    except FileExistsError:
+        return _private_key(path)
+    finally:
+        os.unlink(temporary)
     public = os.path.join(os.path.dirname(path), PUBLIC_KEY_FILE)
     _write_public(public, key.public_key())
     return key
@@ -283,11 +287,15 @@ def load_anchor(path: str) -> dict[str, Any] | None:
 
 
 def parse_anchor(raw: bytes | str, where: str) -> dict[str, Any]:
-    """An anchor's JSON, its fields checked for shape (not yet for its signature)."""
+    """An anchor's JSON, its fields checked for shape (not yet for its signature).
+
+    The webhook's whole ``log.anchor`` body is accepted too, as its receiver keeps it."""
     try:
         anchor = json.loads(raw)
     except ValueError:
         anchor = None
+    if isinstance(anchor, dict) and anchor.get("event") == "log.anchor":
+        anchor = anchor.get("anchor")
     ok = (
         isinstance(anchor, dict)
         and anchor.get("type") == ANCHOR_TYPE

@@ -132,6 +132,20 @@ async def test_a_cut_log_fails_verify_naming_the_cut(
     assert (elsewhere.returncode, elsewhere.stdout.split(":")[0]) == (1, "log CUT")
 
 
+async def test_a_webhook_body_kept_by_its_receiver_is_an_anchor_copy(
+    logged: list[bytes], box: Sandbox, receiver: Receiver, tmp_path: Path
+) -> None:
+    """The receiver keeps the body as it came; --anchor reads it as it is."""
+    kept = tmp_path / "webhook-body.json"
+    kept.write_bytes(receiver.posts[-1]["body"])  # the anchor of seq 5
+    assert run_verify(box, "--anchor", str(kept)).returncode == 0
+    Path(box.log_path).write_bytes(b"".join(line + b"\n" for line in logged[:4]))
+    cut = run_verify(box, "--anchor", str(kept))
+    assert cut.returncode == 1
+    assert "the log ends at seq 4, but the anchor of " in cut.stdout
+    assert "vouches for seq 5: 1 line cut from its end" in cut.stdout
+
+
 async def test_a_rewritten_chain_fails_verify(
     logged: list[bytes], box: Sandbox, tmp_path: Path
 ) -> None:
