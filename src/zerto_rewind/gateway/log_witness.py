@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..core.decisions_log import anchor_now, register_anchor
@@ -39,6 +40,9 @@ class LogWitness:
         self.policy = policy_for(settings, publish=self.publish)
         register_anchor(self.policy)
         self._redis: redis.Redis | None = None
+        # One worker, so copies reach Redis in the log's order; never on the event
+        # loop, which a slow Redis would otherwise stall for its timeout.
+        self._copier = ThreadPoolExecutor(1, thread_name_prefix="log-anchor")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._notify: Callable[[dict[str, Any]], Coroutine[Any, Any, None]] | None = None
@@ -53,7 +57,8 @@ class LogWitness:
     def publish(self, anchor: dict[str, Any]) -> None:
         """Copy one anchor out; any thread (the log is written from workers too)."""
         if self.settings.state_url:
-            self._to_redis(anchor)
+            with contextlib.suppress(RuntimeError):  # closed: the stop's own copy is made
+                self._copier.submit(self._to_redis, anchor)
         if self._notify is not None and self._loop is not None:
             # RuntimeError: the loop has closed (shutting down); the file holds the anchor
             with contextlib.suppress(RuntimeError):
@@ -83,6 +88,7 @@ class LogWitness:
         """A clean stop: anchor the head the last anchor did not cover, then let go."""
         self._notify = None  # no task group is left to deliver it in
         anchor_now(self.policy)
+        self._copier.shutdown(wait=True)  # the last copies, the stop's included
         if self._redis is not None:
             self._redis.close()
             self._redis = None
