@@ -80,3 +80,20 @@ def test_legacy_lines_a_missing_log_and_the_log_option(tmp_path: Path) -> None:
     missing = run_verify(env)
     assert missing.returncode == 1
     assert missing.stdout.startswith("log MISSING: ")
+
+
+def test_a_cut_log_of_the_standalone_hook_fails_verify(tmp_path: Path) -> None:
+    """The hook (a process per call) anchors from the file it finds; a cut tail is named."""
+    with Sandbox(str(tmp_path / "box"), guard={"timeout_s": 10}) as box:
+        box.write_config(log_anchor={"every_lines": 2})
+        for _ in range(5):
+            box.run_hook(POWER_OFF, {"name": "jp-ubuntu"})
+        good = run_verify(box.env())
+        assert good.returncode == 0, good.stdout
+        assert "anchored at seq 5 (" in good.stdout  # lines 1, 3 and 5
+        lines = Path(box.log_path).read_bytes().splitlines()
+        Path(box.log_path).write_bytes(b"".join(line + b"\n" for line in lines[:2]))
+        cut = run_verify(box.env())
+        assert cut.returncode == 1
+        assert cut.stdout.startswith("log CUT: the log ends at seq 2, but the anchor of ")
+        assert "3 lines cut from its end" in cut.stdout

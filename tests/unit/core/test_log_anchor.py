@@ -7,6 +7,8 @@ import json
 import logging
 import os
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -345,3 +347,23 @@ def test_outcomes_and_principals(
     else:
         assert shaped["principal_id"] == principal
     assert decisions_log.audit_record(shaped) is shaped  # shaped once
+
+
+def test_cryptography_is_imported_only_when_an_anchor_is_due(tmp_path: Path) -> None:
+    """The hook's logging path, in a process of its own: no anchor due, no cryptography."""
+    p = policy(tmp_path, every_lines=100)
+    logged(p, 1)  # the first line's anchor exists now
+    script = (
+        "import sys\n"
+        "from zerto_rewind.core.decisions_log import register_anchor, write_record\n"
+        "from zerto_rewind.core.log_anchor import AnchorPolicy\n"
+        f"p = AnchorPolicy({p.log_path!r}, {p.anchor_path!r}, {p.key_path!r}, 100, 3600.0)\n"
+        "register_anchor(p)\n"
+        "write_record(p.log_path, {'tool': 't', 'decision': 'deny'})\n"
+        "print(any(m.startswith('cryptography') for m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "False"
+    assert len(Path(p.log_path).read_bytes().splitlines()) == 2
