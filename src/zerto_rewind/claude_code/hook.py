@@ -276,7 +276,7 @@ class _Answer:
                 sys.stdout.write(text + "\n")
                 sys.stdout.flush()
             _ANSWERED.append(True)
-            _log(self.settings.log_path, decision, self.call)
+            _log(self.settings.log_path, decision, self.call, self.settings)
             return True
 
 
@@ -407,7 +407,7 @@ def _protect(
         payload.tool_name, None, session_id=payload.session_id, tool_use_id=payload.tool_use_id
     )
     decision.elapsed_ms = int((time.time() - started) * 1000)
-    _log(settings.log_path, decision, call)
+    _log(settings.log_path, decision, call, settings)
     return 0
 
 
@@ -429,9 +429,14 @@ def config_denial_reason(tool_name: str, problem: ConfigError) -> str:
     )
 
 
-def _log(path: str, decision: Decision, call: ToolCall) -> None:
-    from ..core.decisions_log import write_record
+def _log(path: str, decision: Decision, call: ToolCall, settings: Settings | None = None) -> None:
+    from ..core.decisions_log import register_anchor, write_record
     from ..errors import StateError
+
+    if settings is not None:  # a broken config logs its denial unanchored
+        from ..core.log_anchor import policy_for
+
+        register_anchor(policy_for(settings))
 
     record: dict[str, Any] = decision.log_record(call)
     try:

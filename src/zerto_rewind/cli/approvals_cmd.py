@@ -175,6 +175,10 @@ def _local(
         decided = store.decide(request.id, op == "approve", approver.label, message.get("reason"))
     except ApprovalError as exc:
         return {"ok": False, "error": str(exc)}
+    from ..core.decisions_log import register_anchor
+    from ..core.log_anchor import policy_for
+
+    register_anchor(policy_for(settings))
     record_event(settings.log_path, decided, "approved" if op == "approve" else "denied")
     return {"ok": True, "request": decided.to_json()}
 

@@ -1,5 +1,8 @@
 """``zerto-rewind log``: recent decisions as a table, what became of pending tags, and
-``--verify``, which checks the log's hash chain."""
+``--verify``, which checks the log's hash chain and its latest signed anchor.
+
+Every value is shown literally: a VM name is the agent's to choose, so rich markup in
+it is never interpreted and control characters are shown as escapes."""
 
 from __future__ import annotations
 
@@ -12,9 +15,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..config.loader import load_settings
-from ..config.settings import Settings, default_log_path
+from ..config.settings import Settings, default_log_path, home_dir
 from ..core.decisions_log import tail, verify
 from ..core.reconcile import TagFate, reconcile
 from ..errors import ConfigError, StateError, ZertoRewindError
@@ -29,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = _settings(env, verifying=args.verify)
     path = args.log or (settings.log_path if settings else default_log_path(env))
     if args.verify:
-        return _verify(path)
+        return _verify(path, settings, args.anchor, env)
     records = tail(path, args.limit)
     fates = {} if args.no_reconcile else _reconcile(records, settings, ask_zvm=not args.offline)
     if args.json:
@@ -58,15 +62,26 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--verify",
         action="store_true",
-        help="check the log's hash chain instead of showing it (exit 1 if it is broken)",
+        help="check the log's hash chain and its latest anchor instead of showing it "
+        "(exit 1 if the log is broken, cut, rewritten or not anchored)",
+    )
+    parser.add_argument(
+        "--anchor",
+        metavar="PATH",
+        help="with --verify: check against this anchor copy (kept elsewhere) instead of "
+        "the guard's own",
     )
     return parser
 
 
-def _verify(path: str) -> int:
-    """``--verify``: one line saying whether the chain holds; 0 if it does, 1 if not."""
+def _verify(path: str, settings: Settings | None, anchor_copy: str | None, env: Any) -> int:
+    """``--verify``: one line saying whether the log holds; 0 if it does, 1 if not."""
     try:
         report = verify(path)
+        if report.ok and report.lines:
+            from .log_verify import check_anchors
+
+            anchored = check_anchors(path, settings, anchor_copy, _state_dir(settings, env))
     except StateError as exc:  # --verify answers on stdout in one line, whatever happened
         print(f"log NOT CHECKED: {exc}")
         return 1
@@ -86,12 +101,29 @@ def _verify(path: str) -> int:
             "existed; the next decision starts the chain)"
         )
         return 0
+    if not report.lines:
+        print("log OK: 0 lines, chain intact")
+        return 0
+    if not anchored.ok:
+        print(anchored.line)
+        return 1
     older = ""
     if report.legacy:
         lines = "line" if report.legacy == 1 else "lines"
         older = f" ({report.legacy} older {lines} before it, written before chaining existed)"
-    print(f"log OK: {report.lines} lines, chain intact{older}")
+    print(f"log OK: {report.lines} lines, chain intact{older}; {anchored.line}")
     return 0
+
+
+def _state_dir(settings: Settings | None, env: Any) -> str:
+    """The state directory, as the config's parser finds it when there is no config."""
+    if settings is not None:
+        return settings.state_dir
+    named = str(env.get("ZERTO_REWIND_STATE_DIR", "")).strip()
+    if named:
+        return os.path.abspath(os.path.expanduser(named))
+    base = env.get("XDG_STATE_HOME") or os.path.join(home_dir(env), ".local", "state")
+    return os.path.join(base, "zerto-rewind")
 
 
 def _settings(env: Any, *, verifying: bool) -> Settings | None:
@@ -167,7 +199,7 @@ def _table(
     from rich import box
 
     if not records:
-        console.print(f"no decisions logged in {path}")
+        console.print(Text(f"no decisions logged in {visible(path)}"))
         return
     rows = [_cells(record, fates) for record in records]
     natural = {c: max(len(c), *(len(r[c]) for r in rows)) for c in _COLUMNS}
@@ -179,7 +211,7 @@ def _table(
             shown.remove(column)
     widths = _fit(shown, natural, console.width)
     table = Table(
-        title=f"decisions, times in UTC ({path})",
+        title=Text(f"decisions, times in UTC ({visible(path)})"),
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         collapse_padding=True,
@@ -187,7 +219,8 @@ def _table(
     for column in shown:
         table.add_column(column, no_wrap=True, overflow="ellipsis", width=widths[column])
     for record, cells in zip(records, rows, strict=True):
-        table.add_row(*(cells[c] for c in shown), style=_style(record))
+        # Text, never a str: rich would read a VM named `[/]` as markup (and fail on it)
+        table.add_row(*(Text(cells[c]) for c in shown), style=_style(record))
     console.print(table)
 
 
@@ -209,16 +242,36 @@ def _cells(record: dict[str, Any], fates: dict[str, TagFate]) -> dict[str, str]:
     later = "; ".join(
         f"{f.state}: {f.detail}" for t in record.get("tags") or [] if (f := fates.get(t))
     )
-    return {
+    cells = {
         "time": str(record.get("time", ""))[11:19],
         "tool": str(record.get("tool", "")).removeprefix("mcp__"),
-        "VMs": ", ".join(record.get("vms") or []),
+        "VMs": ", ".join(str(vm) for vm in record.get("vms") or []),
         "row": str(record.get("row", "")),
         "decision": str(record.get("decision", "")),
-        "checkpoint": ", ".join(record.get("checkpoint_ids") or []),
+        "checkpoint": ", ".join(str(c) for c in record.get("checkpoint_ids") or []),
         "s": f"{(record.get('elapsed_ms') or 0) / 1000:.1f}",
         "what became of it": later if record.get("row") == "pending" else _answer(record),
     }
+    return {column: visible(text) for column, text in cells.items()}
+
+
+def visible(text: str) -> str:
+    """``text`` with every character a terminal would act on shown as an escape:
+    C0/C1 controls and DEL as ``\\xNN``, format characters (bidi overrides, zero-width)
+    as ``<U+XXXX>``. A backslash stays as it is: this is for reading, not parsing."""
+    if text.isprintable():
+        return text
+    import unicodedata
+
+    out = []
+    for char in text:
+        if char.isprintable() or char == " ":
+            out.append(char)
+        elif ord(char) < 0x100 and unicodedata.category(char) == "Cc":
+            out.append(f"\\x{ord(char):02x}")
+        else:
+            out.append(f"<U+{ord(char):04X}>")
+    return "".join(out)
 
 
 def _answer(record: dict[str, Any]) -> str:
@@ -267,7 +320,9 @@ def _print_line(console: Console, line: str, as_json: bool) -> None:
         record = json.loads(line)
     except ValueError:
         return
-    vms = ", ".join(record.get("vms") or [])
+    if not isinstance(record, dict):
+        return
+    vms = ", ".join(str(vm) for vm in record.get("vms") or [])
     row, decision = record.get("row"), record.get("decision")
-    text = f"{record.get('time')} {record.get('tool')} {vms} {row} → {decision}"
-    console.print(text, style=_style(record), highlight=False)
+    text = visible(f"{record.get('time')} {record.get('tool')} {vms} {row} → {decision}")
+    console.print(Text(text), style=_style(record), highlight=False)

@@ -24,6 +24,7 @@ from .settings import (
     CatalogSettings,
     GatewaySettings,
     GuardSettings,
+    LogAnchorSettings,
     ResolverSpec,
     Settings,
     ToolSpec,
@@ -112,6 +113,7 @@ class Parser:
                 "recovery",
                 "state_dir",
                 "log",
+                "log_anchor",
                 "upstreams",
                 "gateway",
                 "state",
@@ -140,7 +142,19 @@ class Parser:
             gateway=self.gateway(top.get("gateway", {})),
             state_url=self.state_url(top.get("state", {})),
             approvals=self.approvals(top.get("approvals", {})),
+            log_anchor=self.log_anchor(top.get("log_anchor", {})),
         )
+
+    def log_anchor(self, raw: Any) -> LogAnchorSettings:
+        spec = self.obj(raw, "log_anchor", ("every_lines", "every_s", "path"))
+        lines = spec.get("every_lines", 100)
+        if isinstance(lines, bool) or not isinstance(lines, int) or not 1 <= lines <= 1_000_000:
+            self.fail("log_anchor.every_lines", f"must be a whole number 1..1000000, not {lines!r}")
+        every_s = self.number(
+            spec.get("every_s", 60.0), "log_anchor.every_s", minimum=1.0, inclusive=True
+        )
+        path = self.file_path(spec["path"], "log_anchor.path") if "path" in spec else None
+        return LogAnchorSettings(lines, every_s, path)
 
     # ---- the gateway's sections (absent from a hook's config: nothing to pay there)
 

@@ -33,6 +33,7 @@ __all__ = [
     "CatalogSettings",
     "GatewaySettings",
     "GuardSettings",
+    "LogAnchorSettings",
     "ResolverSpec",
     "Settings",
     "ToolSpec",
@@ -421,6 +422,21 @@ class GatewaySettings:
         self.elicit_timeout_s: float = values.get("elicit_timeout_s", 120.0)
 
 
+class LogAnchorSettings:
+    """``log_anchor``: the decision log's head, signed and kept outside the log
+    (core.log_anchor): every ``every_lines`` lines or ``every_s`` seconds, whichever
+    comes first; ``path`` is the anchor file (default: under ``state_dir``)."""
+
+    __slots__ = ("every_lines", "every_s", "path")
+
+    def __init__(
+        self, every_lines: int = 100, every_s: float = 60.0, path: str | None = None
+    ) -> None:
+        self.every_lines = every_lines
+        self.every_s = every_s
+        self.path = path
+
+
 class ApprovalsSettings:
     """Who may approve a prompt-row call, on which channels, and for how long it waits."""
 
@@ -484,6 +500,7 @@ class Settings:
         "catalog",
         "gateway",
         "guard",
+        "log_anchor",
         "log_path",
         "path",
         "recovery_via",
@@ -510,6 +527,7 @@ class Settings:
         approvals: ApprovalsSettings | None = None,
         zvms: dict[str, ZvmSettings] | None = None,
         recovery_via: str = "recovery",
+        log_anchor: LogAnchorSettings | None = None,
     ) -> None:
         self.path = path
         self.approvals = approvals or ApprovalsSettings()
@@ -523,6 +541,7 @@ class Settings:
         self.recovery_via = recovery_via
         self.state_dir = state_dir
         self.log_path = log_path
+        self.log_anchor = log_anchor or LogAnchorSettings()
         self.upstreams = upstreams or {}
         self.gateway = gateway or GatewaySettings()
         self.state_url = state_url  # redis://… when gateway replicas share state

@@ -8,7 +8,13 @@ Each line written by :func:`write_record` also carries ``seq`` (1, 2, 3… withi
 the file) and ``prev``, the SHA-256 (hex) of the previous line's exact bytes
 without its newline (64 zeros on a file's first line). :func:`verify` walks the
 chain and names the first line where it breaks; see its docstring for what a
-chain alone cannot show.
+chain alone cannot show, and :mod:`.log_anchor` for the signed anchors that show it.
+
+Each line is shaped as the MCP "tamper-evident audit record" draft's records are
+(:func:`audit_record`): ``event_id``, ``occurred_at``, ``principal_id``,
+``event_type``, ``tool_name``, ``outcome`` and the Zerto facts in ``extensions``;
+the fields older lines carry (``time``, ``tool``, ``row``, ``decision``…) stay
+beside them, so readers of either shape read both.
 """
 
 from __future__ import annotations
@@ -16,17 +22,25 @@ from __future__ import annotations
 import collections
 import fcntl
 import json
+import logging
 import os
+import time
 from collections.abc import Iterable, Iterator
-from typing import Any, Literal, NamedTuple, TypeGuard
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeGuard
 
 from ..errors import StateError
+
+if TYPE_CHECKING:
+    from .log_anchor import AnchorPolicy
 
 __all__ = [
     "GENESIS",
     "ChainProblem",
     "VerifyReport",
+    "anchor_now",
+    "audit_record",
     "iter_records",
+    "register_anchor",
     "tail",
     "verify",
     "write_record",
@@ -38,6 +52,19 @@ GENESIS = "0" * 64
 # Bytes read at a time when looking for the last line from the end of the file:
 # one read holds a typical line (under 1 KiB) whole.
 _CHUNK = 4096
+
+log = logging.getLogger("zerto_rewind.log")
+
+# log path -> how it is anchored (core.log_anchor); set by the processes that hold
+# the guard's settings (the gateway, the hook, the MCP server); a log no one
+# registered is chained but not anchored.
+_ANCHORING: dict[str, AnchorPolicy] = {}
+
+
+def register_anchor(policy: AnchorPolicy) -> None:
+    """Anchor ``policy.log_path`` from now on, in this process."""
+    _ANCHORING[policy.log_path] = policy
+
 
 ProblemKind = Literal["not_json", "unchained", "malformed", "gap", "reordered", "prev_mismatch"]
 
@@ -100,16 +127,144 @@ def write_record(path: str, record: dict[str, Any]) -> None:
         else:
             seq, prev = _seq_of(last) + 1, sha256_hex(last)
         line = json.dumps(
-            {**record, "seq": seq, "prev": prev}, ensure_ascii=False, separators=(",", ":")
+            {**audit_record(record), "seq": seq, "prev": prev},
+            ensure_ascii=False,
+            separators=(",", ":"),
         )
-        data = memoryview((("" if ends_with_newline else "\n") + line + "\n").encode())
+        encoded = line.encode()
+        data = memoryview((b"" if ends_with_newline else b"\n") + encoded + b"\n")
         while data:  # one write in practice; a short write (disk nearly full) goes on
             data = data[os.write(fd, data) :]
+        anchor = _anchor_if_due(path, seq, encoded)
     except OSError as exc:
         msg = f"cannot write log {path}: {exc.strerror}; check the disk and the file's owner"
         raise StateError(msg) from exc
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+    _publish(path, anchor)
+
+
+def _anchor_if_due(path: str, seq: int, line: bytes) -> dict[str, Any] | None:
+    """Under the log's lock, after line ``seq`` is written: anchor it if it is due.
+
+    The decision is logged whatever happens here: a failed anchor is a warning, and
+    ``log --verify`` reports the log as not anchored."""
+    policy = _ANCHORING.get(path)
+    if policy is None:
+        return None
+    from . import log_anchor
+
+    now = time.time()
+    try:
+        if not log_anchor.due(policy, seq, now):
+            return None
+        from ..config.loader import sha256_hex
+
+        return log_anchor.anchor_head(policy, seq, sha256_hex(line), now)
+    except (StateError, OSError, ValueError) as exc:
+        log.warning("decision log not anchored: %s", exc)
+        return None
+
+
+def _publish(path: str, anchor: dict[str, Any] | None) -> None:
+    policy = _ANCHORING.get(path)
+    if anchor is not None and policy is not None and policy.publish is not None:
+        policy.publish(anchor)
+
+
+def anchor_now(policy: AnchorPolicy) -> dict[str, Any] | None:
+    """Anchor the log's current head if it moved since the last anchor (a clean shutdown)."""
+    from ..config.loader import sha256_hex
+    from . import log_anchor
+
+    try:
+        fd = os.open(policy.log_path, os.O_RDONLY)
+    except OSError:
+        return None  # nothing logged: nothing to anchor
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        last, _ = _last_line(fd)
+        seq = _seq_of(last) if last is not None else 0
+        current = log_anchor.load_anchor(policy.anchor_path)
+        if last is None or seq == 0 or (current is not None and current["seq"] == seq):
+            return None
+        anchor = log_anchor.anchor_head(policy, seq, sha256_hex(last), time.time())
+    except (StateError, OSError, ValueError) as exc:
+        log.warning("decision log not anchored at shutdown: %s", exc)
+        return None
+    finally:
+        os.close(fd)
+    if policy.publish is not None:
+        policy.publish(anchor)
+    return anchor
+
+
+# The MCP draft's outcomes, from the decision the guard made (or the approval event).
+_OUTCOMES = {
+    "none": "allowed",
+    "context": "allowed",
+    "deny": "denied",
+    "prompt": "deferred",
+    "defer": "deferred",
+    "approved": "allowed",
+    "used": "allowed",
+    "requested": "deferred",
+}
+# The Zerto facts of a decision: the draft's typed extension, not its core fields.
+_ZERTO_FACTS = (
+    "vpgs",
+    "vpg_ids",
+    "site_types",
+    "sites",
+    "checkpoint_ids",
+    "tags",
+    "requested_at",
+    "expected_at",
+    "landed_at",
+    "tag_bound",
+)
+EXTENSION = "zerto_rewind"
+
+
+def audit_record(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with the audit draft's fields first (the one place lines are shaped).
+
+    A record that already has an ``event_id`` is returned as it is."""
+    if "event_id" in record:
+        return record
+    from .decision import fmt_time
+
+    approval = record.get("decision") == "approval"
+    answer = str(record.get("answer") or "")
+    if str(record.get("row")) in ("error", "config_error"):
+        outcome = "error"
+    else:
+        outcome = _OUTCOMES.get(answer if approval else str(record.get("decision")), "denied")
+    if approval and answer in ("approved", "denied", "refused"):
+        principal = record.get("approver") or record.get("client")
+    else:
+        principal = record.get("client") or _process_user()
+    facts = {k: record[k] for k in _ZERTO_FACTS if record.get(k)}
+    return {
+        "event_id": os.urandom(16).hex(),
+        "occurred_at": record.get("time") or fmt_time(time.time()),
+        "principal_id": principal,
+        "event_type": f"approval.{answer}" if approval else "tool_call.decision",
+        "tool_name": record.get("tool"),
+        "outcome": outcome,
+        "extensions": {EXTENSION: facts},
+        **record,
+    }
+
+
+def _process_user() -> str:
+    """``unix:NAME`` of this process (the hook runs as the agent's user)."""
+    import pwd
+
+    try:
+        return f"unix:{pwd.getpwuid(os.geteuid()).pw_name}"
+    except KeyError:
+        return f"uid:{os.geteuid()}"
 
 
 def _last_line(fd: int) -> tuple[bytes | None, bool]:

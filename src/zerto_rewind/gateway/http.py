@@ -421,6 +421,9 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
+            # Last out, after every session closed: uvicorn re-raises SIGTERM once the
+            # lifespan ends, so the gateway's own close() never runs on a SIGTERM.
+            stack.callback(gateway.log_witness.close)
             for manager in managers:
                 await stack.enter_async_context(manager.run())
             yield {}

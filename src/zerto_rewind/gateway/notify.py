@@ -21,7 +21,7 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
+    "make_anchor_notifier",
     "make_webhook_notifier",
     "sign",
     "verify_signature",
@@ -113,6 +114,36 @@ def make_webhook_notifier(
             "User-Agent": "zerto-rewind-approvals",
         }
         await _deliver(url, body, headers, timeout_s, tls, event, request.id)
+
+    return notify
+
+
+def make_anchor_notifier(
+    settings: ApprovalsSettings,
+) -> Callable[[dict[str, Any]], Coroutine[Any, Any, None]] | None:
+    """The webhook's ``log.anchor`` event: each signed anchor of the decision log, so a
+    copy of the log's head lives where the guard's host cannot rewrite it. None when no
+    webhook is configured (make_webhook_notifier has checked its URL and secret)."""
+    url, secret = settings.notify_url, settings.notify_secret()
+    if not url or not secret:
+        return None
+    _check_url(url)
+    key, timeout_s = secret.encode(), float(settings.notify_timeout_s)
+    import httpx
+
+    tls = httpx.create_ssl_context(verify=True, trust_env=False)
+
+    async def notify(anchor: dict[str, Any]) -> None:
+        text = f"zerto-rewind: decision log anchored at seq {anchor.get('seq')}"
+        body = _encode({"event": "log.anchor", "anchor": anchor, "text": text})
+        timestamp = str(int(time.time()))
+        headers = {
+            "Content-Type": "application/json",
+            TIMESTAMP_HEADER: timestamp,
+            SIGNATURE_HEADER: sign(key, timestamp, body),
+            "User-Agent": "zerto-rewind-approvals",
+        }
+        await _deliver(url, body, headers, timeout_s, tls, "log.anchor", "(log anchor)")
 
     return notify
 

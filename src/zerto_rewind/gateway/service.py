@@ -28,6 +28,7 @@ from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.guard import Guard
 from ..errors import ConfigError
 from .approvals import ApprovalsService
+from .log_witness import LogWitness
 from .metrics import GatewayMetrics
 from .pins import PinGate
 from .request_state import RequestStates
@@ -64,6 +65,7 @@ class Gateway:
             max(settings.gateway.elicit_timeout_s, settings.approvals.expires_s)
         )
         self.pins = PinGate(settings, self.upstreams, self.metrics)
+        self.log_witness = LogWitness(settings)
         for upstream in self.upstreams.values():
             upstream.log_path = upstream.settings.log_path or os.path.join(
                 settings.state_dir, "upstreams", f"{upstream.name}.log"
@@ -77,6 +79,7 @@ class Gateway:
     async def start(self, tg: anyio.abc.TaskGroup, names: list[str] | None = None) -> None:
         """Start the supervisors of the named upstreams (all by default)."""
         tg.start_soon(self.approvals.sweeper)
+        self.log_witness.start(tg)
         for name in names or list(self.upstreams):
             upstream = self.upstreams[name]
             if self.pins.pinned(upstream.name):
@@ -121,6 +124,7 @@ class Gateway:
         self.settings.catalog = catalog  # one assignment: decisions see old or new, never half
 
     def close(self) -> None:
+        self.log_witness.close()
         for upstream in self.upstreams.values():
             upstream.close()
         self.guard.close()

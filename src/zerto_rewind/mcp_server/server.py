@@ -29,6 +29,8 @@ from pydantic import Field
 
 from ..config.settings import Settings
 from ..core.decision import Row, ToolCall
+from ..core.decisions_log import register_anchor
+from ..core.log_anchor import policy_for
 from ..errors import ConfigError
 from ..recovery.failover import OperationResult, start_failover_test, stop_failover_test
 from ..recovery.plan import RecoveryPlan, recovery_plan
@@ -108,6 +110,7 @@ def _register_guard_tools(server: MCPServer[Any], rt: Runtime) -> None:
         with reported():
             settings = rt.settings()
             call = ToolCall(tool_name, tool_input, session_id="mcp", origin="mcp")
+            register_anchor(policy_for(settings))
             answer, decision = confirm_call(rt.guard(), call, log_path=settings.log_path)
             if decision.row in (Row.ERROR, Row.CONFIG_ERROR):
                 raise ToolError(decision.reason)
