@@ -88,3 +88,30 @@ def test_scan_stand_in_over_streamable_http(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_scan_failure_leads_with_the_cause_and_leaves_warnings_out(tmp_path: Path) -> None:
+    """A server that warns (a third-party DeprecationWarning) and then dies on its settings:
+    the error's first line names the exception; its stderr follows, without the warning."""
+    lib = tmp_path / "authlib_jose.py"
+    lib.write_text(
+        "import warnings\n"
+        "warnings.warn('authlib.jose is deprecated\\nIt will go in 2.0.', DeprecationWarning)\n"
+    )
+    server = tmp_path / "server.py"
+    server.write_text("import authlib_jose\nraise ValueError('VCENTER_HOST is not set')\n")
+    alone = subprocess.run(
+        [sys.executable, "-W", "always", str(server)], capture_output=True, text=True, check=False
+    )
+    assert alone.stderr.startswith(f"{lib}:2: DeprecationWarning: authlib.jose is deprecated")
+    run = scan(
+        "--server", "x", "--timeout", "20", "--", sys.executable, "-W", "always", str(server)
+    )  # fmt: skip
+    assert run.returncode == 1
+    first, *rest = run.stderr.splitlines()
+    assert first.startswith("zerto-rewind catalog scan: ScanError: could not list the tools of")
+    assert "the server stopped: ValueError: VCENTER_HOST is not set" in first
+    assert "Its stderr, warnings left out:" in rest
+    assert "Traceback (most recent call last):" in rest
+    assert "Warning" not in run.stderr
+    assert "It will go in 2.0." not in run.stderr
