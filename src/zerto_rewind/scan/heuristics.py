@@ -36,12 +36,7 @@ from ..config.settings import CatalogSettings, ToolSpec, VmPath
 from ..core.catalog import READ_ONLY as CATALOG_READ_ONLY
 from ..core.catalog import UNLISTED, classify, glob_match, specificity
 from .hostpaths import find_host_paths, schema_types
-from .identity import (
-    ResolverProposal,
-    merge_resolvers,
-    propose_resolver,
-    with_proposed_resolvers,
-)
+from .identity import ResolverProposal, merge_resolvers, propose_resolver
 
 __all__ = [
     "MUTATING",
@@ -479,7 +474,7 @@ def extend_catalog(catalog: CatalogSettings, proposal: Mapping[str, Any]) -> Cat
         catalog.unknown,
         catalog.unknown_source,
         from_annotations=catalog.from_annotations,
-        resolvers=with_proposed_resolvers(catalog.resolvers, proposal),
+        resolvers=catalog.resolvers,  # the identity checks stay as reviewed, never dropped
         pins=catalog.pins,
     )
 

@@ -28,14 +28,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .hostpaths import find_host_paths, schema_types
 
-if TYPE_CHECKING:
-    from ..config.settings import ResolverSpec
-
-__all__ = ["ResolverProposal", "merge_resolvers", "propose_resolver", "with_proposed_resolvers"]
+__all__ = ["ResolverProposal", "merge_resolvers", "propose_resolver"]
 
 LOOKUP_VERBS = frozenset({"get", "describe", "show", "inspect", "lookup", "info", "read", "find"})
 VM_WORDS = frozenset({"vm", "virtual", "machine", "guest", "instance"})
@@ -185,20 +182,3 @@ def merge_resolvers(options: Any, proposal: Mapping[str, Any]) -> dict[str, Any]
         return None
     current["resolvers"] = {**proposed, **resolvers}
     return current
-
-
-def with_proposed_resolvers(
-    resolvers: Mapping[str, ResolverSpec], proposal: Mapping[str, Any]
-) -> dict[str, ResolverSpec]:
-    """``catalog.from_annotations``: the configured identity checks, plus the proposal's for
-    a server that has none."""
-    from ..config.settings import ResolverSpec
-
-    merged = dict(resolvers)
-    for server, spec in _proposed(proposal).items():
-        if server not in merged:
-            extra = {k: spec[k] for k in ("zerto_field", "zerto_pattern") if k in spec}
-            merged[server] = ResolverSpec(
-                server, spec["tool"], spec["arg"], spec["id_path"], **extra
-            )
-    return merged

@@ -6,13 +6,9 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.config.settings import ResolverSpec
-from zerto_rewind.scan.heuristics import catalog_from_tools, merge_into_config
-from zerto_rewind.scan.identity import (
-    merge_resolvers,
-    propose_resolver,
-    with_proposed_resolvers,
-)
+from zerto_rewind.config.parser import Parser
+from zerto_rewind.scan.heuristics import catalog_from_tools, extend_catalog, merge_into_config
+from zerto_rewind.scan.identity import merge_resolvers, propose_resolver
 
 S = {"type": "string"}
 
@@ -109,10 +105,23 @@ def test_merge_adds_the_identity_check_and_keeps_one_a_person_wrote() -> None:
     assert again["catalog"] == mine
 
 
-def test_from_annotations_adds_the_proposed_check_only_where_none_is_configured() -> None:
+def test_from_annotations_keeps_the_configured_identity_check() -> None:
+    """extend_catalog used to build the catalog anew without catalog.resolvers: a gateway
+    with from_annotations lost its identity check once it read the live tool list. The
+    proposal itself is not added at run time: the check in force is the one reviewed."""
+    base = Parser("g.json", ".").settings(
+        {
+            "zvm": {"url": "https://zvm", "client_id": "c", "client_secret_env": "S"},
+            "catalog": {
+                "from_annotations": True,
+                "resolvers": {"w": {"tool": "find_vm", "arg": "vm", "id_path": "id"}},
+            },
+        },
+        {},
+        loose_permissions=False,
+    )
     proposal = catalog_from_tools("v", [lookup()]).catalog
-    mine = ResolverSpec("w", "find_vm", "vm", "id")
-    merged = with_proposed_resolvers({"w": mine}, proposal)
-    assert merged["w"] is mine
-    assert (merged["v"].tool, merged["v"].id_path) == ("get_vm_info", "instance_uuid")
-    assert merged["v"].zerto_field == "instance_identifier"
+    extended = extend_catalog(base.catalog, proposal)
+    assert extended.resolvers == base.catalog.resolvers
+    assert set(extended.resolvers) == {"w"}
+    assert "mcp__v__get_vm_info" in extended.read_only
