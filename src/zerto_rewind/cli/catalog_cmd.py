@@ -124,7 +124,7 @@ def _identity_line(server: str, resolver: ResolverProposal | None) -> str:
         return (
             f"identity check: none proposed; no read-only tool of {server} looks one VM up by "
             "its name alone, so the gateway cannot confirm that a checkpointed call changes "
-            "the VM Zerto protects (docs/catalog.md#the-identity-check)"
+            "the VM Zerto protects (docs/catalog.md#the-identity-check-proposed)"
         )
     return (
         f"identity check: catalog.resolvers.{server} = {resolver.tool}({resolver.arg}) -> "
