@@ -100,6 +100,9 @@ def _scan(args: argparse.Namespace, command: list[str]) -> int:
                 f", except host paths added to {len(hardened)} (they name files on the VM "
                 f"server's host, so calls that give one prompt): {', '.join(hardened)}"
             )
+        had = args.server in ((target.get("catalog") or {}).get("resolvers") or {})
+        if not had and args.server in ((output.get("catalog") or {}).get("resolvers") or {}):
+            sys.stderr.write(f"; added the identity check catalog.resolvers.{args.server}")
         sys.stderr.write("\n")
         # the merged catalog options: the config's, plus an identity check it lacked
         target_options = output.get("catalog") or {}

@@ -115,3 +115,27 @@ def test_scan_failure_leads_with_the_cause_and_leaves_warnings_out(tmp_path: Pat
     assert "Traceback (most recent call last):" in rest
     assert "Warning" not in run.stderr
     assert "It will go in 2.0." not in run.stderr
+
+
+def test_merge_writes_the_identity_check_and_keeps_one_a_person_wrote(tmp_path: Path) -> None:
+    """mcvsphere's kept tool list merged into a config: catalog.resolvers.vsphere is added
+    and said; merged again into a config whose resolver a person wrote, that one stays."""
+    dump = ROOT / "tests" / "data" / "servers" / "mcvsphere.tools.json"
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"catalog": {"pins": {}}}))
+    config.chmod(0o600)
+    run = scan("--server", "vsphere", "--quiet", "--merge", str(config), "--out", str(config),
+               "--tools-json", str(dump))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "added the identity check catalog.resolvers.vsphere" in run.stderr
+    written = json.loads(config.read_text())
+    assert written["catalog"]["resolvers"]["vsphere"]["tool"] == "get_vm_info"
+    assert len(written["catalog"]["pins"]) == 94
+    mine = {"tool": "get_vm_info", "arg": "name", "id_path": "config.instanceUuid"}
+    written["catalog"]["resolvers"]["vsphere"] = mine
+    config.write_text(json.dumps(written))
+    again = scan("--server", "vsphere", "--quiet", "--merge", str(config), "--out", str(config),
+                 "--tools-json", str(dump))  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "identity check" not in again.stderr
+    assert json.loads(config.read_text())["catalog"]["resolvers"]["vsphere"] == mine
