@@ -113,7 +113,10 @@ def test_live_scanned_catalog_installed_as_is(
     assert catalog == kept_catalog_as_vsphere()  # the live scan is the kept one
     assert LIST_VMS in catalog["read_only_tools"]
     assert catalog["tools"][POWER_OFF] == {"vm_arg": "name"}
-    assert catalog["tools"][MAINTENANCE] == {}  # host-level: mutating, no VM argument
+    # host-level: mutating, no VM argument, so a person decides each call
+    assert catalog["tools"][MAINTENANCE] == {"decision": "prompt"}
+    # the identity check the scan proposed (read by a gateway; this hook cannot call it)
+    assert written["catalog"]["resolvers"][SERVER]["tool"] == "get_vm_info"
 
     # ---- 2. install, with mcvsphere as Claude Code's server `vsphere` -------------------------
     command, *args = mcvsphere_command()
@@ -190,6 +193,7 @@ def test_live_scanned_catalog_installed_as_is(
     [(context_tool, context)] = hook_contexts(e2e.api.system_texts())
     assert context_tool == POWER_OFF
     assert context.startswith("zerto-rewind: a Zerto checkpoint protects this")
+    assert "The VM's identity was not verified" in context  # a hook cannot check it
     assert f"checkpoint {cp} tagged" in context
     assert f"VPG '{CONFIRMED_VPG}'" in context
     # enter_maintenance_mode: no VM to tag, so the guard asks; -p asks nobody: not run

@@ -48,6 +48,35 @@ def test_scan_of_live_mcvsphere_matches_the_kept_catalog(vcenter: VCenter, tmp_p
     assert len(scanned["read_only_tools"]) == 35  # download_from_datastore has host_paths
     assert scanned["tools"]["mcp__mcvsphere__download_from_datastore"]["host_paths"] == ["save_to"]
     assert len(scanned["read_only_tools"]) + len(scanned["tools"]) == 94
+    assert scanned["catalog"]["resolvers"]["mcvsphere"]["tool"] == "get_vm_info"
+
+
+def test_doctor_passes_the_catalog_checks_of_a_fresh_mcvsphere_scan(
+    vcenter: VCenter, tmp_path: Path
+) -> None:
+    """The scan merged into a config as-is: doctor's catalog checks and the live comparison
+    with the running mcvsphere pass (the ZVM is not reachable here, which fails elsewhere)."""
+    env = dict(os.environ, **vcenter.mcvsphere_env(), ZPW="secret")
+    config = tmp_path / "zerto-rewind.json"
+    zvm = {"url": "https://127.0.0.1:9", "client_id": "c", "client_secret_env": "ZPW"}
+    config.write_text(json.dumps({"zvm": zvm}))
+    config.chmod(0o600)
+    merged = subprocess.run(
+        [sys.executable, "-m", "zerto_rewind", "catalog", "scan", "--server", "mcvsphere",
+         "--quiet", "--merge", str(config), "--out", str(config), "--", *mcvsphere_command()],
+        capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert merged.returncode == 0, merged.stderr[-3000:]
+    doctor = subprocess.run(
+        [sys.executable, "-m", "zerto_rewind", "doctor", "--config", str(config), "--settings",
+         "/nonexistent", "--json", "--server", "mcvsphere", "--", *mcvsphere_command()],
+        capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    for name in ("vm_arg", "catalog ties", "catalog patterns", "live: unlisted",
+                 "live: read-only", "live: vm_arg", "live: stale", "live: pins",
+                 "live: patterns", "live: identity"):  # fmt: skip
+        assert checks[name]["status"] == "pass", checks[name]
 
 
 # ------------------------------------------------------------------ real servers from PyPI

@@ -28,6 +28,7 @@ from ..errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from ..scan.heuristics import ReviewRow
+    from ..scan.identity import ResolverProposal
 
 __all__ = ["main", "server_tools"]
 
@@ -88,7 +89,8 @@ def _scan(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError(msg)
     tools = server_tools(args, command)
     result = catalog_from_tools(args.server, tools)
-    output: dict[str, Any] = {**result.catalog, "catalog": {"pins": pins_for(args.server, tools)}}
+    options = {**result.catalog.get("catalog", {}), "pins": pins_for(args.server, tools)}
+    output: dict[str, Any] = {**result.catalog, "catalog": options}
     if args.merge:
         target = _merge_target(args.merge)
         output, added, hardened = merge_into_config(target, result.catalog)
@@ -98,10 +100,16 @@ def _scan(args: argparse.Namespace, command: list[str]) -> int:
                 f", except host paths added to {len(hardened)} (they name files on the VM "
                 f"server's host, so calls that give one prompt): {', '.join(hardened)}"
             )
+        had = args.server in ((target.get("catalog") or {}).get("resolvers") or {})
+        if not had and args.server in ((output.get("catalog") or {}).get("resolvers") or {}):
+            sys.stderr.write(f"; added the identity check catalog.resolvers.{args.server}")
         sys.stderr.write("\n")
-        output["catalog"] = _merged_pins(args, target, tools, result.rows)
+        # the merged catalog options: the config's, plus an identity check it lacked
+        target_options = output.get("catalog") or {}
+        output["catalog"] = _merged_pins(args, target, tools, result.rows, target_options)
     if not args.quiet:
         render_review(result.rows, sys.stderr, server=args.server)
+        sys.stderr.write(_identity_line(args.server, result.resolver) + "\n")
     if args.review_json:
         rows = [row.as_dict() for row in result.rows]
         atomic_write_text(args.review_json, json.dumps(rows, indent=2) + "\n", mode=0o644)
@@ -113,11 +121,27 @@ def _scan(args: argparse.Namespace, command: list[str]) -> int:
     return 0
 
 
+def _identity_line(server: str, resolver: ResolverProposal | None) -> str:
+    """What the review says about the identity check (catalog.resolvers)."""
+    if resolver is None:
+        return (
+            f"identity check: none proposed; no read-only tool of {server} looks one VM up by "
+            "its name alone, so the gateway cannot confirm that a checkpointed call changes "
+            "the VM Zerto protects (docs/catalog.md#the-identity-check-proposed)"
+        )
+    return (
+        f"identity check: catalog.resolvers.{server} = {resolver.tool}({resolver.arg}) -> "
+        f"{resolver.id_path} ({'; '.join(resolver.evidence)}); a wrong id_path makes every "
+        "checkpointed call prompt: check one answer of the tool"
+    )
+
+
 def _merged_pins(
     args: argparse.Namespace,
     target: dict[str, Any],
     tools: list[dict[str, Any]],
     rows: list[ReviewRow],
+    merged_options: dict[str, Any],
 ) -> dict[str, Any]:
     """The merged config's ``catalog`` object: its options kept, its pins merged; the
     differences from the old pins go to stderr."""
@@ -125,7 +149,7 @@ def _merged_pins(
     from ..scan.heuristics import MUTATING
     from ..scan.pins import merge_pins, merge_report
 
-    options = dict(target.get("catalog") or {})
+    options = dict(merged_options)
     read_only = list(target.get("read_only_tools") or [])
     conflicts: dict[str, str] = {}
     for row in rows:

@@ -23,7 +23,7 @@ no stripping): ``Web-01`` or ``web-01`` + NBSP is another VM, unknown to Zerto.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -719,4 +719,18 @@ def _context(call: ToolCall, outcomes: list[VpgOutcome], rewind_tool: str | None
             f"- VM {', '.join(o.vms)}: VPG {o.vpg_name!r} ({kind}), checkpoint "
             f"{o.checkpoint_id} tagged {o.tag!r} at {landed}. To rewind: {how}."
         )
+    named = [vm for o in outcomes for vm in o.vms]
+    if named and call.origin != "gateway":  # only the gateway can check (gateway/identity.py)
+        lines.append(identity_unverified(named))
     return "\n".join(lines)
+
+
+def identity_unverified(vms: Sequence[str]) -> str:
+    """The checkpoint note's line for a call whose VM no identity check confirmed."""
+    shown = ", ".join(repr(vm) for vm in dict.fromkeys(vms))
+    return (
+        f"- The VM's identity was not verified: the checkpoint covers the VM Zerto protects "
+        f"as {shown}, found by name; the VM server looked the name up on its own, and if "
+        "another VM has that name (in another folder, or renamed to it), that VM may be the "
+        "one changed, with no checkpoint."
+    )

@@ -42,6 +42,7 @@ from ..core.approvals import (
 )
 from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.decisions_log import write_record
+from ..core.guard import identity_unverified
 from ..errors import StateError
 from .identity import check_identity
 from .request_state import APPROVAL_FIELD, APPROVAL_KEY, APPROVAL_SCHEMA
@@ -119,6 +120,9 @@ async def handle_call(
     if decision.outcome == Outcome.CONTEXT:
         # Does the VM server mean the VM Zerto checkpointed? (catalog.resolvers)
         decision = await check_identity(gateway.settings.catalog, upstream, decision)
+        unchecked = upstream.name not in gateway.settings.catalog.resolvers
+        if unchecked and decision.outcome == Outcome.CONTEXT and decision.vms and decision.context:
+            decision.context += "\n" + identity_unverified(decision.vms)
     answer: str | None = None
     forward = decision.outcome in (Outcome.NONE, Outcome.CONTEXT)
     extra: dict[str, Any] = {}

@@ -8,6 +8,7 @@ what ``tests/data/servers/*.tools.json`` hold.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -58,10 +59,7 @@ def list_tools_stdio(
             return anyio.run(scan)
         except Exception as exc:
             errlog.seek(0)
-            tail = errlog.read()[-_STDERR_TAIL:].strip()
-            said = f"; its stderr ends: {tail}" if tail else ""
-            msg = f"could not list the tools of `{where}`: {_describe(exc, timeout_s)}{said}"
-            raise ScanError(msg) from exc
+            raise ScanError(_failure(where, exc, errlog.read(), timeout_s)) from exc
 
 
 def list_tools_http(
@@ -102,6 +100,59 @@ async def _all_tools(client: Any) -> list[dict[str, Any]]:
         cursor = page.next_cursor
         if not cursor:
             return tools
+
+
+def _failure(where: str, exc: BaseException, stderr: str, timeout_s: float) -> str:
+    """The cause first (the server's own exception when it died), then its stderr."""
+    lines = _without_warnings(stderr)
+    described = _describe(exc, timeout_s).replace("; ", ", ")
+    cause = _exception_line(lines)
+    head = f"the server stopped: {cause.replace('; ', ', ')} ({described})" if cause else described
+    msg = (
+        f"could not list the tools of `{where}`: {head}; check the command and the "
+        "environment it needs (variables, working directory), then scan again"
+    )
+    text = "\n".join(lines)
+    tail = text[-_STDERR_TAIL:]
+    if len(text) > _STDERR_TAIL:
+        tail = tail.partition("\n")[2]  # whole lines only
+    tail = tail.strip()
+    if tail:
+        msg += f".\nIts stderr, warnings left out:\n{tail}"
+    return msg
+
+
+# ``path.py:12: DeprecationWarning: text`` (any *Warning), as the warnings module prints it.
+_WARNING = re.compile(r"^\S.*:\d+: \w*Warning: ")
+
+
+def _without_warnings(stderr: str) -> list[str]:
+    """The stderr's lines without Python warnings: each one's message (which may run over
+    several lines) up to the indented source line the warnings module prints under it."""
+    kept: list[str] = []
+    held: list[str] = []  # lines after a warning, until its source line ends it
+    for line in stderr.splitlines():
+        if _WARNING.match(line):
+            held = [line]  # a warning with no source line (not found) ends at the next one
+        elif held and line.startswith((" ", "\t")):
+            held = []  # the source line: the warning is over, all of it dropped
+        elif held and not line.startswith("Traceback (most recent"):
+            held.append(line)
+        else:
+            held = []
+            kept.append(line)
+    return kept
+
+
+def _exception_line(lines: list[str]) -> str:
+    """The exception that ended the last traceback in ``lines`` (``Type: message``), or ""."""
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent")]
+    if not starts:
+        return ""
+    for line in lines[starts[-1] + 1 :]:
+        if line.strip() and not line.startswith((" ", "\t")):
+            return line.strip()
+    return ""
 
 
 def _describe(exc: BaseException, timeout_s: float) -> str:

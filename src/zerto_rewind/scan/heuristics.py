@@ -36,6 +36,7 @@ from ..config.settings import CatalogSettings, ToolSpec, VmPath
 from ..core.catalog import READ_ONLY as CATALOG_READ_ONLY
 from ..core.catalog import UNLISTED, classify, glob_match, specificity
 from .hostpaths import find_host_paths, schema_types
+from .identity import ResolverProposal, merge_resolvers, propose_resolver
 
 __all__ = [
     "MUTATING",
@@ -109,6 +110,7 @@ class ReviewRow:
     # Arguments that name a file on the VM server's host: every call giving one prompts.
     host_paths: list[str] = field(default_factory=list)
     reads_otherwise: bool = False  # read-only but for its host paths: decision allow
+    makes_vm: bool = False  # creates, clones or deploys a VM: changes no existing one
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -125,10 +127,13 @@ class ReviewRow:
 
 @dataclass
 class ScanResult:
-    """The proposed catalog (config keys) and the review rows, in the server's order."""
+    """The proposed catalog (config keys) and the review rows, in the server's order.
+
+    ``catalog`` holds ``catalog.resolvers.<server>`` when ``resolver`` was found."""
 
     catalog: dict[str, Any]
     rows: list[ReviewRow]
+    resolver: ResolverProposal | None = None
 
 
 def host_tool_name(server_name: str, tool_name: str) -> str:
@@ -149,7 +154,12 @@ def catalog_from_tools(server_name: str, tools: Sequence[Mapping[str, Any]]) -> 
     for row in rows:
         if row.kind == MUTATING:
             specs[row.tool] = _spec(row)
-    return ScanResult({"read_only_tools": read_only, "tools": specs}, rows)
+    catalog: dict[str, Any] = {"read_only_tools": read_only, "tools": specs}
+    prefix = host_tool_name(server_name, "")
+    resolver = propose_resolver(tools, {n.removeprefix(prefix) for n in read_only})
+    if resolver is not None:
+        catalog["catalog"] = {"resolvers": {server_name: resolver.as_config()}}
+    return ScanResult(catalog, rows, resolver)
 
 
 def _spec(row: ReviewRow) -> dict[str, Any]:
@@ -160,6 +170,12 @@ def _spec(row: ReviewRow) -> dict[str, Any]:
         spec["host_paths"] = list(row.host_paths)
         if row.reads_otherwise:
             spec["decision"] = "allow"
+    if not row.vm_arg and "decision" not in spec:
+        # Nothing to checkpoint, and the scan cannot know which VPGs a host-level tool
+        # touches (vpgs is the operator's to write): a new VM changes no existing one;
+        # everything else waits for a person.
+        creates = row.makes_vm and "destructiveHint" not in row.evidence
+        spec["decision"] = "allow" if creates else "prompt"
     return spec
 
 
@@ -247,12 +263,18 @@ def _find_vm_arg(row: ReviewRow, tool: Mapping[str, Any], tokens: list[str], ver
     new_vm: list[str] = []
     _walk(properties, "", 0, about_vm=about_vm, found=found, new_vm=new_vm)
     if creates_vm:
+        row.makes_vm = True
         named = [path for _rank, path, _e in found] + new_vm
         if named:
             row.notes.append(f"makes a new VM ({', '.join(named)}: new VM or source, not changed)")
         else:
             row.notes.append("makes a new VM; no existing VM is changed")
-        row.notes.append("nothing to checkpoint: consider decision allow")
+        destructive = "destructiveHint" in row.evidence
+        row.notes.append(
+            "nothing to checkpoint: decision prompt (the server marks it destructive)"
+            if destructive
+            else "nothing to checkpoint: decision allow"
+        )
         return
     for path in new_vm:
         row.notes.append(f"{path} is a new name, not the VM changed")
@@ -262,7 +284,10 @@ def _find_vm_arg(row: ReviewRow, tool: Mapping[str, Any], tokens: list[str], ver
             row.vm_arg.append(path)
             row.evidence.append(evidence)
     if not row.vm_arg:
-        row.notes.append("no VM argument (host-level?): prompts unless vpgs or decision set")
+        row.notes.append(
+            "no VM argument (host-level?): decision prompt; set vpgs to checkpoint the VPGs "
+            "it changes"
+        )
         if row.confidence == HIGH:
             row.confidence = MEDIUM
     elif any(p.endswith(("vmid", "vm_id", ".id")) or p == "id" for p in row.vm_arg):
@@ -371,6 +396,9 @@ def merge_into_config(
             hardened.append(name)
     merged["read_only_tools"] = read_only
     merged["tools"] = tools
+    options = merge_resolvers(config.get("catalog"), proposal)
+    if options is not None:
+        merged["catalog"] = options
     return merged, added, hardened
 
 
@@ -446,6 +474,7 @@ def extend_catalog(catalog: CatalogSettings, proposal: Mapping[str, Any]) -> Cat
         catalog.unknown,
         catalog.unknown_source,
         from_annotations=catalog.from_annotations,
+        resolvers=catalog.resolvers,  # the identity checks stay as reviewed, never dropped
         pins=catalog.pins,
     )
 

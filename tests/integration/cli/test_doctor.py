@@ -100,6 +100,7 @@ def test_everything_passes_for_a_correct_install(
         "tls": "pass",
         "on_pending": "pass",
         "catalog ties": "pass",
+        "catalog patterns": "pass",
         "hook installed": "pass",
         "hook command": "pass",
         "hook timeout": "pass",

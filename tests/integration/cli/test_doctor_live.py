@@ -78,27 +78,58 @@ def test_a_read_only_tool_the_server_marks_destructive_fails(
 def test_the_mcvsphere_dump_against_the_reviewed_catalog_is_clean(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The scanned mcvsphere catalog, installed as-is with its pins, agrees with mcvsphere's own
-    list."""
+    """The scanned mcvsphere catalog, installed as-is with its pins and its identity check,
+    agrees with mcvsphere's own list, and passes the catalog's own checks."""
     data = Path(__file__).resolve().parents[2] / "data"
     catalog = json.loads((data / "catalogs" / "mcvsphere.catalog.json").read_text())
     dump = data / "servers" / "mcvsphere.tools.json"
     pins = pins_for("mcvsphere", json.loads(dump.read_text())["tools"])
+    assert catalog["catalog"]["pins"] == pins
     config = write_offline_config(
         tmp_path,
         read_only_tools=catalog["read_only_tools"],
         tools=catalog["tools"],
-        catalog={"pins": pins},
+        catalog=catalog["catalog"],  # pins and resolvers, as the scan wrote them
     )
-    checks = live(capsys, config, "--server", "mcvsphere", "--tools-json", str(dump))
-    assert {n: c["status"] for n, c in checks.items()} == {
+    main(["--config", str(config), "--settings", "/nonexistent", "--json",
+          "--server", "mcvsphere", "--tools-json", str(dump)], env={"ZPW": ""})  # fmt: skip
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    for name in ("vm_arg", "catalog ties", "catalog patterns"):
+        assert checks[name]["status"] == "pass", checks[name]
+    assert "19 name no VM and set vpgs or decision" in checks["vm_arg"]["detail"]
+    assert {n: c["status"] for n, c in checks.items() if n.startswith("live")} == {
         "live: tools read": "pass",
         "live: unlisted": "pass",
         "live: read-only": "pass",
         "live: vm_arg": "pass",
         "live: stale": "pass",
         "live: pins": "pass",
+        "live: patterns": "pass",
+        "live: identity": "pass",
     }
+
+
+def test_a_vm_server_that_can_confirm_identity_but_has_no_check_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same catalog without catalog.resolvers: the live check fails, and its fix is the
+    block the scan would write."""
+    data = Path(__file__).resolve().parents[2] / "data"
+    catalog = json.loads((data / "catalogs" / "mcvsphere.catalog.json").read_text())
+    dump = data / "servers" / "mcvsphere.tools.json"
+    config = write_offline_config(
+        tmp_path,
+        read_only_tools=catalog["read_only_tools"],
+        tools=catalog["tools"],
+        catalog={"pins": catalog["catalog"]["pins"]},
+    )
+    identity = live(capsys, config, "--server", "mcvsphere", "--tools-json", str(dump))[
+        "live: identity"
+    ]
+    assert identity["status"] == "fail"
+    assert "same-name VM in another folder" in identity["detail"]
+    assert '"tool": "get_vm_info"' in identity["fix"]
+    assert '"id_path": "instance_uuid"' in identity["fix"]
 
 
 def test_doctor_reports_pattern_ties(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

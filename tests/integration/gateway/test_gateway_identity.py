@@ -69,6 +69,8 @@ async def test_the_same_vm_runs_and_each_fault_prompts_and_is_refused(
         assert not result.is_error, text_of(result)
         assert ran(actions) == 1
         assert decisions(box)[-1]["row"] == "confirmed"
+        assert "checkpoint protects this" in text_of(result)
+        assert "not verified" not in text_of(result)  # the resolver confirmed the VM
         for mode, said in (
             ("vm-202", "they are different VMs"),
             ("error", "answered with an error"),
@@ -87,3 +89,30 @@ async def test_the_same_vm_runs_and_each_fault_prompts_and_is_refused(
                 "no_approver",
             )
             assert ran(actions) == 1, f"{mode}: the mutating tool ran"
+
+
+async def test_without_an_identity_check_the_note_says_the_vm_was_not_verified(
+    tmp_path: Path, control: Path, actions: Path
+) -> None:
+    """The same server with no catalog.resolvers: the call runs on its checkpoint, and the
+    note the agent gets says plainly that nothing confirmed which VM changed."""
+    guard = {"timeout_s": 6.0, "landing_allowance_s": 0.5}
+    with Sandbox(str(tmp_path / "plain"), guard=guard, catalog=dict(DEMO_CATALOG)) as plain:
+        upstream: dict[str, Any] = {
+            "command": [sys.executable, str(SERVER)],
+            "env": {"RESOLVER_CONTROL": str(control), "RESOLVER_ACTIONS": str(actions)},
+            "timeout_s": 10,
+        }
+        gateway_config(plain, upstream=upstream)
+        with gateway_process(plain, tmp_path) as process:
+            async with client(process.endpoint(), TOKENS["agent-a"]) as c:
+                result = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
+        assert not result.is_error, text_of(result)
+        assert ran(actions) == 1
+        assert decisions(plain)[-1]["row"] == "confirmed"
+        text = text_of(result)
+        assert "checkpoint protects this" in text
+        assert "The VM's identity was not verified" in text
+        assert "as 'jp-ubuntu', found by name" in text
+        note = (result.structured_content or {}).get("zerto-rewind", {}).get("note", "")
+        assert not result.structured_content or "not verified" in note

@@ -88,3 +88,54 @@ def test_scan_stand_in_over_streamable_http(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_scan_failure_leads_with_the_cause_and_leaves_warnings_out(tmp_path: Path) -> None:
+    """A server that warns (a third-party DeprecationWarning) and then dies on its settings:
+    the error's first line names the exception; its stderr follows, without the warning."""
+    lib = tmp_path / "authlib_jose.py"
+    lib.write_text(
+        "import warnings\n"
+        "warnings.warn('authlib.jose is deprecated\\nIt will go in 2.0.', DeprecationWarning)\n"
+    )
+    server = tmp_path / "server.py"
+    server.write_text("import authlib_jose\nraise ValueError('VCENTER_HOST is not set')\n")
+    alone = subprocess.run(
+        [sys.executable, "-W", "always", str(server)], capture_output=True, text=True, check=False
+    )
+    assert alone.stderr.startswith(f"{lib}:2: DeprecationWarning: authlib.jose is deprecated")
+    run = scan(
+        "--server", "x", "--timeout", "20", "--", sys.executable, "-W", "always", str(server)
+    )  # fmt: skip
+    assert run.returncode == 1
+    first, *rest = run.stderr.splitlines()
+    assert first.startswith("zerto-rewind catalog scan: ScanError: could not list the tools of")
+    assert "the server stopped: ValueError: VCENTER_HOST is not set" in first
+    assert "Its stderr, warnings left out:" in rest
+    assert "Traceback (most recent call last):" in rest
+    assert "Warning" not in run.stderr
+    assert "It will go in 2.0." not in run.stderr
+
+
+def test_merge_writes_the_identity_check_and_keeps_one_a_person_wrote(tmp_path: Path) -> None:
+    """mcvsphere's kept tool list merged into a config: catalog.resolvers.vsphere is added
+    and said; merged again into a config whose resolver a person wrote, that one stays."""
+    dump = ROOT / "tests" / "data" / "servers" / "mcvsphere.tools.json"
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"catalog": {"pins": {}}}))
+    config.chmod(0o600)
+    run = scan("--server", "vsphere", "--quiet", "--merge", str(config), "--out", str(config),
+               "--tools-json", str(dump))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "added the identity check catalog.resolvers.vsphere" in run.stderr
+    written = json.loads(config.read_text())
+    assert written["catalog"]["resolvers"]["vsphere"]["tool"] == "get_vm_info"
+    assert len(written["catalog"]["pins"]) == 94
+    mine = {"tool": "get_vm_info", "arg": "name", "id_path": "config.instanceUuid"}
+    written["catalog"]["resolvers"]["vsphere"] = mine
+    config.write_text(json.dumps(written))
+    again = scan("--server", "vsphere", "--quiet", "--merge", str(config), "--out", str(config),
+                 "--tools-json", str(dump))  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "identity check" not in again.stderr
+    assert json.loads(config.read_text())["catalog"]["resolvers"]["vsphere"] == mine

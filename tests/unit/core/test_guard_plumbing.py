@@ -390,7 +390,9 @@ def test_the_context_has_a_line_per_vpg_with_its_checkpoint_and_the_way_back(
     two.checkpoint_id = "cp-2"
     guard = Guard(rig.settings, client=rig.zvm, state=rig.state, rewind_tool=rewind_tool)  # type: ignore[arg-type]
     decision = guard._combine(ToolCall(TOOL, {}), ("vm-a", "vm-b"), [named, two])
-    first, vpg_line, vm_line = decision.context.split("\n")
+    first, vpg_line, vm_line, unverified = decision.context.split("\n")
+    assert unverified.startswith("- The VM's identity was not verified: ")
+    assert "as 'vm-a', 'vm-b', found by name" in unverified
     assert first == f"zerto-rewind: a Zerto checkpoint protects this {TOOL} call."
     assert vpg_line.startswith("- VPG 'infra' (vcenter): checkpoint cp-1 tagged 't1' at 2027-")
     assert "(Zerto failover test or failover)." in vpg_line
@@ -467,3 +469,19 @@ def test_a_vpg_paused_after_the_taggers_look_is_caught_by_the_last_re_read(rig: 
     assert multi_b.reason.endswith(
         f"(it stopped taking checkpoints while tag {multi_b.tag!r} was pending)"
     )
+
+
+def test_a_hooks_checkpoint_note_says_the_vms_identity_was_not_verified(rig: Rig) -> None:
+    """A hook (or the service a thin hook asks) cannot ask the VM server which VM it means."""
+    decision = rig.decide("jp-ubuntu")
+    assert decision.row == Row.CONFIRMED
+    assert "The VM's identity was not verified" in decision.context
+    assert "as 'jp-ubuntu', found by name" in decision.context
+    assert "another folder" in decision.context
+
+
+def test_the_gateway_adds_the_unverified_line_itself(rig: Rig) -> None:
+    """The gateway's own calls: only it knows whether its identity check ran (gateway/calls.py)."""
+    decision = rig.guard().decide(ToolCall(TOOL, {"name": "jp-ubuntu"}, origin="gateway"))
+    assert decision.row == Row.CONFIRMED
+    assert "not verified" not in decision.context

@@ -95,7 +95,8 @@ def test_host_level_tool_has_no_vm_arg_and_says_why() -> None:
     assert (row.kind, row.vm_arg) == (MUTATING, [])
     assert any("no VM argument" in note for note in row.notes)
     result = catalog_from_tools("v", [tool("reboot_host")])
-    assert result.catalog["tools"] == {"mcp__v__reboot_host": {}}
+    # explicit: a person decides each call (the scan cannot know the host's VPGs)
+    assert result.catalog["tools"] == {"mcp__v__reboot_host": {"decision": "prompt"}}
 
 
 def test_generic_name_outside_a_vm_tool_is_not_a_vm() -> None:

@@ -101,7 +101,7 @@ def test_a_tool_that_says_local_with_no_path_argument_is_flagged_without_one() -
     assert (row.kind, row.host_paths) == (MUTATING, [])
     assert "host files: the tool says 'local file'" in row.evidence
     assert catalog_from_tools("v", [tool("dump_logs", {}, "to a local file")]).catalog["tools"] == {
-        "mcp__v__dump_logs": {}
+        "mcp__v__dump_logs": {"decision": "prompt"}
     }
 
 

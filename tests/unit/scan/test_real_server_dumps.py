@@ -60,7 +60,10 @@ def test_mcvsphere_tools_that_touch_the_servers_host_need_a_person() -> None:
         "host_paths": ["save_to"],
         "decision": "allow",
     }
-    assert kept["tools"][f"{prefix}upload_to_datastore"] == {"host_paths": ["local_path"]}
+    assert kept["tools"][f"{prefix}upload_to_datastore"] == {
+        "host_paths": ["local_path"],
+        "decision": "prompt",
+    }
     with_host = {n for n, spec in kept["tools"].items() if "host_paths" in spec}
     assert with_host == {f"{prefix}download_from_datastore", f"{prefix}upload_to_datastore"}
 
@@ -74,9 +77,49 @@ def test_other_servers_name_no_host_path(package: str) -> None:
 
 @pytest.mark.parametrize("name", ["reboot_host", "enter_maintenance_mode", "shutdown_host"])
 def test_mcvsphere_host_level_tools_are_mutating_without_vm(name: str) -> None:
-    rows = {r.tool: r for r in catalog_from_tools("vsphere", dump("mcvsphere")).rows}
+    result = catalog_from_tools("vsphere", dump("mcvsphere"))
+    rows = {r.tool: r for r in result.rows}
     row = rows[f"mcp__vsphere__{name}"]
     assert (row.kind, row.vm_arg) == ("mutating", [])
+    # explicit: a person decides each call until someone names the host's VPGs
+    assert result.catalog["tools"][f"mcp__vsphere__{name}"] == {"decision": "prompt"}
+
+
+def test_mcvsphere_tools_that_name_no_vm_say_what_to_do() -> None:
+    """Every mutating tool with no VM argument carries decision: a new VM is allowed (it
+    changes no existing VM), unless the server marks it destructive; the rest prompt."""
+    tools = catalog_from_tools("vsphere", dump("mcvsphere")).catalog["tools"]
+    no_vm = {n.removeprefix("mcp__vsphere__"): s for n, s in tools.items() if "vm_arg" not in s}
+    assert len(no_vm) == 19
+    assert all(spec.get("decision") in ("allow", "prompt") for spec in no_vm.values())
+    allowed = {name for name, spec in no_vm.items() if spec["decision"] == "allow"}
+    # create_vm and clone_vm make a VM; download_from_datastore reads but for its host path
+    assert allowed == {"create_vm", "clone_vm", "download_from_datastore"}
+    for name in ("deploy_ovf", "deploy_from_template", "delete_datastore_file", "configure_ntp"):
+        assert no_vm[name]["decision"] == "prompt", name
+
+
+def test_mcvsphere_scan_proposes_the_identity_check() -> None:
+    """get_vm_info(name) -> instance_uuid, compared with Zerto's instance identifier."""
+    result = catalog_from_tools("vsphere", dump("mcvsphere"))
+    assert result.catalog["catalog"]["resolvers"] == {
+        "vsphere": {
+            "tool": "get_vm_info",
+            "arg": "name",
+            "id_path": "instance_uuid",
+            "zerto_field": "instance_identifier",
+            "zerto_pattern": "^(?P<id>.+)$",
+        }
+    }
+    assert "mcp__vsphere__get_vm_info" in result.catalog["read_only_tools"]
+    kept = json.loads((DATA / "catalogs" / "mcvsphere.catalog.json").read_text())
+    assert kept["catalog"]["resolvers"]["mcvsphere"]["tool"] == "get_vm_info"
+
+
+@pytest.mark.parametrize("package", ["vsphere-mcp-server", "esxi-mcp-server", "proxmox-mcp-server"])
+def test_servers_with_no_one_vm_lookup_get_no_identity_check(package: str) -> None:
+    """vsphere-mcp-server's get_vm_details needs a host and the moref itself: no lookup by name."""
+    assert catalog_from_tools(package, dump(package)).resolver is None
 
 
 @pytest.mark.parametrize("package", SERVERS)
@@ -84,7 +127,8 @@ def test_kept_catalog_is_what_the_scan_gives_and_loads(package: str) -> None:
     kept = json.loads((DATA / "catalogs" / f"{package}.catalog.json").read_text())
     # The scan's catalog, plus the pins that `catalog scan` writes beside it.
     scanned = {**catalog_from_tools(package, dump(package)).catalog}
-    scanned["catalog"] = {"pins": pins_for(package, dump(package))}
+    options = scanned.get("catalog", {})
+    scanned["catalog"] = {**options, "pins": pins_for(package, dump(package))}
     assert scanned == kept, (
         f"regenerate: zerto-rewind catalog scan --server {package} "
         f"--tools-json tests/data/servers/{package}.tools.json "

@@ -7,7 +7,9 @@ exits non-zero when any failed. Nothing is written anywhere.
 
 One module per concern:
 
-* :mod:`.config`: the config, its secret, the ZVM, ``vm_arg``, TLS, pending, approvals;
+* :mod:`.config`: the config, its secret, the ZVM, TLS, pending, approvals;
+* :mod:`.catalog`: ``vm_arg`` / ``vpgs`` / ``decision``, patterns no tool can match, and
+  (live) the identity check;
 * :mod:`.hook`: Claude Code settings files that hold the hook (command, pin, timeout,
   ``onFailure``, matcher);
 * :mod:`.thin`: a thin hook and the guard service it asks;
@@ -39,6 +41,7 @@ from ...hostconfig.claude import read_sources
 from ...hostconfig.hooks import InstalledHook
 from ...hostconfig.specs import HOSTS, known_files
 from .access import User, lookup_user
+from .catalog import pattern_check, vm_arg_check
 from .check import Check
 from .config import (
     ZVM_DEADLINE_S,
@@ -47,7 +50,6 @@ from .config import (
     pending_check,
     secret_and_zvm_checks,
     tls_check,
-    vm_arg_check,
 )
 from .gateway import doctor_bypass_checks
 from .hook import SettingsFile, hook_config, host_checks, installed_matchers
@@ -142,7 +144,7 @@ def run_checks(
         if settings.upstreams or settings.guard.prompt_via == "approvals":
             checks.append(approvals_check(settings))
         checks += upstream_checks(settings, allow_privileged=allow_privileged_upstream)
-        checks.append(tie_check(settings))
+        checks += [tie_check(settings), pattern_check(settings.catalog)]
     for hook in host_hooks:
         checks += host_hook_checks(hook)
     checks += hook_file_problems

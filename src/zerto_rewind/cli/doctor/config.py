@@ -1,6 +1,6 @@
 """The doctor's checks of the config and the ZVM: does it load, and does the ZVM agree?
 
-Config, secret, ZVM reachability, credentials, the catalog's ``vm_arg`` and TLS.
+Config, secret, ZVM reachability, credentials and TLS (the catalog's entries: :mod:`.catalog`).
 Each returns :class:`.check.Check`; the host-settings
 checks are in :mod:`.hook`, the command in
 :mod:`zerto_rewind.cli.doctor`.
@@ -29,7 +29,6 @@ __all__ = [
     "pending_check",
     "secret_and_zvm_checks",
     "tls_check",
-    "vm_arg_check",
     "zvm_secret_files",
 ]
 
@@ -109,23 +108,6 @@ def zvm_secret_files(settings: Settings) -> dict[str, str]:
         for site, zvm in settings.zvms.items()
         if zvm.secret_kind == "file"  # noqa: S105 - a kind, not a secret
     }
-
-
-def vm_arg_check(settings: Settings) -> Check:
-    """Every mutating tool of the catalog names its VM argument."""
-    tools = settings.catalog.tools
-    if not tools:
-        detail = "the catalog lists no mutating tools: every call is read-only or unlisted"
-        return Check("vm_arg", "warn", detail, "list the mutating tools under tools with vm_arg")
-    missing = [name for name, spec in tools.items() if not spec.vm_arg]
-    if missing:
-        detail = (
-            f"{len(missing)} of {len(tools)} tools have no vm_arg, so their VM is never known "
-            f"and every call is prompted: {', '.join(missing)}"
-        )
-        fix = 'add "vm_arg": "<argument path>" to each of them in the config\'s tools'
-        return Check("vm_arg", "fail", detail, fix)
-    return Check("vm_arg", "pass", f"all {len(tools)} tools name their VM argument")
 
 
 def tls_check(settings: Settings) -> Check:

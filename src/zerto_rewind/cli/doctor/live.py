@@ -10,6 +10,7 @@ and its tools (read by :mod:`zerto_rewind.scan.client`, or a saved dump), it rep
 * ``live: vm_arg`` — ``vm_arg`` paths that are not in the tool's input schema (each
   call would prompt "no VM");
 * ``live: stale`` — catalog entries for tools the server no longer has;
+* ``live: patterns`` and ``live: identity`` — :mod:`.catalog`;
 * ``live: pins`` — the live tools against ``catalog.pins``: a changed digest
   fails; a new tool fails when a catalog pattern classifies it (the hook, which
   sees no tools/list, would trust the pattern) and warns when it is unlisted
@@ -25,6 +26,7 @@ from typing import Any
 
 from ...config.settings import Settings
 from ...core.catalog import MUTATING, READ_ONLY, UNLISTED, classify, pattern_ties
+from .catalog import identity_check, live_pattern_check
 from .check import Check
 
 __all__ = ["live_checks", "tie_check"]
@@ -105,6 +107,8 @@ def live_checks(
     else:
         checks.append(Check("live: stale", "pass", f"every exact {prefix}… entry exists"))
     checks.append(pin_check(settings, server, tools))
+    checks.append(live_pattern_check(catalog, server, tools))
+    checks.append(identity_check(settings, server, tools))
     return checks
 
 
