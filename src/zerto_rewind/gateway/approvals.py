@@ -126,7 +126,9 @@ class ApprovalsService:
             vpg_status=[_vpg_status(v) for v in decision.vpgs],
             host_paths=decision.host_paths,
         )
-        request, created = await anyio.to_thread.run_sync(self.store.open_request, template)
+        request, created = await anyio.to_thread.run_sync(
+            self.store.open_request, template, self.config.max_open_per_principal
+        )
         if created:
             self._log(request, "requested")
             await self._notify("requested", request)
