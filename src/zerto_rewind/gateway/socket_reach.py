@@ -33,7 +33,7 @@ def others_who_can_connect(path: str, agent_users: tuple[str, ...] = ()) -> str 
     """Who, other than the socket's owner, may connect to ``path``; None if nobody may.
 
     Said for a person: ``any local user (mode 0666)``, or ``the members of group
-    agents (alice, bob)``, agents' users (``approvals.agent_users``) first.
+    agents, alice, bob (mode 0660),``, agents' users (``approvals.agent_users``) first.
     """
     info = os.stat(path)
     mode = stat.S_IMODE(info.st_mode)
@@ -47,7 +47,7 @@ def others_who_can_connect(path: str, agent_users: tuple[str, ...] = ()) -> str 
     if not others:
         return None
     group = _group_name(info.st_gid)
-    return f"the members of group {group} ({', '.join(others)}; mode {mode:04o})"
+    return f"the members of group {group}, {', '.join(others)} (mode {mode:04o}),"
 
 
 def check_trust_socket(settings: Settings, path: str) -> None:
