@@ -289,6 +289,7 @@ def _by_approval(settings: Settings, decision: Decision, call: ToolCall) -> None
 
     from ..core.approvals import (
         NO_APPROVER,
+        ApprovalLimitError,
         approved_context,
         prompt_by_approval,
         waiting_reason,
@@ -313,7 +314,11 @@ def _by_approval(settings: Settings, decision: Decision, call: ToolCall) -> None
             expires_s=config.expires_s,
             session=call.session_id,
             host_paths=decision.host_paths,
+            max_open=config.max_open_per_principal,
         )
+    except ApprovalLimitError as exc:
+        decision.outcome, decision.reason = Outcome.DENY, f"{decision.reason} {exc.reason()}"
+        return
     except Exception as exc:  # the queue cannot be used: refuse, never run it unasked
         decision.outcome = Outcome.DENY
         decision.reason = (

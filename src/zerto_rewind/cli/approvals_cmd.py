@@ -2,7 +2,11 @@
 
 With ``--service unix:PATH`` (or ``ZERTO_REWIND_APPROVALS``) it asks the guard
 service's approvals socket, which knows who you are from the kernel
-(``SO_PEERCRED``) and refuses anyone who is not an approver. Without it, it works
+(``SO_PEERCRED``) and refuses anyone who is not an approver. The CLI checks the
+other way too, before it sends or shows anything: the socket must be served by
+the guard service's user (``--service-user``, ``ZERTO_REWIND_SERVICE_USER``, or
+else the owner of the socket's directory when only that owner may write in it),
+as the thin hook checks (``service_client.check_peer``). Without it, it works
 on the standalone hook's own queue in the config's state directory: that queue
 belongs to the agent's user, so it is only as strong as a single-user install
 (docs/approvals.md).
@@ -41,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="unix:PATH",
         help="the guard service's approvals socket (default $ZERTO_REWIND_APPROVALS; "
         "without one: the standalone hook's own queue)",
+    )
+    parser.add_argument(
+        "--service-user",
+        metavar="NAME|UID",
+        help="the guard service's user, which must serve the socket (default "
+        "$ZERTO_REWIND_SERVICE_USER, else the owner of the socket's directory)",
     )
     parser.add_argument("--config", metavar="PATH", help="config file, for the standalone queue")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -93,17 +103,22 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
 
 def _ask(service: str | None, args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     message = _request(args)
-    answer = _over_socket(service, message) if service else _local(args, env, message)
+    if service:
+        user = args.service_user or env.get("ZERTO_REWIND_SERVICE_USER", "").strip() or None
+        answer = _over_socket(service, message, user)
+    else:
+        answer = _local(args, env, message)
     if not answer.get("ok"):
         raise ApprovalsCliError(str(answer.get("error") or "the request was refused"))
     return answer
 
 
-def _over_socket(service: str, message: dict[str, Any]) -> dict[str, Any]:
+def _over_socket(service: str, message: dict[str, Any], service_user: str | None) -> dict[str, Any]:
     if not service.startswith("unix:"):
         msg = f"--service wants unix:PATH (the approvals socket), not {service!r}"
         raise ApprovalsCliError(msg)
     path = service[5:]
+    expected = service_user or _directory_owner(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(_TIMEOUT_S)
     try:
@@ -112,6 +127,7 @@ def _over_socket(service: str, message: dict[str, Any]) -> dict[str, Any]:
         except OSError as exc:
             msg = f"cannot connect to the approvals socket {path} ({exc.strerror or exc})"
             raise ApprovalsCliError(msg) from None
+        _check_service(sock, path, expected)  # before a byte is sent or shown
         sock.sendall(json.dumps(message).encode() + b"\n")
         with sock.makefile("rb") as reader:
             line = reader.readline(1024 * 1024)
@@ -129,6 +145,39 @@ def _over_socket(service: str, message: dict[str, Any]) -> dict[str, Any]:
         msg = f"the approvals socket {path} answered something that is not a JSON object"
         raise ApprovalsCliError(msg)
     return answer
+
+
+def _directory_owner(path: str) -> str:
+    """The uid owning the socket's directory, if only that owner may write in it."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        info = os.stat(directory)
+    except OSError as exc:
+        msg = f"cannot read the approvals socket's directory {directory} ({exc.strerror})"
+        raise ApprovalsCliError(msg) from None
+    if info.st_mode & 0o022:
+        msg = (
+            f"the approvals socket's directory {directory} is writable by others than its "
+            "owner, so who serves the socket cannot be told from it: name the guard "
+            "service's user with --service-user (or ZERTO_REWIND_SERVICE_USER)"
+        )
+        raise ApprovalsCliError(msg)
+    return str(info.st_uid)
+
+
+def _check_service(sock: socket.socket, path: str, service_user: str) -> None:
+    """The socket is served by ``service_user`` (SO_PEERCRED), as the thin hook checks."""
+    from ..service_client import ServiceIdentityError, check_peer
+
+    try:
+        check_peer(sock, path, service_user)
+    except ServiceIdentityError as exc:
+        msg = (
+            f"{exc}. Nothing was sent and nothing is shown: this may be a look-alike of "
+            "the guard service. Check the socket's path, or name the service's user with "
+            "--service-user."
+        )
+        raise ApprovalsCliError(msg) from None
 
 
 def _local(

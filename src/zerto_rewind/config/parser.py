@@ -260,7 +260,7 @@ class Parser:
     def approvals(self, raw: Any) -> ApprovalsSettings:
         keys = (
             "approvers", "agent_users", "web_approvers", "wait_s", "expires_s",
-            "trust_client_answers", "page_url", "notify",
+            "trust_client_answers", "page_url", "notify", "max_open_per_principal",
         )  # fmt: skip
         spec = self.obj(raw, "approvals", keys)
         values: dict[str, Any] = {}
@@ -291,6 +291,14 @@ class Parser:
         for name in ("wait_s", "expires_s"):
             if name in spec:
                 values[name] = self.number(spec[name], f"approvals.{name}", inclusive=True)
+        if "max_open_per_principal" in spec:
+            cap = spec["max_open_per_principal"]
+            if not isinstance(cap, int) or isinstance(cap, bool) or not 1 <= cap <= 1000:
+                self.fail(
+                    "approvals.max_open_per_principal",
+                    f"must be a whole number from 1 to 1000, not {cap!r}",
+                )
+            values["max_open_per_principal"] = cap
         if "trust_client_answers" in spec:
             values["trust_client_answers"] = self.boolean(
                 spec["trust_client_answers"], "approvals.trust_client_answers"

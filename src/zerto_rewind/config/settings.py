@@ -445,6 +445,7 @@ class ApprovalsSettings:
         "approver_groups",
         "approver_users",
         "expires_s",
+        "max_open_per_principal",
         "notify_secret_source",
         "notify_timeout_s",
         "notify_url",
@@ -464,6 +465,8 @@ class ApprovalsSettings:
         self.web_approvers: dict[str, str] = values.get("web_approvers", {})
         self.wait_s: float = values.get("wait_s", 120.0)
         self.expires_s: float = values.get("expires_s", 600.0)
+        # Open requests one principal may hold; past it a new call is refused at once.
+        self.max_open_per_principal: int = values.get("max_open_per_principal", 20)
         # Form elicitation answered by the agent's own client counts as approval: only
         # where the agent's user is the approver (stdio, single user); never with tokens.
         self.trust_client_answers: bool = values.get("trust_client_answers", False)

@@ -41,6 +41,7 @@ __all__ = [
     "NO_APPROVER",
     "PENDING",
     "ApprovalError",
+    "ApprovalLimitError",
     "ApprovalRequest",
     "ApprovalStore",
     "Approver",
@@ -59,6 +60,12 @@ PENDING, APPROVED, DENIED, EXPIRED, USED = "pending", "approved", "denied", "exp
 DEFAULT_EXPIRES_S = 600.0
 # Decided requests stay visible (page, `approvals list --all`) this long, then go.
 RETENTION_S = 24 * 3600.0
+# approvals.max_open_per_principal's default: open (live) requests one principal may hold.
+DEFAULT_MAX_OPEN = 20
+# Bounds on the store whatever the number of principals: open requests in all, and
+# ended (decided, used, expired) ones kept for the page; the oldest ended go first.
+MAX_OPEN_TOTAL = 1000
+MAX_KEPT_ENDED = 1000
 _LOCK_TIMEOUT_S = 10.0
 NO_APPROVER = (
     "It needs a person's approval, and this guard has no approver configured "
@@ -70,6 +77,30 @@ _ID_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 class ApprovalError(ZertoRewindError):
     """An approval could not be given or recorded (unknown id, already decided, not allowed)."""
+
+
+class ApprovalLimitError(ApprovalError):
+    """A new request was refused: its principal (or the store) holds its cap of open ones."""
+
+    def __init__(self, principal: str, cap: int, *, total: bool = False) -> None:
+        self.principal, self.cap, self.total = principal, cap, total
+        if total:
+            text = f"the guard holds {cap} open approval requests, its limit for all callers"
+        else:
+            text = (
+                f"{principal} already has {cap} open approval requests "
+                f"(approvals.max_open_per_principal: {cap})"
+            )
+        super().__init__(text)
+
+    def reason(self) -> str:
+        """The refusal's ending, for the approver: what the cap is and what a person can do."""
+        return (
+            f"It needs a person's approval, and {self}, so no request was opened and the "
+            "call was not run. An approver can answer or deny the waiting requests "
+            "(`zerto-rewind approvals list`, or the approvals page); each also ends when "
+            "it expires."
+        )
 
 
 @dataclass
@@ -146,10 +177,14 @@ class Approver:
 class ApprovalStore(Protocol):
     """Where the service keeps approval requests; every method is atomic."""
 
-    def open_request(self, template: ApprovalRequest) -> tuple[ApprovalRequest, bool]:
+    def open_request(
+        self, template: ApprovalRequest, max_open: int = DEFAULT_MAX_OPEN
+    ) -> tuple[ApprovalRequest, bool]:
         """The live request for the same principal and call, else ``template`` stored.
 
         Returns ``(request, created)``: a retried call joins its own open request.
+        ApprovalLimitError, and nothing stored, if the principal already holds
+        ``max_open`` live requests (or the store MAX_OPEN_TOTAL).
         """
 
     def get(self, request_id: str) -> ApprovalRequest | None: ...
@@ -357,6 +392,10 @@ class FileApprovalStore:
                     os.unlink(path)
                 continue
             found.append(request)
+        for request in over_kept(found):
+            with contextlib.suppress(OSError):
+                os.unlink(self._path(request.id))
+            found.remove(request)
         return found
 
     def sweep(self) -> list[ApprovalRequest]:
@@ -373,14 +412,16 @@ class FileApprovalStore:
         request.settle(self._clock())  # shown as expired; the sweep records it
         return request
 
-    def open_request(self, template: ApprovalRequest) -> tuple[ApprovalRequest, bool]:
+    def open_request(
+        self, template: ApprovalRequest, max_open: int = DEFAULT_MAX_OPEN
+    ) -> tuple[ApprovalRequest, bool]:
         now = self._clock()
         with self._locked():
-            for request in self._all():
-                if request.live(now) and request.matches(
-                    template.principal, template.tool, template.args_digest
-                ):
+            live = [r for r in self._all() if r.live(now)]
+            for request in live:
+                if request.matches(template.principal, template.tool, template.args_digest):
                     return request, False
+            check_open_cap(template.principal, live, max_open)
             self._save(template)
             return template, True
 
@@ -451,6 +492,23 @@ def _decide(
     request.note = (note or "").strip()[:500] or None
     save(request)
     return request
+
+
+def check_open_cap(principal: str, live: list[ApprovalRequest], max_open: int) -> None:
+    """ApprovalLimitError if ``principal``'s live requests (of ``live``, all) reach a cap."""
+    if sum(1 for r in live if r.principal == principal) >= max_open:
+        raise ApprovalLimitError(principal, max_open)
+    if len(live) >= MAX_OPEN_TOTAL:
+        raise ApprovalLimitError(principal, MAX_OPEN_TOTAL, total=True)
+
+
+def over_kept(requests: list[ApprovalRequest]) -> list[ApprovalRequest]:
+    """Ended requests beyond the newest MAX_KEPT_ENDED: removed before their retention."""
+    ended = [r for r in requests if r.state not in (PENDING, APPROVED)]
+    if len(ended) <= MAX_KEPT_ENDED:
+        return []
+    ended.sort(key=lambda r: r.used_at or r.decided_at or r.expires, reverse=True)
+    return ended[MAX_KEPT_ENDED:]
 
 
 def _new_id() -> str:
@@ -526,12 +584,14 @@ def prompt_by_approval(
     session: str | None = None,
     host: str | None = None,
     host_paths: Mapping[str, str] | None = None,
+    max_open: int = DEFAULT_MAX_OPEN,
 ) -> tuple[ApprovalRequest | None, ApprovalRequest | None]:
     """A hook's prompt row, by approval: ``(used, None)`` if an approval covers this call
     (it is used now), else ``(None, request)``: the open request the hook names.
 
     Hooks do not wait: the host's own timeout is short, so they deny with the
-    request's id and the retry after approval passes. Store errors propagate.
+    request's id and the retry after approval passes. Store errors propagate, and
+    so does ApprovalLimitError past ``max_open`` (approvals.max_open_per_principal).
     """
     used = store.consume(principal, tool, arguments_digest(tool_input))
     if used is not None:
@@ -549,7 +609,7 @@ def prompt_by_approval(
         host=host,
         host_paths=host_paths,
     )
-    request, created = store.open_request(template)
+    request, created = store.open_request(template, max_open)
     if created:
         _quiet_record(log_path, request, "requested")
     return None, request

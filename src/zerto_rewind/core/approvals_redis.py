@@ -20,6 +20,8 @@ Layout (``<prefix>`` is ``zerto-rewind:`` unless configured)::
     <prefix>approvals:req:<id>           ApprovalRequest as JSON
     <prefix>approvals:call:<hash>        id of the newest request for (principal, tool, digest)
     <prefix>approvals:ids                sorted set: request ids by creation time
+    <prefix>approvals:open               sorted set: ids of open requests, by expiry
+    <prefix>approvals:open:<hash>        the same, for one principal (its cap)
 
 A live request's key lasts until its expiry plus ``RETENTION_S`` (the sweep
 normally marks it first); a decided, used or expired one is dropped by Redis
@@ -40,12 +42,16 @@ from ..zvm.redis_conn import DEFAULT_PREFIX, connect, redacted_url, redis_errors
 from .approvals import (
     _ID_ALPHABET,
     APPROVED,
+    DEFAULT_MAX_OPEN,
+    MAX_OPEN_TOTAL,
     PENDING,
     RETENTION_S,
     USED,
     ApprovalError,
+    ApprovalLimitError,
     ApprovalRequest,
     _decide,
+    over_kept,
 )
 from .state_redis import _dumps, _loads
 
@@ -81,9 +87,14 @@ class RedisApprovalStore:
 
     # ------------------------------------------------------------------ the protocol
 
-    def open_request(self, template: ApprovalRequest) -> tuple[ApprovalRequest, bool]:
+    def open_request(
+        self, template: ApprovalRequest, max_open: int = DEFAULT_MAX_OPEN
+    ) -> tuple[ApprovalRequest, bool]:
         _check_id(template.id)
         call_key = self._call_key(template.principal, template.tool, template.args_digest)
+        # Both open sets are WATCHed: two replicas opening past a cap at once cannot
+        # both pass it; the one whose EXEC loses counts again.
+        mine, everyone = self._open_key(template.principal), f"{self.prefix}approvals:open"
 
         def body(pipe: Pipeline) -> tuple[ApprovalRequest, bool]:
             existing = _text(pipe.get(call_key))
@@ -92,15 +103,44 @@ class RedisApprovalStore:
             same = template.principal, template.tool, template.args_digest
             if request is not None and request.live(now) and request.matches(*same):
                 return request, False
+            self._check_cap(pipe, mine, template.principal, max_open, now)
+            self._check_cap(pipe, everyone, template.principal, MAX_OPEN_TOTAL, now, total=True)
             pipe.multi()
             self._queue_save(pipe, template, now)
             pipe.set(call_key, template.id, ex=_seconds(template.expires - now + RETENTION_S))
             pipe.zadd(self._ids_key, {template.id: template.created})
+            for key in (mine, everyone):
+                pipe.zremrangebyscore(key, "-inf", now)
+                pipe.zadd(key, {template.id: template.expires})
+                pipe.expire(key, _seconds(template.expires - now + 60))
             pipe.execute()
             return template, True
 
         with self._errors(f"opening an approval request for {template.tool}"):
-            return self._transact([call_key], body)
+            return self._transact([call_key, mine, everyone], body)
+
+    def _check_cap(
+        self,
+        pipe: Pipeline,
+        key: str,
+        principal: str,
+        cap: int,
+        now: float,
+        *,
+        total: bool = False,
+    ) -> None:
+        """ApprovalLimitError if the open set ``key`` holds ``cap`` live requests.
+
+        The set holds ids until their expiry; a decided one stays in it, so only a
+        set at its cap is read request by request (decisions free a place).
+        """
+        ids = [i for i in map(_text, pipe.zrangebyscore(key, now, "+inf")) if i]
+        if len(ids) < cap:
+            return
+        raws = pipe.mget([self._req_key(i) for i in ids])
+        live = [r for r in map(_parse, raws) if r is not None and r.live(now)]
+        if len(live) >= cap:
+            raise ApprovalLimitError(principal, cap, total=total)
 
     def get(self, request_id: str) -> ApprovalRequest | None:
         _check_id(request_id)
@@ -219,6 +259,10 @@ class RedisApprovalStore:
     def _req_key(self, request_id: str) -> str:
         return f"{self.prefix}approvals:req:{request_id}"
 
+    def _open_key(self, principal: str) -> str:
+        raw = _dumps([principal]).encode()
+        return f"{self.prefix}approvals:open:{hashlib.sha256(raw).hexdigest()[:32]}"
+
     def _call_key(self, principal: str, tool: str, digest: str) -> str:
         # Hashed: a principal or tool name is not a safe key part, and is not needed in it.
         raw = _dumps([principal, tool, digest]).encode()
@@ -292,6 +336,10 @@ class RedisApprovalStore:
                     retired.append(self._req_key(request_id))
                     continue
                 found.append(request)
+        for request in over_kept(found):  # the store's bound, whatever the principals
+            found.remove(request)
+            gone.append(request.id)
+            retired.append(self._req_key(request.id))
         if retired:
             self._redis.delete(*retired)
         if gone:

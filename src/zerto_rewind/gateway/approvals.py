@@ -37,13 +37,16 @@ from ..errors import StateError
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
+    from .approvals_login import Failure
 
-__all__ = ["ApprovalsService", "Notifier"]
+__all__ = ["ApprovalsService", "LoginNotifier", "Notifier"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
 # A notifier posts one event ("requested", "approved", …) for one request; it must not raise.
 Notifier = Callable[[str, ApprovalRequest], Awaitable[None]]
+# The page's failed logins, summarised (approvals_login.LoginLimit.due_report).
+LoginNotifier = Callable[[list["Failure"]], Awaitable[None]]
 # Decisions made in this process wake their waiters at once (_changed); the poll finds
 # those of other replicas.
 _POLL_S = 1.0
@@ -60,6 +63,7 @@ class ApprovalsService:
             store if store is not None else open_approvals(settings.state_url, settings.state_dir)
         )
         self.notifier: Notifier | None = None
+        self.login_notifier: LoginNotifier | None = None
         # Set by the page when it listens: links in notifications and URL elicitation.
         self.page_url: str | None = self.config.page_url
         # Requests decided in this process wake their waiters at once; others are polled.
@@ -126,7 +130,9 @@ class ApprovalsService:
             vpg_status=[_vpg_status(v) for v in decision.vpgs],
             host_paths=decision.host_paths,
         )
-        request, created = await anyio.to_thread.run_sync(self.store.open_request, template)
+        request, created = await anyio.to_thread.run_sync(
+            self.store.open_request, template, self.config.max_open_per_principal
+        )
         if created:
             self._log(request, "requested")
             await self._notify("requested", request)

@@ -21,8 +21,9 @@ Security, in short:
   origin equal to the request's own host (``Origin: null``, which a browser
   sends under ``no-referrer``, needs ``Sec-Fetch-Site: same-origin``); else 403
   and nothing changes;
-- failed logins: 5 per name per minute, then that name waits; an unknown name
-  costs the same scrypt as a known one;
+- failed logins slow further tries of that name from that source, and never
+  refuse the right password (approvals_login.py says how); an unknown name
+  costs the same scrypt as a known one; approvers see the failures;
 - every value on the page goes through :func:`html.escape` (request fields come
   from the agent's call); a strict Content-Security-Policy (no inline script or
   style), ``X-Frame-Options: DENY``, ``Referrer-Policy: no-referrer``,
@@ -42,7 +43,7 @@ import logging
 import re
 import secrets
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -67,6 +68,7 @@ from ..core.approvals import (
 )
 from ..core.decision import fmt_time
 from ..errors import StateError
+from .approvals_login import KNOWN_COOKIE, KNOWN_MAX_AGE_S, Failure, LoginLimit, source_of
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -81,8 +83,6 @@ COOKIE = "zr_session"
 SESSION_IDLE_S = 8 * 3600.0
 SESSION_MAX_S = 24 * 3600.0
 MAX_SESSIONS = 1000
-LOGIN_FAILURES = 5  # per name ...
-LOGIN_WINDOW_S = 60.0  # ... per this many seconds
 POLL_MS = 2000
 RECENT = 50
 _MAX_FORM_BYTES = 16 * 1024
@@ -187,39 +187,6 @@ class _Sessions:
     def drop(self, session_id: str | None) -> None:
         if session_id:
             self._by_id.pop(session_id, None)
-
-
-class _LoginLimit:
-    """At most LOGIN_FAILURES failed logins per name per LOGIN_WINDOW_S."""
-
-    def __init__(self, capacity: int = 10_000) -> None:
-        self.capacity = capacity
-        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
-
-    def wait_s(self, name: str) -> float:
-        """Seconds until ``name`` may try again; 0 if it may now."""
-        seen = self._recent(name)
-        if len(seen) < LOGIN_FAILURES:
-            return 0.0
-        return max(0.0, seen[0] + LOGIN_WINDOW_S - _now())
-
-    def fail(self, name: str) -> None:
-        seen = self._recent(name)
-        seen.append(_now())
-        self._failures[name] = seen
-        self._failures.move_to_end(name)
-        while len(self._failures) > self.capacity:
-            self._failures.popitem(last=False)
-
-    def clear(self, name: str) -> None:
-        self._failures.pop(name, None)
-
-    def _recent(self, name: str) -> deque[float]:
-        seen = self._failures.get(name, deque())
-        cutoff = _now() - LOGIN_WINDOW_S
-        while seen and seen[0] <= cutoff:
-            seen.popleft()
-        return seen
 
 
 # --------------------------------------------------------------------------- HTML
@@ -639,10 +606,30 @@ def _login_page(next_path: str, message: str | None = None, name: str = "") -> s
         '<input type="password" id="password" name="password" '
         'autocomplete="current-password" required>'
         '<button type="submit" id="login">Log in</button>'
-        f'<p class="muted">After {LOGIN_FAILURES} failed logins for a name within a minute, '
-        "that name waits a minute.</p></form>"
+        '<p class="muted">After several failed logins for a name from one address, each '
+        "further try from there waits a few seconds; the right password still gets in.</p>"
+        "</form>"
     )
     return _document("Log in — zerto-rewind approvals", "login", body)
+
+
+def _failures_banner(failures: list[Failure]) -> str:
+    """Failed approver logins of the last day, for every approver to see."""
+    if not failures:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(fmt_time(f.at))}</td><td>{_e(f.name)}</td><td>{_e(f.source)}</td>"
+        f"<td>{'known browser' if f.known_browser else ''}</td></tr>"
+        for f in failures
+    )
+    return (
+        '<section class="flash err" id="failed-logins" role="status">'
+        f"<p>{len(failures)} failed approver login(s) in the last 24 h, newest first. "
+        "Someone may be guessing a password: each further try of a name from the same "
+        "address waits longer.</p>"
+        "<table><thead><tr><th>When</th><th>Name</th><th>From</th><th></th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></section>"
+    )
 
 
 def _message_page(session: _Session | None, title: str, text: str) -> str:
@@ -747,7 +734,7 @@ def build_approvals_app(service: ApprovalsService, *, secure_cookies: bool) -> A
     TLS, directly or behind a proxy); False only for a loopback listener over HTTP.
     """
     sessions = _Sessions()
-    limits = _LoginLimit()
+    limits = LoginLimit()
     # Two password checks at a time (16 MiB and ~0.1 s each): a flood of logins
     # waits in line instead of taking every thread and a gigabyte of memory.
     scrypt_slots: list[anyio.CapacityLimiter] = []
@@ -807,16 +794,40 @@ def build_approvals_app(service: ApprovalsService, *, secure_cookies: bool) -> A
         except _FormError as exc:
             return page(_login_page("/", exc.text), exc.status)
         name = form.get("name", "").strip()[:_MAX_NAME]
-        password = form.get("password", "")
         next_path = safe_next(form.get("next"))
-        wait = limits.wait_s(name)
-        if wait > 0:
-            log.warning("approvals page: login of %r refused: too many failures", name)
-            text = (
-                f"Too many failed logins for this name ({LOGIN_FAILURES} within a minute). "
-                f"Try again in {int(wait) + 1} s."
-            )
-            return page(_login_page(next_path, text, name), 429)
+        source = source_of(request.client.host if request.client else None)
+        key = limits.key(name, source, request.cookies.get(KNOWN_COOKIE))
+        # Held until the key's turn, never refused for failures: the right password gets in.
+        async with limits.turn(key) as admitted:
+            if not admitted:
+                log.warning("approvals page: login of %r from %s: tries waiting", name, source)
+                text = (
+                    "Other logins for this name from this address are being checked. "
+                    "Try again in a few seconds."
+                )
+                return page(_login_page(next_path, text, name), 429)
+            refused = await password_refusal(name, form.get("password", ""))
+            if refused is not None:
+                limits.fail(key, source)
+                await report_failures()
+                return page(_login_page(next_path, refused[1], name), refused[0])
+            limits.clear(key)
+        sessions.drop(request.cookies.get(COOKIE))  # a fresh id at every login
+        session_id, _ = sessions.new(name)
+        log.info("approvals page: %s logged in", approver(name).label)
+        response = go(next_path)
+        secure = "; Secure" if secure_cookies else ""
+        cookie = f"{COOKIE}={session_id}; Path=/; HttpOnly; SameSite=Strict{secure}"
+        response.headers.append("set-cookie", cookie)
+        known = (
+            f"{KNOWN_COOKIE}={limits.known_cookie(name)}; Path=/; Max-Age={KNOWN_MAX_AGE_S}; "
+            f"HttpOnly; SameSite=Strict{secure}"
+        )
+        response.headers.append("set-cookie", known)
+        return response
+
+    async def password_refusal(name: str, password: str) -> tuple[int, str] | None:
+        """None if ``name`` may log in with ``password``; else the answer's status and text."""
         hashed = service.config.web_approvers.get(name)
         if not scrypt_slots:
             scrypt_slots.append(anyio.CapacityLimiter(2))
@@ -827,22 +838,22 @@ def build_approvals_app(service: ApprovalsService, *, secure_cookies: bool) -> A
             limiter=scrypt_slots[0],
         )
         if hashed is None or not matched or not name:
-            limits.fail(name)
             log.warning("approvals page: failed login for %r", name)
-            return page(_login_page(next_path, "Wrong name or password.", name), 401)
+            return 401, "Wrong name or password."
         refused = service.refusal(approver(name), None)
         if refused is not None:
-            limits.fail(name)
             log.warning("approvals page: login of %r refused: %s", name, refused)
-            return page(_login_page(next_path, f"This name cannot approve: {refused}.", name), 403)
-        limits.clear(name)
-        sessions.drop(request.cookies.get(COOKIE))  # a fresh id at every login
-        session_id, _ = sessions.new(name)
-        log.info("approvals page: %s logged in", approver(name).label)
-        response = go(next_path)
-        cookie = f"{COOKIE}={session_id}; Path=/; HttpOnly; SameSite=Strict"
-        response.headers.append("set-cookie", f"{cookie}; Secure" if secure_cookies else cookie)
-        return response
+            return 403, f"This name cannot approve: {refused}."
+        return None
+
+    async def report_failures() -> None:
+        """The webhook's summary of failed logins, at most once a minute."""
+        due = limits.due_report()
+        if due and service.login_notifier is not None:
+            try:
+                await service.login_notifier(due)
+            except Exception as exc:  # a notification is a courtesy
+                log.warning("login notification failed: %s", type(exc).__name__)
 
     def checked(request: Request, form: dict[str, str]) -> _Session | None:
         """The session of a state-changing POST: its cookie, its CSRF token, this origin."""
@@ -894,7 +905,7 @@ def build_approvals_app(service: ApprovalsService, *, secure_cookies: bool) -> A
             '<p class="empty">Nothing is waiting for a decision.</p>'
         )
         body = (
-            f"{_flash(session)}"
+            f"{_flash(session)}{_failures_banner(limits.recent())}"
             f'<section id="live" data-version="{_e(_version(pending, recent))}">'
             f'<h2>Waiting for a decision <span class="count">({len(pending)})</span></h2>'
             f'<div id="pending">{cards}</div>'

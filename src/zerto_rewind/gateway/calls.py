@@ -37,6 +37,7 @@ from ..core.approvals import (
     DENIED,
     EXPIRED,
     NO_APPROVER,
+    ApprovalLimitError,
     ApprovalRequest,
     waiting_reason,
 )
@@ -178,6 +179,9 @@ async def _by_approval(
         if not service.has_approvers:
             return False, "no_approver", {"ending": NO_APPROVER}
         request, _ = await service.open(call, decision, ctx.client, host=ctx.host)
+    except ApprovalLimitError as exc:  # refused at once; the call's log line says why
+        decision.reason = f"{decision.reason} {exc.reason()}".strip()
+        return False, "capped", {"ending": ""}
     except Exception as exc:  # the channel is down: a prompt that cannot be asked is refused
         log.warning("approval request failed: %s", type(exc).__name__)
         return False, "approvals_down", {"ending": _channel_down(exc)}

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 from starlette.responses import JSONResponse
 
-from ..core.approvals import NO_APPROVER, approved_context, prompt_by_approval, waiting_reason
+from ..core.approvals import (
+    NO_APPROVER,
+    ApprovalLimitError,
+    approved_context,
+    prompt_by_approval,
+    waiting_reason,
+)
 from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.decisions_log import write_record
 from ..errors import StateError
@@ -107,8 +113,13 @@ async def _by_approval(gateway: Gateway, call: ToolCall, decision: Decision, pri
                 expires_s=service.config.expires_s,
                 session=call.session_id,
                 host_paths=decision.host_paths,
+                max_open=service.config.max_open_per_principal,
             )
         )
+    except ApprovalLimitError as exc:  # refused at once; the call's log line says why
+        decision.outcome = Outcome.DENY
+        decision.reason = f"{decision.reason} {exc.reason()}".strip()
+        return "capped"
     except Exception as exc:  # the channel is down: refuse, never run it unasked
         decision.outcome = Outcome.DENY
         decision.reason = (

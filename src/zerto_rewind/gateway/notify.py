@@ -37,12 +37,15 @@ if TYPE_CHECKING:
 
     from ..config.settings import ApprovalsSettings
     from ..core.approvals import ApprovalRequest
-    from .approvals import Notifier
+    from .approvals import LoginNotifier, Notifier
+    from .approvals_login import Failure
 
 __all__ = [
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
+    "login_failures_body",
     "make_anchor_notifier",
+    "make_login_notifier",
     "make_webhook_notifier",
     "sign",
     "verify_signature",
@@ -146,6 +149,50 @@ def make_anchor_notifier(
         await _deliver(url, body, headers, timeout_s, tls, "log.anchor", "(log anchor)")
 
     return notify
+
+
+def make_login_notifier(
+    settings: ApprovalsSettings, page_url: Callable[[], str | None]
+) -> LoginNotifier | None:
+    """The webhook's "login_failed" event: failed page logins, summarised (approvals_login)."""
+    url = settings.notify_url
+    secret = settings.notify_secret()
+    if not url or not secret:
+        return None
+    _check_url(url)
+    key, timeout_s = secret.encode(), float(settings.notify_timeout_s)
+    import httpx
+
+    tls = httpx.create_ssl_context(verify=True, trust_env=False)
+
+    async def notify(failures: list[Failure]) -> None:
+        body = _encode(login_failures_body(failures, page_url()))
+        timestamp = str(int(time.time()))
+        headers = {
+            "Content-Type": "application/json",
+            TIMESTAMP_HEADER: timestamp,
+            SIGNATURE_HEADER: sign(key, timestamp, body),
+            "User-Agent": "zerto-rewind-approvals",
+        }
+        await _deliver(url, body, headers, timeout_s, tls, "login_failed", "-")
+
+    return notify
+
+
+def login_failures_body(failures: list[Failure], url: str | None) -> dict[str, Any]:
+    """Failed logins of the approvals page: who was tried, from where, when (no password)."""
+    shown = [
+        {"name": f.name, "source": f.source, "at": fmt_time(f.at), "known_browser": f.known_browser}
+        for f in failures[-20:]
+    ]
+    pairs = sorted({f"{_clean(f.name)} from {_clean(f.source)}" for f in failures})
+    text = (
+        f"zerto-rewind: {len(failures)} failed approver login(s) on the approvals page "
+        f"since {_hhmm(failures[0].at)} UTC: {', '.join(pairs[:5])}"
+        + (f" and {len(pairs) - 5} more" if len(pairs) > 5 else "")
+    )
+    return {"event": "login_failed", "failures": shown, "count": len(failures), "url": url,
+            "text": text + (f": {url}" if url else "")}  # fmt: skip
 
 
 async def _deliver(

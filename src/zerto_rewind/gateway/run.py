@@ -21,6 +21,7 @@ from ..fsutil import atomic_write_text
 from .http import build_app, check_bind
 from .proxy import PEER_USER_KEY, build_proxy
 from .service import Gateway
+from .socket_reach import check_trust_socket
 from .stdio_pipes import event_loop_stdio
 from .upstream_user import check_upstreams
 
@@ -75,9 +76,10 @@ async def start_approvals(
     service = gateway.approvals
     settings = gateway.settings
     if settings.approvals.notify_url:
-        from .notify import make_webhook_notifier
+        from .notify import make_login_notifier, make_webhook_notifier
 
         service.notifier = make_webhook_notifier(settings.approvals, service.link)
+        service.login_notifier = make_login_notifier(settings.approvals, lambda: service.page_url)
     if channels is None:
         return
     if channels.socket_path:
@@ -227,6 +229,8 @@ async def serve_http(
     )
     server = uvicorn.Server(config)
     try:
+        if unix_socket is not None:  # once bound: its group is the file system's to say
+            check_trust_socket(settings, unix_socket)
         async with anyio.create_task_group() as tg:
             await gateway.start(tg)
             if approvals is not None:

@@ -97,7 +97,9 @@ def test_key_layout_and_expiries(redis_url: str) -> None:
     found = keys(redis_url)
     req_key = f"zerto-rewind:approvals:req:{request.id}"
     (call_key,) = (k for k in found if k.startswith("zerto-rewind:approvals:call:"))
-    assert found == {req_key, call_key, "zerto-rewind:approvals:ids"}
+    (mine,) = (k for k in found if k.startswith("zerto-rewind:approvals:open:"))
+    everyone = "zerto-rewind:approvals:open"
+    assert found == {req_key, call_key, "zerto-rewind:approvals:ids", mine, everyone}
     with redis.Redis.from_url(redis_url) as raw:
         assert raw.get(call_key) == request.id.encode()
         assert raw.zscore("zerto-rewind:approvals:ids", request.id) == pytest.approx(now)
@@ -107,6 +109,10 @@ def test_key_layout_and_expiries(redis_url: str) -> None:
         # Decided: kept for the retention, as the file store keeps the file.
         assert RETENTION_S - 5 <= raw.ttl(req_key) <= RETENTION_S + 1
         assert raw.ttl(call_key) > 0
+        # The open sets (the caps) hold the id by its expiry, and go soon after it.
+        for key in (mine, everyone):
+            assert raw.zscore(key, request.id) == pytest.approx(request.expires)
+            assert 0 < raw.ttl(key) <= EXPIRES_S + 61
         assert "s3cr3t" not in raw.get(req_key).decode()
 
 

@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from zerto_rewind.config.settings import ApprovalsSettings
 from zerto_rewind.core.approvals import ApprovalRequest, new_request
-from zerto_rewind.gateway import approvals_web
+from zerto_rewind.gateway import approvals_login, approvals_web
 from zerto_rewind.gateway.approvals import ApprovalsService
 from zerto_rewind.gateway.approvals_web import (
     build_approvals_app,
@@ -192,20 +192,54 @@ def test_cookie_flags(service: ApprovalsService, secure: bool) -> None:
     assert ("strict-transport-security" in answer.headers) is secure  # TLS: HSTS too
 
 
-def test_failed_logins_are_limited_per_name(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
+def test_wrong_passwords_slow_a_name_but_never_keep_out_the_right_one(
+    client: TestClient, service: ApprovalsService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clock = [1000.0]
-    monkeypatch.setattr(approvals_web, "_now", lambda: clock[0])
-    for _ in range(5):
+    """After the free failures each try of the name waits its turn; the right one gets in."""
+    monkeypatch.setattr(approvals_login, "MAX_DELAY_S", 0.3)  # the spacing, kept short here
+    for _ in range(8):
         assert login(client, "olivia", "bad").status_code == 401
-    locked = login(client, "olivia", PASSWORD)  # even the right password waits
-    assert locked.status_code == 429
-    assert "Too many failed logins" in locked.text
-    assert "set-cookie" not in locked.headers
-    assert login(client, "pat", PASSWORD).status_code == 303  # another name is not locked
-    clock[0] += 61
-    assert login(client, "olivia", PASSWORD).status_code == 303
+    started = time.monotonic()
+    answer = login(client, "olivia", PASSWORD)  # what refused it with 429 before
+    assert answer.status_code == 303
+    assert 0.25 <= time.monotonic() - started < 5  # held for its turn, not refused
+    # The approver sees the failures, and the agent's guesses are never a lock.
+    listing = client.get("/").text
+    assert 'id="failed-logins"' in listing
+    assert "8 failed approver login(s)" in listing
+    assert "olivia" in listing
+    assert "testclient" in listing  # the source: Starlette's TestClient's address
+
+
+def test_a_known_browser_is_not_slowed_by_failures_elsewhere(service: ApprovalsService) -> None:
+    """The approver's browser logged in before: another client's failures do not delay it."""
+    app = build_approvals_app(service, secure_cookies=False)
+    with (
+        TestClient(app, follow_redirects=False) as browser,
+        TestClient(app, follow_redirects=False) as agent,
+    ):
+        logged_in(browser)
+        assert browser.cookies.get(approvals_login.KNOWN_COOKIE)
+        for _ in range(7):
+            assert login(agent, "olivia", "guess").status_code == 401
+        # The agent's own next try waits (1, 2, then 4 s apart): slowed.
+        started = time.monotonic()
+        assert login(agent, "olivia", "guess").status_code == 401
+        assert time.monotonic() - started >= 3.5
+        # Same name, same source address; the known browser's try is not held at all.
+        started = time.monotonic()
+        assert login(browser).status_code == 303
+        assert time.monotonic() - started < 1.0
+        listing = browser.get("/").text
+        assert "8 failed approver login(s)" in listing
+
+
+def test_the_failed_logins_banner_escapes_what_was_typed(client: TestClient) -> None:
+    assert login(client, "<b>x</b>", "bad").status_code == 401
+    logged_in(client)
+    listing = client.get("/").text
+    assert "&lt;b&gt;x&lt;/b&gt;" in listing
+    assert "<b>x</b>" not in listing
 
 
 def test_session_expires_after_8h_idle(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
