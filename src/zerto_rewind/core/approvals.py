@@ -88,12 +88,21 @@ class ApprovalRequest:
     session: str | None = None
     host: str | None = None
     vpg_status: list[str] = field(default_factory=list)
-    arguments: dict[str, str] = field(default_factory=dict)  # redacted: see redact_arguments
+    arguments: dict[str, str] = field(default_factory=dict)  # redacted: old requests only
     state: str = PENDING
     decided_by: str | None = None
     decided_at: float | None = None
     note: str | None = None
     used_at: float | None = None
+    # The call's whole arguments, for the approver's eyes (core.approval_view); in the
+    # service's state only, never in a log. None on requests made before they were kept.
+    call_arguments: Any = None
+    # Argument paths to mask (the tool's schema: writeOnly, format: password).
+    secret_paths: list[str] = field(default_factory=list)
+    # Argument paths that name files on the VM server's host (the catalog's host_paths).
+    path_args: list[str] = field(default_factory=list)
+    # When the caller stops waiting (the gateway's approvals.wait_s); None: it does not wait.
+    wait_until: float | None = None
 
     def live(self, now: float) -> bool:
         """Pending, or approved and not yet used, and not expired."""
@@ -119,15 +128,22 @@ class ApprovalRequest:
 
     def summary(self) -> dict[str, Any]:
         """What ``approvals list --json`` prints for one request."""
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "tool": self.tool,
             "vms": list(self.vms),
             "principal": self.principal,
-            "expires": _iso(self.expires),
             "state": self.state,
             "row": self.row,
+            "digest": self.args_digest[:12],
         }
+        if self.state == PENDING:  # a decided request is told by when and whom, not expiry
+            out["expires"] = _iso(self.expires)
+            out["caller_waits_until"] = _iso(self.wait_until) if self.wait_until else None
+        else:
+            out["decided_by"] = self.decided_by
+            out["decided_at"] = _iso(self.decided_at) if self.decided_at else None
+        return out
 
 
 @dataclass(frozen=True)
@@ -240,10 +256,18 @@ def new_request(
     vpg_status: Iterable[str] = (),
     now: float | None = None,
     host_paths: Mapping[str, str] | None = None,
+    secret_paths: Iterable[str] = (),
+    wait_s: float | None = None,
 ) -> ApprovalRequest:
-    """A fresh pending request for one call (not yet stored); ``host_paths`` are shown."""
+    """A fresh pending request for one call (not yet stored), its whole arguments kept.
+
+    ``host_paths``: the arguments that name files on the VM server's host (shown
+    resolved too); ``secret_paths``: arguments masked for the approver;
+    ``wait_s``: how long the caller waits for the decision (None: it does not).
+    """
     now = time.time() if now is None else now
     vm_list = list(vms)
+    wait_until = None if wait_s is None else now + min(wait_s, expires_s)
     return ApprovalRequest(
         id=_new_id(),
         tool=tool,
@@ -257,7 +281,10 @@ def new_request(
         session=session,
         host=host,
         vpg_status=list(vpg_status),
-        arguments=redact_arguments(tool_input, vm_list, host_paths),
+        call_arguments=json.loads(json.dumps(tool_input, default=str)),
+        secret_paths=list(secret_paths),
+        path_args=list(host_paths or {}),
+        wait_until=wait_until,
     )
 
 
@@ -573,7 +600,9 @@ def waiting_reason(request: ApprovalRequest, link: str | None = None) -> str:
 
 def approved_context(request: ApprovalRequest) -> str:
     """What the model is told when an approval let its call run with no checkpoint."""
+    when = f" at {_iso(request.decided_at)}" if request.decided_at else ""
     return (
-        f"zerto-rewind: {request.decided_by} approved this call (request {request.id}) with "
-        "no Zerto checkpoint in front of it; there is nothing to rewind it to."
+        "zerto-rewind: this call ran with no rewind point: no Zerto checkpoint was in front "
+        f"of it, so there is nothing to rewind it to. {request.decided_by} approved this "
+        f"call{when} (request {request.id})."
     )

@@ -1,0 +1,402 @@
+"""What a person sees of an approval request: every argument, shown safely.
+
+An approval is asked where nothing can be rewound, so the approver must see the
+exact call: every key and value, nested ones included (docs/approvals.md). The
+arguments come from the agent, which may shape them to mislead, so this module
+is the one place that turns them into text, for every door (``approvals
+show``/``list``, the page, the webhook):
+
+- every control, format (bidi, zero-width), separator, private-use or unassigned
+  character becomes a visible escape (``\\x1b``, ``<U+202E>``), and a backslash
+  is doubled, so an escape the agent typed cannot pass for one we made;
+- nothing is cut silently: :func:`shorten` keeps head and tail and says how many
+  characters it left out, and the whole value is one step away;
+- host paths are also shown resolved (``/var/tmp/a/./../b`` -> ``/var/tmp/b``);
+- values that look like secrets (by key name, or marked ``writeOnly`` or
+  ``format: password`` in the tool's input schema) are masked, with their length
+  and a short digest so two of them can still be told apart.
+
+Pure functions only: no IO, no door. None of this is ever written to a log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .approvals import ApprovalRequest
+
+__all__ = [
+    "ArgLine",
+    "approver_json",
+    "argument_lines",
+    "confusable_note",
+    "differences",
+    "if_approved",
+    "lines_of",
+    "request_lines",
+    "schema_secret_paths",
+    "short_digest",
+    "shorten",
+    "timing",
+    "visible",
+]
+
+# A value longer than this (in visible characters) is shown as head … tail.
+LONG = 240
+_HEAD = _TAIL = 100
+_ESCAPED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+_SECRET_WORDS = {
+    "password",
+    "passwd",
+    "pass",
+    "pwd",
+    "passphrase",
+    "token",
+    "secret",
+    "key",
+    "apikey",
+    "credential",
+    "credentials",
+    "auth",
+    "authorization",
+    "cookie",
+    "privatekey",
+    "secretkey",
+    "accesskey",
+}
+_SECRET_PARTS = ("password", "passwd", "secret", "token", "credential", "apikey", "privatekey")
+_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def visible(text: str) -> str:
+    """``text`` with every character a terminal or browser could interpret as an escape."""
+    out: list[str] = []
+    for ch in text:
+        short = _SHORT_ESCAPES.get(ch)
+        if short is not None:
+            out.append(short)
+            continue
+        category = unicodedata.category(ch)
+        # A space that is not U+0020 (no-break, ideographic…) can pass for one: escaped too.
+        if category in _ESCAPED_CATEGORIES or (category == "Zs" and ch != " "):
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"<U+{code:04X}>")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def shorten(text: str, limit: int = LONG) -> str:
+    """``text`` whole if short, else its head and tail, naming how much was left out."""
+    if len(text) <= limit:
+        return text
+    hidden = len(text) - _HEAD - _TAIL
+    return f"{text[:_HEAD]} … {hidden:,} characters not shown … {text[-_TAIL:]}"
+
+
+def short_digest(args_digest: str) -> str:
+    """The first 12 hex digits of a request's argument digest: enough to tell calls apart."""
+    return args_digest[:12]
+
+
+@dataclass(frozen=True)
+class ArgLine:
+    """One argument value as the approver sees it: escaped, masked, never cut."""
+
+    path: str  # where it is, keys escaped: ``spec.disks[0].name``
+    value: str  # the whole value, escaped (strings quoted), or its mask
+    length: int  # characters of the value as sent
+    secret: bool = False
+    resolved: str | None = None  # a host path, resolved, when that differs from what was sent
+    host_path: bool = False  # names a file on the VM server's host (catalog host_paths)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ArgLine:
+        resolved = raw.get("resolved")
+        return cls(
+            path=str(raw.get("path", "")),
+            value=str(raw.get("value", "")),
+            length=int(raw.get("length", 0)),
+            secret=bool(raw.get("secret", False)),
+            resolved=None if resolved is None else str(resolved),
+            host_path=bool(raw.get("host_path", False)),
+        )
+
+
+def argument_lines(
+    arguments: Any, *, secret_paths: Iterable[str] = (), host_paths: Iterable[str] = ()
+) -> list[ArgLine]:
+    """Every leaf of ``arguments``, in order, as the approver sees it.
+
+    ``secret_paths`` and ``host_paths`` are argument paths as the catalog writes
+    them (``a.b``, ``items[].c``): values under a secret path are masked whole; a
+    host path's string is also shown resolved.
+    """
+    secrets_at = [_pattern(p) for p in secret_paths]
+    paths_at = [_pattern(p) for p in host_paths]
+    lines: list[ArgLine] = []
+    for parts, value in _leaves(arguments, (), secrets_at):
+        secret = isinstance(value, _Masked)
+        raw = value.raw if isinstance(value, _Masked) else value
+        text = _mask(raw) if secret else _scalar(raw)
+        length = len(raw) if isinstance(raw, str) else len(_canonical(raw))
+        host_path = any(_matches(p, parts) for p in paths_at)
+        resolved = _resolved(raw) if host_path and not secret and isinstance(raw, str) else None
+        lines.append(ArgLine(_path_text(parts), text, length, secret, resolved, host_path))
+    return lines
+
+
+class _Masked:
+    """A subtree under a secret key: shown as one masked value."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+
+def _leaves(
+    node: Any, parts: tuple[str | int, ...], secrets_at: Sequence[list[str]]
+) -> Iterable[tuple[tuple[str | int, ...], Any]]:
+    if parts and (_secret_key(parts[-1]) or any(_matches(p, parts) for p in secrets_at)):
+        yield parts, _Masked(node)
+        return
+    if isinstance(node, dict) and node:
+        for key, value in node.items():
+            yield from _leaves(value, (*parts, str(key)), secrets_at)
+    elif isinstance(node, list) and node:
+        for index, value in enumerate(node):
+            yield from _leaves(value, (*parts, index), secrets_at)
+    else:
+        yield parts, node
+
+
+def _secret_key(part: str | int) -> bool:
+    """A key named like a secret: password, passwd, api_key, privateKey, token, …"""
+    if isinstance(part, int):
+        return False
+    lowered = part.lower()
+    if any(word in lowered.replace("_", "").replace("-", "") for word in _SECRET_PARTS):
+        return True
+    words = {w.lower() for w in _WORDS.findall(part)}
+    return bool(words & _SECRET_WORDS)
+
+
+def _pattern(path: str) -> list[str]:
+    """``a.b[].c`` as ``["a", "b", "*", "c"]``: ``*`` is any list index."""
+    out: list[str] = []
+    for part in path.split("."):
+        if part.endswith("[]"):
+            out += [part[:-2], "*"]
+        else:
+            out.append(part)
+    return out
+
+
+def _matches(pattern: list[str], parts: tuple[str | int, ...]) -> bool:
+    if len(pattern) != len(parts):
+        return False
+    for want, got in zip(pattern, parts, strict=True):
+        if want == "*":
+            if not isinstance(got, int):
+                return False
+        elif isinstance(got, int) or want != got:
+            return False
+    return True
+
+
+def _path_text(parts: tuple[str | int, ...]) -> str:
+    if not parts:
+        return "(arguments)"
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _PLAIN_KEY.fullmatch(part):
+            out += f".{part}" if out else part
+        else:
+            out += f'["{visible(part)}"]'
+    return out
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, str):
+        return '"' + visible(value).replace('"', '\\"') + '"'
+    return visible(_canonical(value))
+
+
+def _mask(value: Any) -> str:
+    body = value if isinstance(value, str) else _canonical(value)
+    digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"<secret: {len(body)} characters, sha256 {digest}…>"
+
+
+def _resolved(path: str) -> str | None:
+    """``path`` with ``.``, ``..`` and repeated slashes resolved (lexically: no symlinks)."""
+    if not path:
+        return "(empty: the server's working directory)"
+    resolved = posixpath.normpath(path)
+    if resolved.startswith("//"):
+        resolved = "/" + resolved.lstrip("/")
+    return visible(resolved) if resolved != path else None
+
+
+def schema_secret_paths(schema: Mapping[str, Any] | None) -> list[str]:
+    """Argument paths an input schema marks ``writeOnly`` or ``format: password``."""
+    found: list[str] = []
+    if isinstance(schema, Mapping):
+        _schema_walk(schema, "", found, 0)
+    return found
+
+
+def _schema_walk(node: Mapping[str, Any], path: str, found: list[str], depth: int) -> None:
+    if depth > 16:
+        return
+    if path and (node.get("writeOnly") is True or node.get("format") == "password"):
+        found.append(path)
+        return
+    properties = node.get("properties")
+    if isinstance(properties, Mapping):
+        for key, child in properties.items():
+            if isinstance(child, Mapping):
+                _schema_walk(child, f"{path}.{key}" if path else str(key), found, depth + 1)
+    items = node.get("items")
+    if isinstance(items, Mapping) and path:
+        _schema_walk(items, f"{path}[]", found, depth + 1)
+    for combinator in ("anyOf", "oneOf", "allOf"):
+        for child in node.get(combinator) or ():
+            if isinstance(child, Mapping):
+                _schema_walk(child, path, found, depth + 1)
+
+
+def confusable_note(vm: str) -> str | None:
+    """Why a VM name may imitate another (non-ASCII letters, mixed scripts); None if plain."""
+    odd = [ch for ch in vm if ord(ch) > 0x7E or ord(ch) < 0x20]
+    if not odd:
+        return None
+    scripts = sorted({_script(ch) for ch in vm if ch.isalpha()})
+    shown = " ".join(f"<U+{ord(ch):04X}>" for ch in dict.fromkeys(odd))
+    mixed = f"; letters of several scripts ({', '.join(scripts)})" if len(scripts) > 1 else ""
+    return f"not plain ASCII: {shown}{mixed}. It may imitate another VM's name"
+
+
+def _script(ch: str) -> str:
+    name = unicodedata.name(ch, "UNKNOWN")
+    return name.split(" ")[0]
+
+
+def differences(views: Mapping[str, Sequence[ArgLine]]) -> dict[str, list[str]]:
+    """For requests of one tool (id -> lines): the paths whose values differ between them.
+
+    A path present in one request and not another differs too. Requests alone
+    (or identical) get an empty list.
+    """
+    if len(views) < 2:
+        return {rid: [] for rid in views}
+    values = {rid: {line.path: line.value for line in lines} for rid, lines in views.items()}
+    every = list(dict.fromkeys(p for lines in views.values() for p in (ln.path for ln in lines)))
+    differ = [p for p in every if len({values[rid].get(p) for rid in views}) > 1]
+    return {rid: list(differ) for rid in views}
+
+
+def request_lines(request: ApprovalRequest) -> list[ArgLine]:
+    """A request's arguments as the approver sees them (old requests: as they were kept)."""
+    if request.call_arguments is None:  # made before the whole arguments were kept
+        return [
+            ArgLine(visible(str(k)), visible(str(v)), len(str(v)))
+            for k, v in request.arguments.items()
+        ]
+    return argument_lines(
+        request.call_arguments, secret_paths=request.secret_paths, host_paths=request.path_args
+    )
+
+
+def if_approved(request: ApprovalRequest, lines: Sequence[ArgLine]) -> str:
+    """What happens if this request is approved, in one plain sentence or two."""
+    vms = ", ".join(visible(v) for v in request.vms)
+    on = f"on VM(s) {vms}" if vms else "naming no VM that Zerto protects"
+    text = f"Runs once, with no rewind point (no Zerto checkpoint in front of it), {on}."
+    paths = [_path_shown(line) for line in lines if line.host_path]
+    if paths:
+        text += f" It may write these paths on the VM server's host: {'; '.join(paths)}."
+    return text
+
+
+def _path_shown(line: ArgLine) -> str:
+    sent = shorten(line.value)
+    return f"{line.resolved} (sent as {sent})" if line.resolved else sent
+
+
+def approver_json(request: ApprovalRequest) -> dict[str, Any]:
+    """A request as the approvals socket sends it: arguments as lines, secrets masked.
+
+    The whole arguments stay in the service's state; what leaves it is what a
+    person is shown (:func:`request_lines`), with each value whole.
+    """
+    out = request.to_json()
+    out["call_arguments"] = None
+    out["lines"] = [line.to_json() for line in request_lines(request)]
+    return out
+
+
+def lines_of(raw: Mapping[str, Any]) -> list[ArgLine]:
+    """The lines :func:`approver_json` sent (none if the service sent none)."""
+    found = raw.get("lines")
+    if not isinstance(found, list):
+        return []
+    return [ArgLine.from_json(item) for item in found if isinstance(item, Mapping)]
+
+
+def timing(request: ApprovalRequest, now: float) -> list[tuple[str, str]]:
+    """When things happen, as (label, text): who waits until when, or who decided when.
+
+    A decided request says when and by whom; only a pending one has an expiry.
+    """
+    from .approvals import APPROVED, DENIED, EXPIRED, PENDING, USED
+
+    out = [("asked", _at(request.created, now))]
+    if request.state == PENDING:
+        if request.wait_until is None:
+            out.append(("caller", "does not wait: the same call, retried once approved, runs"))
+        elif request.wait_until > now:
+            out.append(("caller waits", f"until {_at(request.wait_until, now)}"))
+        else:
+            stopped = _at(request.wait_until, now)
+            out.append(("caller", f"stopped waiting {stopped}; approved, a retry runs once"))
+        out.append(("open until", _at(request.expires, now)))
+        return out
+    who = visible(request.decided_by or "nobody")
+    if request.state in (APPROVED, USED, DENIED) and request.decided_at is not None:
+        verb = "denied" if request.state == DENIED else "approved"
+        out.append((verb, f"by {who}, {_at(request.decided_at, now)}"))
+    if request.state == USED and request.used_at is not None:
+        out.append(("ran", _at(request.used_at, now)))
+    if request.state == EXPIRED:
+        how = "approved but never used" if request.decided_by else "nobody answered"
+        out.append(("lapsed", f"{how}, {_at(request.expires, now)}"))
+    return out
+
+
+def _at(epoch: float, now: float) -> str:
+    from .decision import fmt_time
+
+    delta = epoch - now
+    span = abs(int(delta))
+    text = f"{span} s" if span < 60 else f"{span // 60} min {span % 60:02d} s"
+    relative = f"in {text}" if delta > 0 else f"{text} ago"
+    return f"{fmt_time(epoch)[:19].replace('T', ' ')} UTC ({relative})"
