@@ -18,7 +18,7 @@ from ..core.approval_view import (
     if_approved,
     short_digest,
     shorten,
-    timing,
+    timing_text,
     visible,
 )
 from ..core.approvals import PENDING, ApprovalRequest
@@ -48,7 +48,7 @@ def details(
         _fact("digest", f"{short_digest(request.args_digest)} (sha256 of the arguments)"),
     ]
     out += [_fact("VPG", visible(status)) for status in request.vpg_status]
-    out += [_fact(label, text) for label, text in timing(request, now)]
+    out += [_fact(label, text) for label, text in timing_text(request, now)]
     if request.note:
         out.append(_fact("reason", visible(request.note)))
     if request.state == PENDING:
@@ -85,7 +85,7 @@ def listing(requests: Sequence[tuple[ApprovalRequest, Sequence[ArgLine]]]) -> li
 
 def _line(request: ApprovalRequest, now: float) -> str:
     vms = ",".join(visible(v) for v in request.vms) or "-"
-    when = "; ".join(f"{label} {text}" for label, text in timing(request, now)[1:])
+    when = "; ".join(f"{label} {text}" for label, text in timing_text(request, now)[1:])
     return (
         f"{request.id}  {request.state:<8} {visible(request.tool)}  vm={vms}  "
         f"by={visible(request.principal)}  digest={short_digest(request.args_digest)}  {when}"

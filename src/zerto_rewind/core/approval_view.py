@@ -46,6 +46,7 @@ __all__ = [
     "short_digest",
     "shorten",
     "timing",
+    "timing_text",
     "visible",
 ]
 
@@ -362,34 +363,46 @@ def lines_of(raw: Mapping[str, Any]) -> list[ArgLine]:
     return [ArgLine.from_json(item) for item in found if isinstance(item, Mapping)]
 
 
-def timing(request: ApprovalRequest, now: float) -> list[tuple[str, str]]:
-    """When things happen, as (label, text): who waits until when, or who decided when.
+def timing(request: ApprovalRequest, now: float) -> list[tuple[str, str, float | None]]:
+    """When things happen, as (label, words, moment): who waits until when, who decided when.
 
     A decided request says when and by whom; only a pending one has an expiry.
+    Each door shows ``words`` then the moment (:func:`timing_text` for text).
     """
     from .approvals import APPROVED, DENIED, EXPIRED, PENDING, USED
 
-    out = [("asked", _at(request.created, now))]
+    out: list[tuple[str, str, float | None]] = [("asked", "", request.created)]
     if request.state == PENDING:
         if request.wait_until is None:
-            out.append(("caller", "does not wait: the same call, retried once approved, runs"))
+            out.append(
+                ("caller", "does not wait: the same call, retried once approved, runs", None)
+            )
         elif request.wait_until > now:
-            out.append(("caller waits", f"until {_at(request.wait_until, now)}"))
+            out.append(("caller waits", "until", request.wait_until))
         else:
-            stopped = _at(request.wait_until, now)
-            out.append(("caller", f"stopped waiting {stopped}; approved, a retry runs once"))
-        out.append(("open until", _at(request.expires, now)))
+            out.append(
+                ("caller", "stopped waiting (approved, a retry runs once)", request.wait_until)
+            )
+        out.append(("open until", "", request.expires))
         return out
     who = visible(request.decided_by or "nobody")
     if request.state in (APPROVED, USED, DENIED) and request.decided_at is not None:
         verb = "denied" if request.state == DENIED else "approved"
-        out.append((verb, f"by {who}, {_at(request.decided_at, now)}"))
+        out.append((verb, f"by {who},", request.decided_at))
     if request.state == USED and request.used_at is not None:
-        out.append(("ran", _at(request.used_at, now)))
+        out.append(("ran", "", request.used_at))
     if request.state == EXPIRED:
-        how = "approved but never used" if request.decided_by else "nobody answered"
-        out.append(("lapsed", f"{how}, {_at(request.expires, now)}"))
+        how = "approved but never used," if request.decided_by else "nobody answered,"
+        out.append(("lapsed", how, request.expires))
     return out
+
+
+def timing_text(request: ApprovalRequest, now: float) -> list[tuple[str, str]]:
+    """:func:`timing` as (label, text) for a terminal or a chat line."""
+    return [
+        (label, " ".join(p for p in (words, _at(at, now) if at else "") if p))
+        for label, words, at in timing(request, now)
+    ]
 
 
 def _at(epoch: float, now: float) -> str:

@@ -294,7 +294,7 @@ def _approval_meta(extra: Mapping[str, Any]) -> dict[str, Any]:
     at = extra.get("approved_at")
     return {
         "approval_id": extra.get("approval_id"),
-        "approver": extra.get("approver"),
+        "approver": extra.get("approver") or "the person at the MCP client",
         "approved_at": fmt_time(at) if isinstance(at, float | int) else None,
         "rewind_point": None,
     }

@@ -394,7 +394,9 @@ def test_page_shows_what_a_person_needs(client: TestClient, service: ApprovalsSe
         "agent-1",
         "build-7",
         "sess-42",
-        "&lt;true/false&gt;",  # the redacted force argument
+        '<th>force</th><td class="mono value">true</td>',  # the value, not its shape
+        "Runs once, with no rewind point",
+        "Caller",
         "Signed in as <b>olivia</b>",
         "Approve</button>",
         'name="note"',
