@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
-from ..core.approval_view import schema_secret_paths
+from ..core.approval_view import schema_secret_paths, visible
 from ..core.approvals import (
     APPROVED,
     DENIED,
@@ -308,9 +308,10 @@ _CLIENT_APPROVED = (
 
 
 def _approval_text(decision: Decision, request: ApprovalRequest) -> str:
-    return (
+    """The URL elicitation's message: a client shows it to a person, so nothing interpreted."""
+    return visible(
         f"zerto-rewind needs a person to approve {decision.tool_name} (request {request.id}): "
-        f"{decision.for_approver()}"
+        f"{decision.for_approver()} The approval page shows the whole call."
     )
 
 
