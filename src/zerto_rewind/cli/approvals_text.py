@@ -73,8 +73,9 @@ def listing(requests: Sequence[tuple[ApprovalRequest, Sequence[ArgLine]]]) -> li
         out.append(_line(request, now))
         paths = differing.get(request.id) or []
         if paths:
-            others = len(by_tool[request.tool]) - 1
-            out.append(f"    differs from {others} other {visible(request.tool)} request(s) in:")
+            out.append(
+                f"    differs from the most similar other {visible(request.tool)} request in:"
+            )
             values = {line.path: line for line in lines}
             for path in paths:
                 line = values.get(path)

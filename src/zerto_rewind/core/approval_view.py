@@ -302,17 +302,26 @@ def _script(ch: str) -> str:
 
 
 def differences(views: Mapping[str, Sequence[ArgLine]]) -> dict[str, list[str]]:
-    """For requests of one tool (id -> lines): the paths whose values differ between them.
+    """For requests of one tool (id -> lines): where each differs from the one most like it.
 
-    A path present in one request and not another differs too. Requests alone
-    (or identical) get an empty list.
+    Two calls that differ in one value show that value, however many other
+    requests of the tool wait. A path present in one and absent in the other
+    differs too. A request alone gets an empty list.
     """
-    if len(views) < 2:
-        return {rid: [] for rid in views}
     values = {rid: {line.path: line.value for line in lines} for rid, lines in views.items()}
-    every = list(dict.fromkeys(p for lines in views.values() for p in (ln.path for ln in lines)))
-    differ = [p for p in every if len({values[rid].get(p) for rid in views}) > 1]
-    return {rid: list(differ) for rid in views}
+    order = {rid: [line.path for line in lines] for rid, lines in views.items()}
+    out: dict[str, list[str]] = {}
+    for rid in views:
+        best: list[str] | None = None
+        for other in views:
+            if other == rid:
+                continue
+            paths = list(dict.fromkeys([*order[rid], *order[other]]))
+            differ = [p for p in paths if values[rid].get(p) != values[other].get(p)]
+            if best is None or len(differ) < len(best):
+                best = differ
+        out[rid] = best or []
+    return out
 
 
 def request_lines(request: ApprovalRequest) -> list[ArgLine]:

@@ -206,8 +206,9 @@ def _arguments(request: ApprovalRequest, lines: Sequence[ArgLine], differs: Sequ
     if differs:
         shown = ", ".join(differs)
         note = (
-            f'<p class="differs">Other pending <code>{esc(request.tool)}</code> requests differ '
-            f"from this one in: <code>{_h(shown)}</code>.</p>"
+            '<p class="differs">The most similar other pending '
+            f"<code>{esc(request.tool)}</code> request differs from this one in: "
+            f"<code>{_h(shown)}</code>.</p>"
         )
     return (
         f'{note}<table class="args"><caption>Tool <code>{esc(request.tool)}</code>, every '

@@ -74,7 +74,7 @@ def test_list_shows_what_differs_between_calls_of_one_tool() -> None:
     out = "\n".join(listing([(r, request_lines(r)) for r in (scratch, disk, alone)]))
     assert scratch.args_digest[:12] in out
     assert disk.args_digest[:12] in out
-    assert out.count("differs from 1 other delete_datastore_file request(s) in:") == 2
+    assert out.count("differs from the most similar other delete_datastore_file request in:") == 2
     assert 'path = "scratch/tmp.txt"' in out
     assert 'path = "vm-db/vm-db.vmdk"' in out
     assert "datastore =" not in out  # the same in both: not a difference

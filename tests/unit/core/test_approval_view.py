@@ -247,7 +247,9 @@ def test_what_differs_between_requests_of_one_tool() -> None:
     b = argument_lines({"datastore": "ds1", "path": "vm-db/vm-db.vmdk", "force": True})
     c = argument_lines({"datastore": "ds1", "force": True, "extra": 1})
     assert differences({"A": a, "B": b}) == {"A": ["path"], "B": ["path"]}
-    assert differences({"A": a, "B": b, "C": c})["C"] == ["path", "extra"]
+    three = differences({"A": a, "B": b, "C": c})
+    assert three["C"] == ["extra", "path"]  # its own paths first, then the other's
+    assert three["A"] == ["path"]  # from B, the request most like it, not from C
     assert differences({"A": a}) == {"A": []}
 
 
