@@ -41,6 +41,7 @@ __all__ = [
     "differences",
     "if_approved",
     "lines_of",
+    "mask_secrets",
     "request_lines",
     "schema_secret_paths",
     "short_digest",
@@ -53,6 +54,8 @@ __all__ = [
 # A value longer than this (in visible characters) is shown as head … tail.
 LONG = 240
 _HEAD = _TAIL = 100
+# Up to this many requests of one tool are each compared with all the others.
+_COMPARE_ALL = 50
 _ESCAPED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 _SECRET_WORDS = {
@@ -75,6 +78,7 @@ _SECRET_WORDS = {
     "accesskey",
 }
 _SECRET_PARTS = ("password", "passwd", "secret", "token", "credential", "apikey", "privatekey")
+_MASK = re.compile(r"<secret: (\d+) characters, sha256 [0-9a-f]{8}…>")
 _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -152,12 +156,37 @@ def argument_lines(
     for parts, value in _leaves(arguments, (), secrets_at):
         secret = isinstance(value, _Masked)
         raw = value.raw if isinstance(value, _Masked) else value
-        text = _mask(raw) if secret else _scalar(raw)
-        length = len(raw) if isinstance(raw, str) else len(_canonical(raw))
+        kept = _MASK.fullmatch(raw) if secret and isinstance(raw, str) else None
+        text = raw if kept else _mask(raw) if secret else _scalar(raw)
+        length = int(kept.group(1)) if kept else _length(raw)
         host_path = any(_matches(p, parts) for p in paths_at)
         resolved = _resolved(raw) if host_path and not secret and isinstance(raw, str) else None
         lines.append(ArgLine(_path_text(parts), text, length, secret, resolved, host_path))
     return lines
+
+
+def mask_secrets(arguments: Any, secret_paths: Iterable[str] = ()) -> Any:
+    """``arguments`` with every secret-looking value replaced by its mask, for keeping.
+
+    A request keeps this, not the secrets: the approver is shown the mask anyway,
+    and the call is bound by the digest of the arguments as sent.
+    """
+    secrets_at = [_pattern(p) for p in secret_paths]
+    return _masked_copy(arguments, (), secrets_at)
+
+
+def _masked_copy(node: Any, parts: tuple[str | int, ...], secrets_at: list[list[str]]) -> Any:
+    if parts and (_secret_key(parts[-1]) or any(_matches(p, parts) for p in secrets_at)):
+        return node if isinstance(node, str) and _MASK.fullmatch(node) else _mask(node)
+    if isinstance(node, dict):
+        return {k: _masked_copy(v, (*parts, str(k)), secrets_at) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_masked_copy(v, (*parts, i), secrets_at) for i, v in enumerate(node)]
+    return node
+
+
+def _length(value: Any) -> int:
+    return len(value) if isinstance(value, str) else len(_canonical(value))
 
 
 class _Masked:
@@ -310,10 +339,14 @@ def differences(views: Mapping[str, Sequence[ArgLine]]) -> dict[str, list[str]]:
     """
     values = {rid: {line.path: line.value for line in lines} for rid, lines in views.items()}
     order = {rid: [line.path for line in lines] for rid, lines in views.items()}
+    ids = list(views)
     out: dict[str, list[str]] = {}
-    for rid in views:
+    for at, rid in enumerate(ids):
+        # Many requests of one tool (a flood): compare with the neighbours in order only,
+        # so a page of them stays quick to draw.
+        others = ids if len(ids) <= _COMPARE_ALL else ids[max(0, at - 1) : at + 2]
         best: list[str] | None = None
-        for other in views:
+        for other in others:
             if other == rid:
                 continue
             paths = list(dict.fromkeys([*order[rid], *order[other]]))

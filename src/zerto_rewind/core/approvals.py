@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from ..errors import StateError, ZertoRewindError
 from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
+from .approval_view import mask_secrets
 
 __all__ = [
     "NO_APPROVER",
@@ -50,7 +51,6 @@ __all__ = [
     "new_request",
     "prompt_by_approval",
     "record_event",
-    "redact_arguments",
     "refusal_to_approve",
     "waiting_reason",
 ]
@@ -207,41 +207,6 @@ def arguments_digest(tool_input: Any) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-def redact_arguments(
-    tool_input: Any, vms: Iterable[str] = (), host_paths: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """Each top-level argument as a person may see it, redacted as the log redacts.
-
-    VM names are shown; so are ``host_paths`` (argument path -> value), the files
-    on the VM server's host that the approver must see to judge the call. Every
-    other value is shown by its shape only (``<text, 12 chars>``, ``<number>``,
-    ``<object: a, b>``), never its content. None of this is written to a log.
-    """
-    if not isinstance(tool_input, dict):
-        return {"(arguments)": _shape(tool_input)}
-    shown = set(vms)
-    out: dict[str, str] = {}
-    for key, value in tool_input.items():
-        out[str(key)] = value if isinstance(value, str) and value in shown else _shape(value)
-    out.update(host_paths or {})
-    return out
-
-
-def _shape(value: Any) -> str:
-    if isinstance(value, bool):
-        return "<true/false>"
-    if isinstance(value, int | float):
-        return "<number>"
-    if isinstance(value, str):
-        return f"<text, {len(value)} chars>"
-    if isinstance(value, dict):
-        keys = ", ".join(sorted(str(k) for k in value)[:8])
-        return f"<object: {keys}>"
-    if isinstance(value, list):
-        return f"<list of {len(value)}>"
-    return "<null>" if value is None else "<value>"
-
-
 def new_request(
     *,
     tool: str,
@@ -259,7 +224,8 @@ def new_request(
     secret_paths: Iterable[str] = (),
     wait_s: float | None = None,
 ) -> ApprovalRequest:
-    """A fresh pending request for one call (not yet stored), its whole arguments kept.
+    """A fresh pending request for one call (not yet stored), its whole arguments kept
+    (secret-looking values as their masks: ``approval_view.mask_secrets``).
 
     ``host_paths``: the arguments that name files on the VM server's host (shown
     resolved too); ``secret_paths``: arguments masked for the approver;
@@ -268,6 +234,7 @@ def new_request(
     now = time.time() if now is None else now
     vm_list = list(vms)
     wait_until = None if wait_s is None else now + min(wait_s, expires_s)
+    secrets = list(secret_paths)
     return ApprovalRequest(
         id=_new_id(),
         tool=tool,
@@ -281,8 +248,8 @@ def new_request(
         session=session,
         host=host,
         vpg_status=list(vpg_status),
-        call_arguments=json.loads(json.dumps(tool_input, default=str)),
-        secret_paths=list(secret_paths),
+        call_arguments=mask_secrets(json.loads(json.dumps(tool_input, default=str)), secrets),
+        secret_paths=secrets,
         path_args=list(host_paths or {}),
         wait_until=wait_until,
     )

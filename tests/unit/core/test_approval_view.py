@@ -14,6 +14,7 @@ from zerto_rewind.core.approval_view import (
     differences,
     if_approved,
     lines_of,
+    mask_secrets,
     request_lines,
     schema_secret_paths,
     shorten,
@@ -267,13 +268,17 @@ def test_the_request_keeps_the_whole_arguments_and_sends_them_as_lines() -> None
         principal="p",
         secret_paths=["content2"],
     )
-    assert request.call_arguments == {"content": value, "password": "pw-123"}
+    # Kept whole, but a secret only as its mask: the state never holds it.
+    assert request.call_arguments["content"] == value
+    assert request.call_arguments["password"].startswith("<secret: 6 characters, sha256 ")
     sent = approver_json(request)
     assert sent["call_arguments"] is None  # the raw arguments stay in the service
     assert "pw-123" not in str(sent)
     shown = {line.path: line for line in lines_of(sent)}
     assert shown["content"].value == f'"{value}"'  # whole, one step away
     assert shown["password"].secret
+    assert shown["password"].length == 6
+    assert shown["password"].value == request.call_arguments["password"]
 
 
 def test_an_old_request_without_whole_arguments_still_shows_what_it_kept() -> None:
@@ -309,3 +314,27 @@ def test_timing_says_until_when_the_caller_waits_and_never_expires_once_decided(
         assert "expires" not in str(text)
         verb = "denied" if state == DENIED else "approved"
         assert text[verb].startswith("by web:olivia, 2023-11-14 22:13:50 UTC")
+
+
+def test_a_flood_of_requests_of_one_tool_is_compared_with_neighbours() -> None:
+    views = {f"R{i}": argument_lines({"n": i // 2, "same": "x"}) for i in range(400)}
+    found = differences(views)
+    assert found["R0"] == []  # R1 has the same arguments
+    assert found["R399"] == []
+    assert all(paths in ([], ["n"]) for paths in found.values())
+
+
+def test_secrets_are_masked_before_they_are_kept_and_the_mask_is_not_masked_twice() -> None:
+    kept = mask_secrets(
+        {"api_key": "k-123", "spec": {"otp": "999", "name": "n"}}, secret_paths=["spec.otp"]
+    )
+    assert kept["spec"]["name"] == "n"
+    assert kept["api_key"].startswith("<secret: 5 characters, sha256 ")
+    assert mask_secrets(kept, ["spec.otp"]) == kept
+    shown = lines(kept, secret_paths=["spec.otp"])
+    assert shown["api_key"].value == kept["api_key"]
+    assert shown["spec.otp"].length == 3
+    # A mask typed by the agent where nothing is secret reads as the string it is.
+    fake = lines({"note": kept["api_key"]})["note"]
+    assert not fake.secret
+    assert fake.value == f'"{kept["api_key"]}"'
