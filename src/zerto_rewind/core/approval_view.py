@@ -21,14 +21,21 @@ Pure functions only: no IO, no door. None of this is ever written to a log.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import posixpath
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
+
+from .approval_secrets import (
+    MASK,
+    canonical,
+    is_secret_key,
+    mask,
+    path_matches,
+    path_pattern,
+)
 
 if TYPE_CHECKING:
     from .approvals import ApprovalRequest
@@ -41,9 +48,7 @@ __all__ = [
     "differences",
     "if_approved",
     "lines_of",
-    "mask_secrets",
     "request_lines",
-    "schema_secret_paths",
     "short_digest",
     "shorten",
     "timing",
@@ -58,28 +63,6 @@ _HEAD = _TAIL = 100
 _COMPARE_ALL = 50
 _ESCAPED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
-_SECRET_WORDS = {
-    "password",
-    "passwd",
-    "pass",
-    "pwd",
-    "passphrase",
-    "token",
-    "secret",
-    "key",
-    "apikey",
-    "credential",
-    "credentials",
-    "auth",
-    "authorization",
-    "cookie",
-    "privatekey",
-    "secretkey",
-    "accesskey",
-}
-_SECRET_PARTS = ("password", "passwd", "secret", "token", "credential", "apikey", "privatekey")
-_MASK = re.compile(r"<secret: (\d+) characters, sha256 [0-9a-f]{8}…>")
-_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -150,43 +133,23 @@ def argument_lines(
     them (``a.b``, ``items[].c``): values under a secret path are masked whole; a
     host path's string is also shown resolved.
     """
-    secrets_at = [_pattern(p) for p in secret_paths]
-    paths_at = [_pattern(p) for p in host_paths]
+    secrets_at = [path_pattern(p) for p in secret_paths]
+    paths_at = [path_pattern(p) for p in host_paths]
     lines: list[ArgLine] = []
     for parts, value in _leaves(arguments, (), secrets_at):
         secret = isinstance(value, _Masked)
         raw = value.raw if isinstance(value, _Masked) else value
-        kept = _MASK.fullmatch(raw) if secret and isinstance(raw, str) else None
-        text = raw if kept else _mask(raw) if secret else _scalar(raw)
+        kept = MASK.fullmatch(raw) if secret and isinstance(raw, str) else None
+        text = raw if kept else mask(raw) if secret else _scalar(raw)
         length = int(kept.group(1)) if kept else _length(raw)
-        host_path = any(_matches(p, parts) for p in paths_at)
+        host_path = any(path_matches(p, parts) for p in paths_at)
         resolved = _resolved(raw) if host_path and not secret and isinstance(raw, str) else None
         lines.append(ArgLine(_path_text(parts), text, length, secret, resolved, host_path))
     return lines
 
 
-def mask_secrets(arguments: Any, secret_paths: Iterable[str] = ()) -> Any:
-    """``arguments`` with every secret-looking value replaced by its mask, for keeping.
-
-    A request keeps this, not the secrets: the approver is shown the mask anyway,
-    and the call is bound by the digest of the arguments as sent.
-    """
-    secrets_at = [_pattern(p) for p in secret_paths]
-    return _masked_copy(arguments, (), secrets_at)
-
-
-def _masked_copy(node: Any, parts: tuple[str | int, ...], secrets_at: list[list[str]]) -> Any:
-    if parts and (_secret_key(parts[-1]) or any(_matches(p, parts) for p in secrets_at)):
-        return node if isinstance(node, str) and _MASK.fullmatch(node) else _mask(node)
-    if isinstance(node, dict):
-        return {k: _masked_copy(v, (*parts, str(k)), secrets_at) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_masked_copy(v, (*parts, i), secrets_at) for i, v in enumerate(node)]
-    return node
-
-
 def _length(value: Any) -> int:
-    return len(value) if isinstance(value, str) else len(_canonical(value))
+    return len(value) if isinstance(value, str) else len(canonical(value))
 
 
 class _Masked:
@@ -199,7 +162,7 @@ class _Masked:
 def _leaves(
     node: Any, parts: tuple[str | int, ...], secrets_at: Sequence[list[str]]
 ) -> Iterable[tuple[tuple[str | int, ...], Any]]:
-    if parts and (_secret_key(parts[-1]) or any(_matches(p, parts) for p in secrets_at)):
+    if parts and (is_secret_key(parts[-1]) or any(path_matches(p, parts) for p in secrets_at)):
         yield parts, _Masked(node)
         return
     if isinstance(node, dict) and node:
@@ -210,40 +173,6 @@ def _leaves(
             yield from _leaves(value, (*parts, index), secrets_at)
     else:
         yield parts, node
-
-
-def _secret_key(part: str | int) -> bool:
-    """A key named like a secret: password, passwd, api_key, privateKey, token, …"""
-    if isinstance(part, int):
-        return False
-    lowered = part.lower()
-    if any(word in lowered.replace("_", "").replace("-", "") for word in _SECRET_PARTS):
-        return True
-    words = {w.lower() for w in _WORDS.findall(part)}
-    return bool(words & _SECRET_WORDS)
-
-
-def _pattern(path: str) -> list[str]:
-    """``a.b[].c`` as ``["a", "b", "*", "c"]``: ``*`` is any list index."""
-    out: list[str] = []
-    for part in path.split("."):
-        if part.endswith("[]"):
-            out += [part[:-2], "*"]
-        else:
-            out.append(part)
-    return out
-
-
-def _matches(pattern: list[str], parts: tuple[str | int, ...]) -> bool:
-    if len(pattern) != len(parts):
-        return False
-    for want, got in zip(pattern, parts, strict=True):
-        if want == "*":
-            if not isinstance(got, int):
-                return False
-        elif isinstance(got, int) or want != got:
-            return False
-    return True
 
 
 def _path_text(parts: tuple[str | int, ...]) -> str:
@@ -260,20 +189,10 @@ def _path_text(parts: tuple[str | int, ...]) -> str:
     return out
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
 def _scalar(value: Any) -> str:
     if isinstance(value, str):
         return '"' + visible(value).replace('"', '\\"') + '"'
-    return visible(_canonical(value))
-
-
-def _mask(value: Any) -> str:
-    body = value if isinstance(value, str) else _canonical(value)
-    digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return f"<secret: {len(body)} characters, sha256 {digest}…>"
+    return visible(canonical(value))
 
 
 def _resolved(path: str) -> str | None:
@@ -284,34 +203,6 @@ def _resolved(path: str) -> str | None:
     if resolved.startswith("//"):
         resolved = "/" + resolved.lstrip("/")
     return visible(resolved) if resolved != path else None
-
-
-def schema_secret_paths(schema: Mapping[str, Any] | None) -> list[str]:
-    """Argument paths an input schema marks ``writeOnly`` or ``format: password``."""
-    found: list[str] = []
-    if isinstance(schema, Mapping):
-        _schema_walk(schema, "", found, 0)
-    return found
-
-
-def _schema_walk(node: Mapping[str, Any], path: str, found: list[str], depth: int) -> None:
-    if depth > 16:
-        return
-    if path and (node.get("writeOnly") is True or node.get("format") == "password"):
-        found.append(path)
-        return
-    properties = node.get("properties")
-    if isinstance(properties, Mapping):
-        for key, child in properties.items():
-            if isinstance(child, Mapping):
-                _schema_walk(child, f"{path}.{key}" if path else str(key), found, depth + 1)
-    items = node.get("items")
-    if isinstance(items, Mapping) and path:
-        _schema_walk(items, f"{path}[]", found, depth + 1)
-    for combinator in ("anyOf", "oneOf", "allOf"):
-        for child in node.get(combinator) or ():
-            if isinstance(child, Mapping):
-                _schema_walk(child, path, found, depth + 1)
 
 
 def confusable_note(vm: str) -> str | None:

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from ..errors import StateError, ZertoRewindError
 from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
-from .approval_view import mask_secrets
+from .approval_secrets import mask_secrets
 
 __all__ = [
     "NO_APPROVER",

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
-from ..core.approval_view import schema_secret_paths, visible
+from ..core.approval_secrets import schema_secret_paths
+from ..core.approval_view import visible
 from ..core.approvals import (
     APPROVED,
     DENIED,

@@ -1,4 +1,4 @@
-"""What the approver sees of a request (core/approval_view.py): every argument, safely."""
+"""What the approver sees of a request (core/approval_view.py, approval_secrets.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import unicodedata
 
 import pytest
 
+from zerto_rewind.core.approval_secrets import mask_secrets, schema_secret_paths
 from zerto_rewind.core.approval_view import (
     ArgLine,
     approver_json,
@@ -14,9 +15,7 @@ from zerto_rewind.core.approval_view import (
     differences,
     if_approved,
     lines_of,
-    mask_secrets,
     request_lines,
-    schema_secret_paths,
     shorten,
     timing,
     timing_text,
