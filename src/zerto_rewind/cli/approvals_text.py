@@ -80,6 +80,8 @@ def listing(requests: Sequence[tuple[ApprovalRequest, Sequence[ArgLine]]]) -> li
             for path in paths:
                 line = values.get(path)
                 shown = "(absent)" if line is None else _value(line, full=False)
+                if line is not None and line.resolved is not None:
+                    shown += f" (resolves to {line.resolved})"
                 out.append(f"      {path} = {shown}")
     return out
 

@@ -175,8 +175,9 @@ async def test_the_approver_tells_calls_apart_and_sees_only_visible_text(
     assert "caller    stopped waiting" in shown_disk
 
     # (b) the padded path: its real target, beside what was sent, whole with --full.
-    shown_pad = raw_cli(approver, sock, "show", pad).decode()
     target = str(tmp_path.parent / "etc-elsewhere" / "cron")  # outside tmp_path
+    assert f"(resolves to {target})" in listing
+    shown_pad = raw_cli(approver, sock, "show", pad).decode()
     assert f"resolves to {target}" in shown_pad
     assert "characters not shown" in shown_pad
     assert f'"{padded}"' in raw_cli(approver, sock, "show", pad, "--full").decode()
