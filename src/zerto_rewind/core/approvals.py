@@ -48,6 +48,7 @@ __all__ = [
     "FileApprovalStore",
     "approved_context",
     "arguments_digest",
+    "join_wait",
     "new_request",
     "prompt_by_approval",
     "record_event",
@@ -255,6 +256,20 @@ def new_request(
     )
 
 
+def join_wait(request: ApprovalRequest, template: ApprovalRequest) -> bool:
+    """A retry joins ``request`` and waits again: until when, later of the two; True if moved.
+
+    So the approver is told the truth about a caller who is waiting now.
+    """
+    later = template.wait_until
+    if request.state != PENDING or later is None:
+        return False
+    if request.wait_until is not None and request.wait_until >= later:
+        return False
+    request.wait_until = min(later, request.expires)
+    return True
+
+
 def refusal_to_approve(
     approver: Approver,
     request: ApprovalRequest | None,
@@ -374,6 +389,8 @@ class FileApprovalStore:
                 if request.live(now) and request.matches(
                     template.principal, template.tool, template.args_digest
                 ):
+                    if join_wait(request, template):
+                        self._save(request)
                     return request, False
             self._save(template)
             return template, True

@@ -46,6 +46,7 @@ from .approvals import (
     ApprovalError,
     ApprovalRequest,
     _decide,
+    join_wait,
 )
 from .state_redis import _dumps, _loads
 
@@ -91,6 +92,10 @@ class RedisApprovalStore:
             now = self._clock()
             same = template.principal, template.tool, template.args_digest
             if request is not None and request.live(now) and request.matches(*same):
+                if join_wait(request, template):  # a retry waits again: say until when
+                    pipe.multi()
+                    self._queue_save(pipe, request, now)
+                    pipe.execute()
                 return request, False
             pipe.multi()
             self._queue_save(pipe, template, now)
