@@ -14,7 +14,8 @@ show``/``list``, the page, the webhook):
 - host paths are also shown resolved (``/var/tmp/a/./../b`` -> ``/var/tmp/b``);
 - values that look like secrets (by key name, or marked ``writeOnly`` or
   ``format: password`` in the tool's input schema) are masked, with their length
-  and a short digest so two of them can still be told apart.
+  and a short digest so two of them can still be told apart (the rules:
+  ``approval_secrets``).
 
 Pure functions only: no IO, no door. None of this is ever written to a log.
 """
@@ -67,7 +68,7 @@ _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def visible(text: str) -> str:
-    """``text`` with every character a terminal or browser could interpret as an escape."""
+    """``text`` with every character a terminal or browser could interpret made a visible escape."""
     out: list[str] = []
     for ch in text:
         short = _SHORT_ESCAPES.get(ch)
