@@ -396,6 +396,9 @@ def test_an_approver_approves_with_the_cli_and_the_call_runs(
 
     assert not result.is_error, text_of(result)
     assert f"VM '{TARGET}' powered off" in text_of(result)  # mcvsphere's own answer
+    # … and the guard's note: no rewind point, who approved it and when.
+    assert "this call ran with no rewind point" in text_of(result)
+    assert f"unix:{people.approver.name} approved this call at " in text_of(result)
     assert rig.power_states()[TARGET] == "poweredOff"
     assert rig.box.tag_requests() == tags_before  # no VPG: nothing to tag, nothing tagged
     who = f"unix:{people.approver.name}"
@@ -439,6 +442,7 @@ def test_an_approver_approves_on_the_page_in_a_browser(rig: GatewayRig, people: 
 
     assert not result.is_error, text_of(result)
     assert f"VM '{TARGET}' powered off" in text_of(result)
+    assert f"web:{WEB_NAME} approved this call at " in text_of(result)
     assert rig.power_states()[TARGET] == "poweredOff"
     assert rig.box.tag_requests() == tags_before
     # The client was shown the request's page (URL elicitation); its "accept" approved

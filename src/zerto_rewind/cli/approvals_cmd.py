@@ -20,7 +20,6 @@ import json
 import os
 import socket
 import sys
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,6 +28,8 @@ from ..errors import ZertoRewindError
 __all__ = ["main"]
 
 _TIMEOUT_S = 10.0
+# A request carries its whole arguments: the answer may be long.
+_MAX_ANSWER = 64 * 1024 * 1024
 
 
 class ApprovalsCliError(ZertoRewindError):
@@ -61,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="one request, in full")
     show.add_argument("id")
     show.add_argument("--json", action="store_true", help="print JSON")
+    show.add_argument("--full", action="store_true", help="every value whole, however long")
     approve = sub.add_parser("approve", help="approve one request: its call may run once")
     approve.add_argument("id")
     deny = sub.add_parser("deny", help="deny one request")
@@ -130,7 +132,7 @@ def _over_socket(service: str, message: dict[str, Any], service_user: str | None
         _check_service(sock, path, expected)  # before a byte is sent or shown
         sock.sendall(json.dumps(message).encode() + b"\n")
         with sock.makefile("rb") as reader:
-            line = reader.readline(1024 * 1024)
+            line = reader.readline(_MAX_ANSWER)
     except TimeoutError:
         msg = f"the approvals socket {path} did not answer within {_TIMEOUT_S:g} s"
         raise ApprovalsCliError(msg) from None
@@ -185,6 +187,7 @@ def _local(
 ) -> dict[str, Any]:
     """The standalone hook's queue, in the state directory, as the current unix user."""
     from ..config.loader import load_config
+    from ..core.approval_view import approver_json
     from ..core.approvals import (
         ApprovalError,
         Approver,
@@ -212,14 +215,14 @@ def _local(
     if op == "whoami":
         return {"ok": True, "approver": approver.label, "may_approve": True, "why_not": None}
     if op == "list":
-        return {"ok": True, "pending": [r.to_json() for r in store.pending()]}
+        return {"ok": True, "pending": [approver_json(r) for r in store.pending()]}
     if op == "recent":
-        return {"ok": True, "recent": [r.to_json() for r in store.recent()]}
+        return {"ok": True, "recent": [approver_json(r) for r in store.recent()]}
     request = store.get(message["id"])
     if request is None:
         return {"ok": False, "error": f"no approval request {message['id']}"}
     if op == "show":
-        return {"ok": True, "request": request.to_json(), "link": None}
+        return {"ok": True, "request": approver_json(request), "link": None}
     try:
         decided = store.decide(request.id, op == "approve", approver.label, message.get("reason"))
     except ApprovalError as exc:
@@ -229,7 +232,7 @@ def _local(
 
     register_anchor(policy_for(settings))
     record_event(settings.log_path, decided, "approved" if op == "approve" else "denied")
-    return {"ok": True, "request": decided.to_json()}
+    return {"ok": True, "request": approver_json(decided)}
 
 
 def _my_groups() -> tuple[str, ...]:
@@ -248,66 +251,38 @@ def _my_groups() -> tuple[str, ...]:
 
 
 def _print(args: argparse.Namespace, answer: dict[str, Any]) -> None:
+    """The answer as text; every value from the call made visible (approvals_text)."""
+    from ..core.approval_view import lines_of, visible
     from ..core.approvals import ApprovalRequest
+    from .approvals_text import details, listing
 
     action = args.action
     as_json = getattr(args, "json", False)
     if action in ("list", "recent"):
-        requests = [
-            ApprovalRequest.from_json(r) for r in answer.get(action.replace("list", "pending"), [])
-        ]
+        raws = [r for r in answer.get(action.replace("list", "pending"), []) if isinstance(r, dict)]
+        requests = [(ApprovalRequest.from_json(r), lines_of(r)) for r in raws]
         if as_json:
-            print(json.dumps([r.summary() for r in requests], indent=2))
-            return
-        if not requests:
+            print(json.dumps([r.summary() for r, _ in requests], indent=2))
+        elif not requests:
             print("no pending requests" if action == "list" else "no decided requests")
-            return
-        for r in requests:
-            print(_line(r))
-        return
-    if action == "show":
-        request = ApprovalRequest.from_json(answer["request"])
-        if as_json:
-            print(json.dumps({**request.to_json(), "link": answer.get("link")}, indent=2))
-            return
-        print(_details(request, answer.get("link")))
+        else:
+            print("\n".join(listing(requests)))
         return
     if action == "whoami":
         verdict = (
             "may approve" if answer.get("may_approve") else f"may not: {answer.get('why_not')}"
         )
-        print(f"{answer.get('approver')}: {verdict}")
+        print(visible(f"{answer.get('approver')}: {verdict}"))
         return
-    request = ApprovalRequest.from_json(answer["request"])
+    raw = answer["request"]
+    request = ApprovalRequest.from_json(raw)
+    if action == "show":
+        link = answer.get("link")
+        if as_json:
+            print(json.dumps({**raw, "link": link}, indent=2))
+        else:
+            print(details(request, lines_of(raw), link, full=args.full))
+        return
     verb = "approved" if action == "approve" else "denied"
-    print(f"{request.id} {verb}: {request.tool} on {', '.join(request.vms) or 'no VM'}")
-
-
-def _line(request: Any) -> str:
-    vms = ",".join(request.vms) or "-"
-    left = max(0, int(request.expires - time.time()))
-    return (
-        f"{request.id}  {request.state:<8} {request.tool}  vm={vms}  by={request.principal}  "
-        f"expires in {left // 60}m{left % 60:02d}s"
-    )
-
-
-def _details(request: Any, link: str | None) -> str:
-    lines = [
-        f"request   {request.id} ({request.state})",
-        f"tool      {request.tool}",
-        f"VMs       {', '.join(request.vms) or 'none named'}",
-        f"why       {request.why}",
-        f"requester {request.principal}" + (f" via {request.host}" if request.host else ""),
-    ]
-    for status in request.vpg_status:
-        lines.append(f"VPG       {status}")
-    for key, value in request.arguments.items():
-        lines.append(f"argument  {key} = {value}")
-    if request.decided_by:
-        lines.append(
-            f"decided   by {request.decided_by}" + (f": {request.note}" if request.note else "")
-        )
-    if link:
-        lines.append(f"page      {link}")
-    return "\n".join(lines)
+    vms = ", ".join(visible(v) for v in request.vms) or "no VM"
+    print(f"{request.id} {verb}: {visible(request.tool)} on {vms}")

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from ..errors import StateError, ZertoRewindError
 from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
+from .approval_secrets import mask_secrets
 
 __all__ = [
     "NO_APPROVER",
@@ -48,10 +49,10 @@ __all__ = [
     "FileApprovalStore",
     "approved_context",
     "arguments_digest",
+    "join_wait",
     "new_request",
     "prompt_by_approval",
     "record_event",
-    "redact_arguments",
     "refusal_to_approve",
     "waiting_reason",
 ]
@@ -119,12 +120,21 @@ class ApprovalRequest:
     session: str | None = None
     host: str | None = None
     vpg_status: list[str] = field(default_factory=list)
-    arguments: dict[str, str] = field(default_factory=dict)  # redacted: see redact_arguments
+    arguments: dict[str, str] = field(default_factory=dict)  # redacted: old requests only
     state: str = PENDING
     decided_by: str | None = None
     decided_at: float | None = None
     note: str | None = None
     used_at: float | None = None
+    # The call's whole arguments, for the approver's eyes (core.approval_view); in the
+    # service's state only, never in a log. None on requests made before they were kept.
+    call_arguments: Any = None
+    # Argument paths to mask (the tool's schema: writeOnly, format: password).
+    secret_paths: list[str] = field(default_factory=list)
+    # Argument paths that name files on the VM server's host (the catalog's host_paths).
+    path_args: list[str] = field(default_factory=list)
+    # When the caller stops waiting (the gateway's approvals.wait_s); None: it does not wait.
+    wait_until: float | None = None
 
     def live(self, now: float) -> bool:
         """Pending, or approved and not yet used, and not expired."""
@@ -150,15 +160,22 @@ class ApprovalRequest:
 
     def summary(self) -> dict[str, Any]:
         """What ``approvals list --json`` prints for one request."""
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "tool": self.tool,
             "vms": list(self.vms),
             "principal": self.principal,
-            "expires": _iso(self.expires),
             "state": self.state,
             "row": self.row,
+            "digest": self.args_digest[:12],
         }
+        if self.state == PENDING:  # a decided request is told by when and whom, not expiry
+            out["expires"] = _iso(self.expires)
+            out["caller_waits_until"] = _iso(self.wait_until) if self.wait_until else None
+        else:
+            out["decided_by"] = self.decided_by
+            out["decided_at"] = _iso(self.decided_at) if self.decided_at else None
+        return out
 
 
 @dataclass(frozen=True)
@@ -226,41 +243,6 @@ def arguments_digest(tool_input: Any) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-def redact_arguments(
-    tool_input: Any, vms: Iterable[str] = (), host_paths: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """Each top-level argument as a person may see it, redacted as the log redacts.
-
-    VM names are shown; so are ``host_paths`` (argument path -> value), the files
-    on the VM server's host that the approver must see to judge the call. Every
-    other value is shown by its shape only (``<text, 12 chars>``, ``<number>``,
-    ``<object: a, b>``), never its content. None of this is written to a log.
-    """
-    if not isinstance(tool_input, dict):
-        return {"(arguments)": _shape(tool_input)}
-    shown = set(vms)
-    out: dict[str, str] = {}
-    for key, value in tool_input.items():
-        out[str(key)] = value if isinstance(value, str) and value in shown else _shape(value)
-    out.update(host_paths or {})
-    return out
-
-
-def _shape(value: Any) -> str:
-    if isinstance(value, bool):
-        return "<true/false>"
-    if isinstance(value, int | float):
-        return "<number>"
-    if isinstance(value, str):
-        return f"<text, {len(value)} chars>"
-    if isinstance(value, dict):
-        keys = ", ".join(sorted(str(k) for k in value)[:8])
-        return f"<object: {keys}>"
-    if isinstance(value, list):
-        return f"<list of {len(value)}>"
-    return "<null>" if value is None else "<value>"
-
-
 def new_request(
     *,
     tool: str,
@@ -275,10 +257,20 @@ def new_request(
     vpg_status: Iterable[str] = (),
     now: float | None = None,
     host_paths: Mapping[str, str] | None = None,
+    secret_paths: Iterable[str] = (),
+    wait_s: float | None = None,
 ) -> ApprovalRequest:
-    """A fresh pending request for one call (not yet stored); ``host_paths`` are shown."""
+    """A fresh pending request for one call (not yet stored), its whole arguments kept
+    (secret-looking values as their masks: ``approval_view.mask_secrets``).
+
+    ``host_paths``: the arguments that name files on the VM server's host (shown
+    resolved too); ``secret_paths``: arguments masked for the approver;
+    ``wait_s``: how long the caller waits for the decision (None: it does not).
+    """
     now = time.time() if now is None else now
     vm_list = list(vms)
+    wait_until = None if wait_s is None else now + min(wait_s, expires_s)
+    secrets = list(secret_paths)
     return ApprovalRequest(
         id=_new_id(),
         tool=tool,
@@ -292,8 +284,25 @@ def new_request(
         session=session,
         host=host,
         vpg_status=list(vpg_status),
-        arguments=redact_arguments(tool_input, vm_list, host_paths),
+        call_arguments=mask_secrets(json.loads(json.dumps(tool_input, default=str)), secrets),
+        secret_paths=secrets,
+        path_args=list(host_paths or {}),
+        wait_until=wait_until,
     )
+
+
+def join_wait(request: ApprovalRequest, template: ApprovalRequest) -> bool:
+    """A retry joins ``request`` and waits again: until when, later of the two; True if moved.
+
+    So the approver is told the truth about a caller who is waiting now.
+    """
+    later = template.wait_until
+    if request.state != PENDING or later is None:
+        return False
+    if request.wait_until is not None and request.wait_until >= later:
+        return False
+    request.wait_until = min(later, request.expires)
+    return True
 
 
 def refusal_to_approve(
@@ -420,6 +429,8 @@ class FileApprovalStore:
             live = [r for r in self._all() if r.live(now)]
             for request in live:
                 if request.matches(template.principal, template.tool, template.args_digest):
+                    if join_wait(request, template):
+                        self._save(request)
                     return request, False
             check_open_cap(template.principal, live, max_open)
             self._save(template)
@@ -633,7 +644,9 @@ def waiting_reason(request: ApprovalRequest, link: str | None = None) -> str:
 
 def approved_context(request: ApprovalRequest) -> str:
     """What the model is told when an approval let its call run with no checkpoint."""
+    when = f" at {_iso(request.decided_at)}" if request.decided_at else ""
     return (
-        f"zerto-rewind: {request.decided_by} approved this call (request {request.id}) with "
-        "no Zerto checkpoint in front of it; there is nothing to rewind it to."
+        "zerto-rewind: this call ran with no rewind point: no Zerto checkpoint was in front "
+        f"of it, so there is nothing to rewind it to. {request.decided_by} approved this "
+        f"call{when} (request {request.id})."
     )

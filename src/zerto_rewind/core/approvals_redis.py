@@ -51,6 +51,7 @@ from .approvals import (
     ApprovalLimitError,
     ApprovalRequest,
     _decide,
+    join_wait,
     over_kept,
 )
 from .state_redis import _dumps, _loads
@@ -102,6 +103,10 @@ class RedisApprovalStore:
             now = self._clock()
             same = template.principal, template.tool, template.args_digest
             if request is not None and request.live(now) and request.matches(*same):
+                if join_wait(request, template):  # a retry waits again: say until when
+                    pipe.multi()
+                    self._queue_save(pipe, request, now)
+                    pipe.execute()
                 return request, False
             self._check_cap(pipe, mine, template.principal, max_open, now)
             self._check_cap(pipe, everyone, template.principal, MAX_OPEN_TOTAL, now, total=True)

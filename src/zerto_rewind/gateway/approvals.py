@@ -115,8 +115,13 @@ class ApprovalsService:
         principal: str,
         *,
         host: str | None = None,
+        secret_paths: list[str] | None = None,
     ) -> tuple[ApprovalRequest, bool]:
-        """The open request for this call (a retry joins it), else a new one, logged and sent."""
+        """The open request for this call (a retry joins it), else a new one, logged and sent.
+
+        ``secret_paths``: arguments the tool's schema marks secret, masked for the approver.
+        The caller waits ``approvals.wait_s``: the request says until when.
+        """
         template = new_request(
             tool=call.tool_name,
             tool_input=call.tool_input,
@@ -129,6 +134,8 @@ class ApprovalsService:
             host=host,
             vpg_status=[_vpg_status(v) for v in decision.vpgs],
             host_paths=decision.host_paths,
+            secret_paths=secret_paths or (),
+            wait_s=self.config.wait_s,
         )
         request, created = await anyio.to_thread.run_sync(
             self.store.open_request, template, self.config.max_open_per_principal

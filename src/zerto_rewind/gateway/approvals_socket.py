@@ -27,6 +27,7 @@ import stat
 import struct
 from typing import TYPE_CHECKING, Any
 
+from ..core.approval_view import approver_json
 from ..core.approvals import ApprovalError, Approver
 
 if TYPE_CHECKING:
@@ -137,12 +138,12 @@ async def _op(
     store = service.store
     if op == "list":
         pending = await anyio.to_thread.run_sync(store.pending)
-        return {"ok": True, "pending": [r.to_json() for r in pending]}
+        return {"ok": True, "pending": [approver_json(r) for r in pending]}
     if op == "recent":
         limit = message.get("limit", 50)
         limit = limit if isinstance(limit, int) and 0 < limit <= 500 else 50
         recent = await anyio.to_thread.run_sync(store.recent, limit)
-        return {"ok": True, "recent": [r.to_json() for r in recent]}
+        return {"ok": True, "recent": [approver_json(r) for r in recent]}
     request_id = message.get("id")
     if not isinstance(request_id, str) or not request_id:
         return {"ok": False, "error": f'"{op}" needs the request\'s "id"'}
@@ -150,10 +151,10 @@ async def _op(
         request = await anyio.to_thread.run_sync(store.get, request_id)
         if request is None:
             return {"ok": False, "error": f"no approval request {request_id}"}
-        return {"ok": True, "request": request.to_json(), "link": service.link(request_id)}
+        return {"ok": True, "request": approver_json(request), "link": service.link(request_id)}
     if op in ("approve", "deny"):
         note = message.get("reason")
         note = note if isinstance(note, str) else None
         decided = await service.answer(approver, request_id, op == "approve", note)
-        return {"ok": True, "request": decided.to_json()}
+        return {"ok": True, "request": approver_json(decided)}
     return {"ok": False, "error": f"unknown op {op!r}; use list, recent, show, approve or deny"}

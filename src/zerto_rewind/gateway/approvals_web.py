@@ -6,9 +6,11 @@ bearer token, and an agent's token name cannot log in: approver logins are
 ``approvals.web_approvers`` only (name -> :func:`hash_password` hash), and every
 name is also checked with :meth:`ApprovalsService.refusal`.
 
-What a person sees, for each pending request: the VM(s), each VPG's status, why
-no rewind point can be made, the tool and its (redacted) arguments, who asked
-(principal, host, session), its age and expiry; Approve and Deny (with a reason).
+What a person sees, for each pending request (laid out by ``approvals_html``):
+the VM(s), each VPG's status, why no rewind point can be made, the tool and
+every argument (escaped, secrets masked, host paths resolved, what differs from
+other pending calls of the tool), who asked, until when the caller waits, what
+approving does; Approve and Deny (with a reason).
 Below, the recent decisions. The page polls ``/api/pending`` every 2 s and
 redraws itself when something changed.
 
@@ -24,7 +26,8 @@ Security, in short:
 - failed logins slow further tries of that name from that source, and never
   refuse the right password (approvals_login.py says how); an unknown name
   costs the same scrypt as a known one; approvers see the failures;
-- every value on the page goes through :func:`html.escape` (request fields come
+- every value on the page goes through :func:`html.escape`, and values from the call
+  through ``visible`` first (request fields come
   from the agent's call); a strict Content-Security-Policy (no inline script or
   style), ``X-Frame-Options: DENY``, ``Referrer-Policy: no-referrer``,
   ``Cache-Control: no-store`` on every answer;
@@ -34,10 +37,8 @@ Security, in short:
 from __future__ import annotations
 
 import base64
-import contextvars
 import hashlib
 import hmac
-import html
 import json
 import logging
 import re
@@ -57,10 +58,7 @@ from starlette.routing import Route
 
 from ..core.approvals import (
     APPROVED,
-    DENIED,
-    EXPIRED,
     PENDING,
-    USED,
     ApprovalError,
     ApprovalRequest,
     Approver,
@@ -68,6 +66,11 @@ from ..core.approvals import (
 )
 from ..core.decision import fmt_time
 from ..errors import StateError
+from .approvals_html import BASE as _BASE
+from .approvals_html import CARD_CSS, card, differing, recent_table, row_phrase
+from .approvals_html import esc as _e
+from .approvals_html import request_path as _request_path
+from .approvals_html import url as _url
 from .approvals_login import KNOWN_COOKIE, KNOWN_MAX_AGE_S, Failure, LoginLimit, source_of
 
 if TYPE_CHECKING:
@@ -191,34 +194,7 @@ class _Sessions:
 
 # --------------------------------------------------------------------------- HTML
 
-_ROWS = {
-    "vm_unknown": "VM unknown to Zerto",
-    "vm_ambiguous": "several VMs of that name",
-    "vm_identity": "the VM server means another VM",
-    "no_vm": "no VM in the arguments",
-    "host_path": "it touches files on the VM server's host",
-    "unlisted": "tool not in the catalog",
-    "failed": "no checkpoint can be made now",
-    "pending": "no checkpoint can be made now",
-}
-_STATES = {
-    APPROVED: "approved (not yet used)",
-    USED: "approved and used",
-    DENIED: "denied",
-    EXPIRED: "expired",
-    PENDING: "waiting",
-}
 _NEXT = re.compile(r"/(?:requests/[0-9A-Za-z-]{1,64})?")
-
-
-def _e(value: Any) -> str:
-    """Every value that reaches the page: escaped, quotes included."""
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def row_phrase(row: str) -> str:
-    """Why there is no rewind point, as a short phrase."""
-    return _ROWS.get(row, row)
 
 
 def safe_next(raw: str | None) -> str:
@@ -226,49 +202,6 @@ def safe_next(raw: str | None) -> str:
     if raw and _NEXT.fullmatch(raw):
         return raw
     return "/"
-
-
-# Where the app is mounted (ASGI ``root_path``: a proxy's prefix, a Mount); "" at the root.
-_BASE: contextvars.ContextVar[str] = contextvars.ContextVar("approvals_base", default="")
-
-
-def _url(path: str) -> str:
-    """A local path (``/login``) as the browser must ask for it, under the app's prefix."""
-    return _BASE.get() + path
-
-
-def _request_path(request_id: str) -> str:
-    """The app-local path of one request's page (prefix with :func:`_url` for a link)."""
-    return f"/requests/{quote(request_id, safe='')}"
-
-
-def _relative(epoch: float, now: float) -> str:
-    delta = epoch - now
-    span = abs(delta)
-    if span < 60:
-        text = f"{int(span)} s"
-    elif span < 3600:
-        text = f"{int(span // 60)} min"
-    else:
-        text = f"{span / 3600:.1f} h"
-    return f"in {text}" if delta > 0 else f"{text} ago"
-
-
-def _when(epoch: float | None, now: float, *, exact: bool = False) -> str:
-    """A time as "3 min ago" that the page's script keeps current; the exact one on hover.
-
-    ``exact``: the exact UTC time shown too, after the relative one.
-    """
-    if epoch is None:
-        return "—"
-    iso = fmt_time(epoch)
-    shown = (
-        f'<time datetime="{_e(iso)}" data-ts="{epoch:.3f}" title="{_e(iso)}">'
-        f"{_e(_relative(epoch, now))}</time>"
-    )
-    if exact:
-        shown += f' <span class="muted">({_e(iso[:19].replace("T", " "))} UTC)</span>'
-    return shown
 
 
 _CSS = """
@@ -467,105 +400,6 @@ def _flash(session: _Session) -> str:
         return ""
     (kind, text), session.flash = session.flash, None
     return f'<p class="flash {_e(kind)}" role="status">{_e(text)}</p>'
-
-
-def _card(request: ApprovalRequest, session: _Session, now: float, back: str) -> str:
-    """One request: everything a person needs in order to decide, and the two buttons."""
-    rid = request.id
-    vms = ", ".join(request.vms) or "(none named)"
-    vpgs = (
-        "<ul>" + "".join(f"<li>{_e(status)}</li>" for status in request.vpg_status) + "</ul>"
-        if request.vpg_status
-        else '<span class="muted">none known</span>'
-    )
-    who = [f'<span class="mono">{_e(request.principal)}</span>']
-    if request.host:
-        who.append(f'host <span class="mono">{_e(request.host)}</span>')
-    if request.session:
-        who.append(f'session <span class="mono">{_e(request.session)}</span>')
-    args = (
-        "".join(
-            f"<tr><th>{_e(key)}</th><td class=mono>{_e(value)}</td></tr>"
-            for key, value in request.arguments.items()
-        )
-        or '<tr><td colspan="2" class="muted">no arguments</td></tr>'
-    )
-    pending = request.state == PENDING
-    if pending:
-        hidden = (
-            f'<input type="hidden" name="csrf" value="{_e(session.csrf)}">'
-            f'<input type="hidden" name="next" value="{_e(back)}">'
-        )
-        path = _e(_url(_request_path(rid)))
-        decision = (
-            '<div class="actions">'
-            f'<form method="post" action="{path}/approve">{hidden}'
-            f'<button type="submit" class="approve" data-request="{_e(rid)}">Approve</button>'
-            "</form>"
-            f'<form method="post" action="{path}/deny">{hidden}'
-            f'<input type="text" name="note" maxlength="500" data-request="{_e(rid)}" '
-            'placeholder="Reason (optional)" aria-label="Reason for denying">'
-            f'<button type="submit" class="deny" data-request="{_e(rid)}">Deny</button>'
-            "</form></div>"
-        )
-        timing = (
-            f"<dt>Asked</dt><dd>{_when(request.created, now, exact=True)}</dd>"
-            f"<dt>Expires</dt><dd>{_when(request.expires, now, exact=True)}</dd>"
-        )
-    else:
-        decided = (
-            f', decided by <span class="mono">{_e(request.decided_by)}</span>'
-            if request.decided_by
-            else ""
-        )
-        note = f" Reason: {_e(request.note)}" if request.note else ""
-        decision = (
-            f'<p class="decision">This request is <span class="state-{_e(request.state)}">'
-            f"{_e(_STATES.get(request.state, request.state))}</span>{decided}, "
-            f"{_when(request.decided_at or request.expires, now)}.{note}</p>"
-        )
-        timing = f"<dt>Asked</dt><dd>{_when(request.created, now)}</dd>"
-    return (
-        f'<article class="request{"" if pending else " decided"}" id="req-{_e(rid)}" '
-        f'data-request="{_e(rid)}" data-state="{_e(request.state)}">'
-        f'<h3><a class="id" href="{_e(_url(_request_path(rid)))}">{_e(rid)}</a>'
-        f"<code>{_e(request.tool)}</code> on <b>{_e(vms)}</b></h3>"
-        f'<p class="why"><b>No rewind point: {_e(row_phrase(request.row))}.</b> '
-        f"{_e(request.why)}</p>"
-        '<dl class="facts">'
-        f'<dt>VM(s)</dt><dd class="vms">{_e(vms)}</dd>'
-        f"<dt>VPGs</dt><dd>{vpgs}</dd>"
-        f"<dt>Requested by</dt><dd>{' · '.join(who)}</dd>"
-        f"{timing}</dl>"
-        '<table class="args"><caption>Tool <code>'
-        f"{_e(request.tool)}</code>, its arguments (values shown by their shape, VM names "
-        f"and paths on the VM server's host as they are)</caption>{args}</table>"
-        f"{decision}</article>"
-    )
-
-
-def _recent_table(recent: list[ApprovalRequest], now: float) -> str:
-    if not recent:
-        return '<p class="empty">No decisions yet.</p>'
-    rows = []
-    for request in recent:
-        when = request.used_at if request.state == USED else None
-        when = when or request.decided_at or request.expires
-        rows.append(
-            f'<tr data-request="{_e(request.id)}">'
-            f'<td><a class="mono" href="{_e(_url(_request_path(request.id)))}">'
-            f"{_e(request.id)}</a></td>"
-            f"<td><code>{_e(request.tool)}</code></td><td>{_e(', '.join(request.vms))}</td>"
-            f'<td class="state-{_e(request.state)}">'
-            f"{_e(_STATES.get(request.state, request.state))}</td>"
-            f'<td class="mono">{_e(request.decided_by or "—")}</td>'
-            f"<td>{_when(when, now)}</td><td>{_e(request.note or '')}</td></tr>"
-        )
-    return (
-        '<table class="recent"><thead><tr><th>Request</th><th>Tool</th><th>VM(s)</th>'
-        "<th>State</th><th>Decided by</th><th>When</th><th>Note</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
 
 
 def _version(pending: list[ApprovalRequest], recent: list[ApprovalRequest]) -> str:
@@ -901,15 +735,16 @@ def build_approvals_app(service: ApprovalsService, *, secure_cookies: bool) -> A
         except (StateError, ApprovalError) as exc:
             return page(_message_page(session, "Store unavailable", store_error(exc)), 503)
         now = time.time()
-        cards = "".join(_card(r, session, now, "/") for r in pending) or (
-            '<p class="empty">Nothing is waiting for a decision.</p>'
-        )
+        differs = differing(pending)
+        cards = "".join(
+            card(r, session.csrf, now, "/", differs.get(r.id, ())) for r in pending
+        ) or ('<p class="empty">Nothing is waiting for a decision.</p>')
         body = (
             f"{_flash(session)}{_failures_banner(limits.recent())}"
             f'<section id="live" data-version="{_e(_version(pending, recent))}">'
             f'<h2>Waiting for a decision <span class="count">({len(pending)})</span></h2>'
             f'<div id="pending">{cards}</div>'
-            f'<h2>Recent decisions</h2><div id="recent">{_recent_table(recent, now)}</div>'
+            f'<h2>Recent decisions</h2><div id="recent">{recent_table(recent, now)}</div>'
             "</section>"
             '<p id="status">This page updates itself every '
             f"{POLL_MS // 1000} s.</p>"
@@ -938,10 +773,11 @@ def build_approvals_app(service: ApprovalsService, *, secure_cookies: bool) -> A
             )
         now = time.time()
         back = _request_path(found.id)
+        differs = differing([*pending, found]).get(found.id, ())
         body = (
             f"{_flash(session)}"
             f'<section id="live" data-version="{_e(_version(pending, recent))}">'
-            f"<h2>Request {_e(found.id)}</h2>{_card(found, session, now, back)}"
+            f"<h2>Request {_e(found.id)}</h2>{card(found, session.csrf, now, back, differs)}"
             f'<p><a href="{_e(_url("/"))}">All requests</a></p></section>'
             f'<p id="status">This page updates itself every {POLL_MS // 1000} s.</p>'
         )
@@ -1010,7 +846,7 @@ def build_approvals_app(service: ApprovalsService, *, secure_cookies: bool) -> A
     # ------------------------------------------------------------------ static
 
     async def css(request: Request) -> Response:
-        return Response(_CSS, media_type="text/css")
+        return Response(_CSS + CARD_CSS, media_type="text/css")
 
     async def js(request: Request) -> Response:
         return Response(_JS, media_type="text/javascript")

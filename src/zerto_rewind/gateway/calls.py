@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
+from ..core.approval_secrets import schema_secret_paths
+from ..core.approval_view import visible
 from ..core.approvals import (
     APPROVED,
     DENIED,
@@ -39,9 +41,10 @@ from ..core.approvals import (
     NO_APPROVER,
     ApprovalLimitError,
     ApprovalRequest,
+    approved_context,
     waiting_reason,
 )
-from ..core.decision import Decision, Outcome, Row, ToolCall
+from ..core.decision import Decision, Outcome, Row, ToolCall, fmt_time
 from ..core.decisions_log import write_record
 from ..core.guard import identity_unverified
 from ..errors import StateError
@@ -139,7 +142,8 @@ async def handle_call(
             else:
                 forward, answer = await _prompt(gateway, decision, ctx)
         else:
-            outcome = await _by_approval(gateway, decision, call, ctx)
+            secrets = schema_secret_paths(upstream.input_schema(tool))
+            outcome = await _by_approval(gateway, decision, call, ctx, secrets)
             if isinstance(outcome, types.InputRequiredResult):
                 return outcome
             forward, answer, extra = outcome
@@ -155,8 +159,22 @@ async def handle_call(
         gateway.metrics.upstream_error(upstream.name, "call")
         return _error_result(f"{exc}; the call may not have run. {_protection_note(decision)}")
     gateway.metrics.forwarded(upstream.name, decision.row)
+    return _annotated(result, decision, extra, upstream.output_schema(tool))
+
+
+def _annotated(
+    result: types.CallToolResult,
+    decision: Decision,
+    extra: Mapping[str, Any],
+    output_schema: Mapping[str, Any] | None,
+) -> types.CallToolResult:
+    """A forwarded call's result, with the guard's note: its checkpoint, or its approval."""
     if decision.outcome == Outcome.CONTEXT:
-        return _with_checkpoint(result, decision, upstream.output_schema(tool))
+        return _with_checkpoint(result, decision, output_schema)
+    if decision.outcome == Outcome.PROMPT:  # a person approved it: nothing to rewind it to
+        note = extra.get("note") or _CLIENT_APPROVED
+        meta = {"zerto-rewind/approval": _approval_meta(extra)}
+        return _with_note(result, note, meta, closed=_closed(output_schema))
     return result
 
 
@@ -164,7 +182,11 @@ async def handle_call(
 
 
 async def _by_approval(
-    gateway: Gateway, decision: Decision, call: ToolCall, ctx: CallContext
+    gateway: Gateway,
+    decision: Decision,
+    call: ToolCall,
+    ctx: CallContext,
+    secret_paths: list[str] | None = None,
 ) -> tuple[bool, str, dict[str, Any]] | types.InputRequiredResult:
     """A person approves on the approvals socket or page; the agent's session cannot.
 
@@ -178,7 +200,9 @@ async def _by_approval(
             return True, "approved", _approved_by(used)
         if not service.has_approvers:
             return False, "no_approver", {"ending": NO_APPROVER}
-        request, _ = await service.open(call, decision, ctx.client, host=ctx.host)
+        request, _ = await service.open(
+            call, decision, ctx.client, host=ctx.host, secret_paths=secret_paths
+        )
     except ApprovalLimitError as exc:  # refused at once; the call's log line says why
         decision.reason = f"{decision.reason} {exc.reason()}".strip()
         return False, "capped", {"ending": ""}
@@ -266,13 +290,37 @@ def _show_page(
 
 
 def _approved_by(request: ApprovalRequest) -> dict[str, Any]:
-    return {"approval_id": request.id, "approver": request.decided_by}
+    """Log extras of an approved call, and the note its result carries (never logged)."""
+    return {
+        "approval_id": request.id,
+        "approver": request.decided_by,
+        "approved_at": request.decided_at,
+        "note": approved_context(request),
+    }
+
+
+def _approval_meta(extra: Mapping[str, Any]) -> dict[str, Any]:
+    at = extra.get("approved_at")
+    return {
+        "approval_id": extra.get("approval_id"),
+        "approver": extra.get("approver") or "the person at the MCP client",
+        "approved_at": fmt_time(at) if isinstance(at, float | int) else None,
+        "rewind_point": None,
+    }
+
+
+# An approval given through the MCP client's own question (approvals.trust_client_answers).
+_CLIENT_APPROVED = (
+    "zerto-rewind: this call ran with no rewind point: no Zerto checkpoint was in front of "
+    "it, so there is nothing to rewind it to. The person at the MCP client approved it."
+)
 
 
 def _approval_text(decision: Decision, request: ApprovalRequest) -> str:
-    return (
+    """The URL elicitation's message: a client shows it to a person, so nothing interpreted."""
+    return visible(
         f"zerto-rewind needs a person to approve {decision.tool_name} (request {request.id}): "
-        f"{decision.for_approver()}"
+        f"{decision.for_approver()} The approval page shows the whole call."
     )
 
 
@@ -387,6 +435,26 @@ def _with_checkpoint(
     if isinstance(structured, dict) and STRUCTURED_KEY not in structured and not closed:
         note = {"note": decision.context, "checkpoints": checkpoints}
         update["structured_content"] = {**structured, STRUCTURED_KEY: note}
+    return result.model_copy(update=update)
+
+
+def _closed(output_schema: Mapping[str, Any] | None) -> bool:
+    """The tool's output schema forbids keys it does not name (no note in structuredContent)."""
+    return output_schema is not None and output_schema.get("additionalProperties") is False
+
+
+def _with_note(
+    result: types.CallToolResult, note: str, meta_extra: Mapping[str, Any], *, closed: bool
+) -> types.CallToolResult:
+    """The upstream's result, plus the guard's note: a text block, ``_meta`` and, when the
+    result has an object there, structuredContent (as :func:`_with_checkpoint` does)."""
+    meta = {**(result.meta or {}), **meta_extra}
+    added = f"{BLOCK_SEPARATOR}{note}" if result.content else note
+    content = [*result.content, types.TextContent(type="text", text=added)]
+    update: dict[str, Any] = {"content": content, "meta": meta}
+    structured = result.structured_content
+    if isinstance(structured, dict) and STRUCTURED_KEY not in structured and not closed:
+        update["structured_content"] = {**structured, STRUCTURED_KEY: {"note": note}}
     return result.model_copy(update=update)
 
 

@@ -2,8 +2,10 @@
 
 ``approvals.notify`` names a URL and an HMAC secret. Each event of a request
 ("requested", "approved", "denied", "expired") is POSTed as JSON: the request's
-names and times (never its arguments, not even redacted), a link to it on the
-approvals page, and ``text``, one line a chat channel can show as it is.
+names and times, its arguments as the approver sees them (``arguments``: every
+value, escaped, secrets masked; ``core.approval_view``), what approving does, a
+link to it on the approvals page, and ``text``, one line a chat channel can show
+as it is.
 The body is signed: ``X-Zerto-Rewind-Signature: sha256=<hex>`` is the
 HMAC-SHA256, keyed with the secret, of ``"<X-Zerto-Rewind-Timestamp>.<body>"``;
 receivers check it with :func:`verify_signature`. See docs/approvals.md.
@@ -28,6 +30,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from ..core.approval_view import if_approved, request_lines, short_digest
 from ..core.decision import Row, fmt_time
 from ..errors import ConfigError
 from ..netutil import is_loopback
@@ -243,7 +246,8 @@ async def _deliver(
 
 
 def webhook_body(event: str, request: ApprovalRequest, url: str | None) -> dict[str, Any]:
-    """What is POSTed for ``event``: names and times of the request, never its arguments."""
+    """What is POSTed for ``event``: the request, its arguments as the approver sees them."""
+    lines = request_lines(request)
     return {
         "event": event,
         "request": {
@@ -258,6 +262,11 @@ def webhook_body(event: str, request: ApprovalRequest, url: str | None) -> dict[
             "why": request.why,
             "state": request.state,
             "decided_by": request.decided_by,
+            "decided_at": fmt_time(request.decided_at) if request.decided_at else None,
+            "caller_waits_until": fmt_time(request.wait_until) if request.wait_until else None,
+            "digest": short_digest(request.args_digest),
+            "arguments": [line.to_json() for line in lines],
+            "if_approved": if_approved(request, lines),
         },
         "url": url,
         "text": webhook_text(event, request, url),

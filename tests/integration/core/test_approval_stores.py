@@ -148,6 +148,27 @@ def test_open_twice_is_one_request(stores: Stores) -> None:
     assert stores.store.recent() == []
 
 
+def test_a_retry_that_waits_again_moves_the_callers_deadline(stores: Stores) -> None:
+    """The approver is told until when the caller waits: the latest caller's, never past expiry."""
+    template = a_request(stores.clock)
+    template.wait_until = stores.clock() + 30
+    first, _ = stores.store.open_request(template)
+    stores.clock.advance(60)  # the first caller stopped waiting
+    retry = a_request(stores.clock)
+    retry.wait_until = stores.clock() + 30
+    joined, created = stores.replica().open_request(retry)
+    assert not created
+    assert joined.id == first.id
+    shown = stores.store.get(first.id)
+    assert shown is not None
+    assert shown.wait_until == pytest.approx(stores.clock() + 30)
+    hook = a_request(stores.clock)  # a hook's retry does not wait: the deadline stays
+    stores.store.open_request(hook)
+    again = stores.store.get(first.id)
+    assert again is not None
+    assert again.wait_until == pytest.approx(shown.wait_until)
+
+
 def test_another_principal_tool_or_arguments_is_another_request(stores: Stores) -> None:
     """Only the same principal, tool and arguments join: anything else opens its own."""
     base, _ = stores.store.open_request(a_request(stores.clock))

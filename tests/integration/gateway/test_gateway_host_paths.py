@@ -92,7 +92,7 @@ async def test_a_call_that_writes_the_host_waits_for_approval(
                 assert (request["tool"], request["row"]) == (TOOL, "host_path")
                 shown = approvals_cli("--service", f"unix:{sock}", "show", request["id"])
                 assert shown.returncode == 0, shown.stderr
-                assert f"argument  save_to = {target}" in shown.stdout
+                assert f'argument  save_to = "{target}"' in shown.stdout
                 assert "argument save_to" in shown.stdout  # the why names it
                 assert not target.exists(), "the file was written before anyone approved"
                 assert len(actions(actions_log)) == 1  # only the call without save_to

@@ -428,7 +428,9 @@ def test_page_shows_what_a_person_needs(client: TestClient, service: ApprovalsSe
         "agent-1",
         "build-7",
         "sess-42",
-        "&lt;true/false&gt;",  # the redacted force argument
+        '<th>force</th><td class="mono value">true</td>',  # the value, not its shape
+        "Runs once, with no rewind point",
+        "Caller",
         "Signed in as <b>olivia</b>",
         "Approve</button>",
         'name="note"',
@@ -574,3 +576,73 @@ def test_served_under_a_prefix(service: ApprovalsService) -> None:
             f"/approvals/requests/{request.id}"
         )
     assert service.store.get(request.id).state == "approved"  # type: ignore[union-attr]
+
+
+def test_the_page_shows_bidi_and_escapes_as_visible_text(
+    client: TestClient, service: ApprovalsService
+) -> None:
+    """A value, a key, a VM name and a reason with bidi and ESC reach the page only as text."""
+    request = open_request(
+        service,
+        tool="upload\u202e",
+        tool_input={"name\x1b[31m": "report-\u202egol.hs", "note": "a\u200bb\rc"},
+        vms=["w\u0435b-01"],
+        why="why \u2066hidden\u2069",
+    )
+    logged_in(client)
+    for path in ("/", f"/requests/{request.id}"):
+        page = client.get(path).text
+        for raw in ("\u202e", "\u2066", "\u2069", "\u200b", "\x1b", "\r"):
+            assert raw not in page, repr(raw)
+        assert "&quot;report-&lt;U+202E&gt;gol.hs&quot;" in page
+        assert "name\\x1b[31m" in page
+        assert "&quot;a&lt;U+200B&gt;b\\rc&quot;" in page
+        assert "not plain ASCII: &lt;U+0435&gt;" in page  # the look-alike VM name flagged
+
+
+def test_a_long_value_has_head_tail_and_the_whole_value_one_click_away(
+    client: TestClient, service: ApprovalsService
+) -> None:
+    padded = "/var/tmp/ok/" + "./" * 400 + "../../../etc/cron.d/x"
+    request = open_request(
+        service,
+        tool="download",
+        tool_input={"save_to": padded},
+        row="host_path",
+        vms=[],
+        host_paths={"save_to": padded},
+    )
+    logged_in(client)
+    page = client.get(f"/requests/{request.id}").text
+    assert "characters not shown" in page
+    assert f"<pre>&quot;{padded}&quot;</pre>" in page  # the whole value, in <details>
+    assert "resolves to /etc/cron.d/x" in page
+    assert "It may write these paths on the VM server&#x27;s host: /etc/cron.d/x" in page
+
+
+def test_two_calls_that_differ_in_one_value_are_marked(
+    client: TestClient, service: ApprovalsService
+) -> None:
+    scratch = open_request(service, tool_input={"vm": "web-01", "file": "scratch.txt"})
+    disk = open_request(service, tool_input={"vm": "web-01", "file": "web-01.vmdk"})
+    logged_in(client)
+    page = client.get("/").text
+    for request in (scratch, disk):
+        card = page.split(f'id="req-{request.id}"')[1].split("</article>")[0]
+        assert 'tr class="differs" data-path="file"' in card
+        assert 'data-path="vm"><th>vm</th>' in card  # the same in both: not marked
+        assert request.args_digest[:12] in card
+    assert scratch.args_digest != disk.args_digest
+
+
+def test_a_decided_request_shows_who_and_when_not_an_expiry(
+    client: TestClient, service: ApprovalsService
+) -> None:
+    request = open_request(service)
+    service.store.decide(request.id, True, "unix:pat")
+    logged_in(client)
+    page = client.get(f"/requests/{request.id}").text
+    assert "<dt>Approved</dt>" in page
+    assert "by unix:pat," in page
+    assert "Expires" not in page
+    assert "Open until" not in page

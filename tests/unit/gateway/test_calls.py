@@ -104,15 +104,31 @@ class FakeUpstream:
         )
 
     output: dict[str, Any] | None = None
+    schema: dict[str, Any] | None = None
 
     def output_schema(self, name: str) -> dict[str, Any] | None:
         return self.output
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        return self.schema
 
     async def call_tool(self, tool: str, arguments: Any, timeout_s: float) -> types.CallToolResult:
         self.asked.append((tool, arguments, timeout_s))
         if self.error is not None:
             raise self.error
         return self.result
+
+
+def assert_ran_approved(result: Any, upstream: FakeUpstream, by: str | None = None) -> None:
+    """The upstream's own answer, then the guard's note: no rewind point, and who approved."""
+    assert not result.is_error
+    assert result.content[: len(upstream.result.content)] == upstream.result.content
+    note = result.content[-1].text
+    assert "ran with no rewind point" in note
+    if by is not None:
+        assert f"{by} approved this call at " in note
+    assert "zerto-rewind/approval" in result.meta
+    assert result.meta["upstream/key"] == "kept"
 
 
 def confirmed() -> Decision:
@@ -382,7 +398,7 @@ def test_a_prompt_asks_the_human_over_the_back_channel(
     assert gateway.metrics.seen[0] == ("decided", Row.VM_UNKNOWN, answer)
     assert gateway.log()[0]["answer"] == answer
     if ending is None:
-        assert result is upstream.result
+        assert_ran_approved(result, upstream)
         assert upstream.asked == [(TOOL, {"name": "web01"}, 7.0)]
     else:
         assert upstream.asked == []
@@ -437,7 +453,7 @@ def test_an_inline_answer_to_this_very_call_decides(
     assert gateway.log()[-1]["answer"] == answer
     assert gateway.metrics.seen[-1][0] == ("forwarded" if answer == "approved" else "decided")
     if answer == "approved":
-        assert result is upstream.result
+        assert_ran_approved(result, upstream)
     else:
         assert upstream.asked == []
         assert result.is_error is True
@@ -472,7 +488,8 @@ def test_a_client_with_a_back_channel_is_asked_there_even_if_it_could_answer_inl
     gateway = FakeGateway(tmp_path, prompt())
     upstream = FakeUpstream()
     result = run(gateway, upstream, ctx(ask=ask, ask_inline=True))
-    assert (len(asked), result) == (1, upstream.result)
+    assert len(asked) == 1
+    assert_ran_approved(result, upstream)
 
 
 def test_an_inline_answer_is_bound_to_the_arguments_not_their_order(tmp_path: Path) -> None:
@@ -492,7 +509,7 @@ def test_an_inline_answer_is_bound_to_the_arguments_not_their_order(tmp_path: Pa
         request_state=first.request_state,
     )
     result = run(gateway, upstream, again, {"at": when, "name": "web01", "a": 1})
-    assert result is upstream.result
+    assert_ran_approved(result, upstream)
 
 
 def test_an_inline_answer_that_is_not_an_elicit_result_is_no_approval(tmp_path: Path) -> None:

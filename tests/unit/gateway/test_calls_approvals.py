@@ -16,7 +16,15 @@ import anyio
 import mcp_types as types
 import pytest
 
-from unit.gateway.test_calls import HOST_TOOL, TOOL, FakeMetrics, FakeUpstream, prompt, texts
+from unit.gateway.test_calls import (
+    HOST_TOOL,
+    TOOL,
+    FakeMetrics,
+    FakeUpstream,
+    assert_ran_approved,
+    prompt,
+    texts,
+)
 from zerto_rewind.config.settings import ApprovalsSettings, GatewaySettings
 from zerto_rewind.core.approvals import Approver
 from zerto_rewind.core.decision import Decision, ToolCall
@@ -106,7 +114,7 @@ def test_an_approved_request_runs_its_call_once(tmp_path: Path) -> None:
     call(gateway, FakeUpstream(), ctx())
     approve(gateway)
     upstream = FakeUpstream()
-    assert call(gateway, upstream, ctx()) is upstream.result
+    assert_ran_approved(call(gateway, upstream, ctx()), upstream, by="unix:olivia")
     assert upstream.asked == [(TOOL, {"name": "web01"}, 7.0)]
     line = gateway.log()[-1]
     assert (line["answer"], line["approver"]) == ("approved", "unix:olivia")
@@ -175,7 +183,7 @@ def test_an_approval_given_while_the_call_waits_runs_it(tmp_path: Path) -> None:
         result = anyio.run(go)
     finally:
         approvals_module.ApprovalsService.wait = approvals_module_tick  # type: ignore[method-assign]
-    assert result is upstream.result
+    assert_ran_approved(result, upstream)
     assert ticks, "no progress notification while waiting"
     assert all(total == 5.0 and "waiting for a person" in msg for _, total, msg in ticks)
 
