@@ -174,8 +174,9 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
     summary = describe_move(args.server, current, moved, new_gateway, gateway.path, via)
     warnings = _start_warnings(args, new_gateway, gateway.path, env)
     python = os.path.abspath(sys.executable)
+    # Before anything is written: a unit path holding another file refuses here.
+    steps = next_steps(args, via, gateway.path, new_gateway, env, python)
     if args.dry_run:
-        steps = next_steps(args, via, gateway.path, new_gateway, env, python)
         sys.stdout.write("\n".join(["dry run, nothing written", *summary, *warnings, *steps]))
         sys.stdout.write("\n")
         return 0
@@ -205,7 +206,6 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
             f"token for client {via.client!r} (written only to {moved.file.path}; "
             f"shown once): {via.token}"
         )
-    steps = next_steps(args, via, gateway.path, new_gateway, env, python)
     warnings += [s for s in steps if s.startswith("WARNING")]
     print("\n".join([*lines, *[s for s in steps if not s.startswith("WARNING")], *warnings]))
     if warnings:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from ..config.parser import Parser
 from ..config.settings import Settings
 from ..gateway.upstream_probe import probe_start
-from ..gateway.upstream_user import upstream_identity
+from ..gateway.upstream_user import ALLOW_FLAG, upstream_identity
 from ..hostconfig.gateway_unit import gateway_command, gateway_unit, write_unit
 from ..hostconfig.move import HttpGateway, StdioGateway
 
@@ -46,7 +46,7 @@ def next_steps(
     lines: list[str] = []
     if isinstance(via, StdioGateway):
         command = [python, "-m", "zerto_rewind", "gateway", "--stdio", "--upstream", args.server]
-        command += ["--config", path]
+        command += ["--config", path, *([ALLOW_FLAG] if via.allow_privileged else [])]
         lines.append(f"start:       the host starts the gateway itself: {shlex.join(command)}")
     else:
         command = gateway_command(python, via.url, path)

@@ -18,6 +18,7 @@ line is, and the last line of the server's stderr, redacted, when it exited earl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -120,6 +121,9 @@ def probe_start(
         answer = None
         try:
             answer = _initialize(proc, timeout_s)
+            if answer is None:  # its output closed (it is exiting), or the time is up
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(_STOP_GRACE_S if proc.stdout is None or proc.stdout.closed else 0)
         finally:
             running = _stop(proc)
         try:
@@ -154,7 +158,8 @@ def _initialize(proc: subprocess.Popen[bytes], timeout_s: float) -> str | None:
                 break
             chunk = os.read(proc.stdout.fileno(), 65536)
             if not chunk:
-                return None  # it closed its output: it exited
+                proc.stdout.close()  # it closed its output: it is exiting
+                return None
             buffered += chunk
             while b"\n" in buffered:
                 line, buffered = buffered.split(b"\n", 1)
