@@ -155,11 +155,14 @@ def blocked(program: str, search: str | None = None, depth: int = 0) -> str | No
     words = _interpreter(found)
     if not words:
         return None
-    if os.path.basename(words[0]) == "env" and len(words) > 1:
-        inner = blocked(words[0], search, depth + 1) or blocked(words[-1], search, depth + 1)
+    named = [w for w in words[1:] if not w.startswith("-")]
+    if os.path.basename(words[0]) == "env" and named:  # #!/usr/bin/env NAME: NAME on PATH
+        interpreter = named[0]
+        inner = blocked(words[0], search, depth + 1) or blocked(interpreter, search, depth + 1)
     else:
-        inner = blocked(words[0], search, depth + 1)
-    return None if inner is None else f"the interpreter of {found}, {words[-1]}: {inner}"
+        interpreter = words[0]
+        inner = blocked(interpreter, search, depth + 1)
+    return None if inner is None else f"the interpreter of {found}, {interpreter}: {inner}"
 
 
 def _who() -> str:
