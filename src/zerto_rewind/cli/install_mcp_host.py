@@ -173,12 +173,12 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
     text, kept = render_host_text(moved)
     summary = describe_move(args.server, current, moved, new_gateway, gateway.path, via)
     warnings = _start_warnings(args, new_gateway, gateway.path, env)
-    python = os.path.abspath(sys.executable)
     # Before anything is written: a unit path holding another file refuses here.
-    steps = next_steps(args, via, gateway.path, new_gateway, env, python)
+    steps = next_steps(args, via, gateway.path, new_gateway, env)
+    summary += [s for s in steps if not s.startswith("WARNING")]
+    warnings += [s for s in steps if s.startswith("WARNING")]
     if args.dry_run:
-        sys.stdout.write("\n".join(["dry run, nothing written", *summary, *warnings, *steps]))
-        sys.stdout.write("\n")
+        sys.stdout.write("\n".join(["dry run, nothing written", *summary, *warnings]) + "\n")
         return 0
     # The gateway learns the upstream first: a host pointed at a gateway that
     # does not serve it yet would fail, the other order only leaves a spare upstream.
@@ -206,8 +206,7 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
             f"token for client {via.client!r} (written only to {moved.file.path}; "
             f"shown once): {via.token}"
         )
-    warnings += [s for s in steps if s.startswith("WARNING")]
-    print("\n".join([*lines, *[s for s in steps if not s.startswith("WARNING")], *warnings]))
+    print("\n".join([*lines, *warnings]))
     if warnings:
         sys.stderr.write("\n".join(warnings) + "\n")
     return 0

@@ -17,6 +17,7 @@ import argparse
 import os
 import pwd
 import shlex
+import sys
 from collections.abc import Mapping
 
 from ..config.parser import Parser
@@ -37,9 +38,14 @@ def next_steps(
     path: str,
     new_gateway: dict[str, object],
     env: Mapping[str, str],
-    python: str,
 ) -> list[str]:
-    """The lines after the install's summary (``--dry-run``: nothing written, nothing run)."""
+    """The lines after the install's summary (``--dry-run``: nothing written, nothing run).
+
+    A line that starts with ``WARNING`` is one: the caller prints it on stderr too.
+    """
+    # abspath, not realpath: a venv's bin/python is a symlink, and only the venv
+    # path makes the interpreter find the venv's site-packages.
+    python = os.path.abspath(sys.executable)
     settings = Parser(path, os.path.dirname(path)).settings(
         new_gateway, env, loose_permissions=False
     )

@@ -383,7 +383,7 @@ def _cause(exc: BaseException) -> BaseException:
     """The first real error inside the SDK's (nested) task groups; cancellations skipped."""
     while isinstance(exc, BaseExceptionGroup):
         # Exception, not BaseException: a cancellation is the group's echo, not its cause.
-        inner = [e for e in exc.exceptions if isinstance(e, Exception)]
+        inner: list[BaseException] = [e for e in exc.exceptions if isinstance(e, Exception)]
         exc = (inner or list(exc.exceptions))[0]
     return exc
 
