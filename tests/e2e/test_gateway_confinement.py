@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from e2e.gateway_e2e import GatewayRig, tool
+from support.realvm import MCVSPHERE_BIN
 from support.users import reachable_command, unix_user
 
 pytestmark = pytest.mark.anyio
@@ -142,3 +144,32 @@ async def test_mcvsphere_cannot_read_or_write_the_guards_files(rig: GatewayRig) 
         assert _refused(_text(result)), (target, _text(result))
     assert _digests(guarded) == before
     assert not planted.exists()
+
+
+def _first_unsearchable(path: Path) -> Path | None:
+    """The first directory on the way to ``path`` (links resolved) other users cannot search."""
+    for directory in reversed(Path(os.path.realpath(path)).parents):
+        if not os.stat(directory).st_mode & 0o001:
+            return directory
+    return None
+
+
+def test_an_interpreter_the_user_cannot_reach_stops_the_gateway_with_the_path(
+    rig: GatewayRig,
+) -> None:
+    """The newcomer's case: mcvsphere's venv python links into a directory only root may
+    search. Started as root without the test's namespace, the gateway does not serve:
+    it names mcvsphere, its interpreter, the user and the directory, before any session."""
+    interpreter = MCVSPHERE_BIN.parent / "python"
+    hidden = _first_unsearchable(interpreter)
+    if hidden is None:
+        pytest.skip(f"{interpreter} is reachable by every user on this machine")
+    env = {"PATH": os.environ["PATH"], **rig.gateway_env()}
+    done = subprocess.run(
+        rig.stdio_command(), env=env, stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert f"cannot run {MCVSPHERE_BIN} (as user {rig.upstream_user}: " in done.stderr
+    assert f"the interpreter of {MCVSPHERE_BIN}, " in done.stderr
+    assert f"{hidden} is not searchable, on the way through " in done.stderr

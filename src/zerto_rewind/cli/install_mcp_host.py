@@ -40,6 +40,7 @@ from ..hostconfig.move import (
     new_token,
 )
 from ..hostconfig.specs import HOSTS, candidate_files, default_paths
+from .install_next import next_steps
 
 __all__ = ["main"]
 
@@ -107,6 +108,15 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument(
         "--dry-run", action="store_true", help="show what would change (secrets hidden)"
     )
+    parser.add_argument(
+        "--systemd-unit",
+        metavar="PATH",
+        help="with --url: write a systemd unit that starts the gateway (hardened; "
+        "LimitNOFILE) to PATH",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace a different file at --systemd-unit PATH"
+    )
     return parser
 
 
@@ -118,6 +128,9 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         env["ZERTO_REWIND_CONFIG"] = args.gateway_config
     if args.client and not args.url:
         msg = "--client names an HTTP client; give --url too"
+        raise UsageError(msg)
+    if args.systemd_unit and not args.url:
+        msg = "--systemd-unit is for an HTTP gateway (--url): the host starts a stdio gateway"
         raise UsageError(msg)
     if args.allow_privileged_upstream and args.url:
         msg = (
@@ -160,6 +173,10 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
     text, kept = render_host_text(moved)
     summary = describe_move(args.server, current, moved, new_gateway, gateway.path, via)
     warnings = _start_warnings(args, new_gateway, gateway.path, env)
+    # Before anything is written: a unit path holding another file refuses here.
+    steps = next_steps(args, via, gateway.path, new_gateway, env)
+    summary += [s for s in steps if not s.startswith("WARNING")]
+    warnings += [s for s in steps if s.startswith("WARNING")]
     if args.dry_run:
         sys.stdout.write("\n".join(["dry run, nothing written", *summary, *warnings]) + "\n")
         return 0

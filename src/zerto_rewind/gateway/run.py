@@ -23,6 +23,7 @@ from .proxy import PEER_USER_KEY, build_proxy
 from .service import Gateway
 from .socket_reach import check_trust_socket
 from .stdio_pipes import event_loop_stdio
+from .upstream_probe import check_reachable
 from .upstream_user import check_upstreams
 
 if TYPE_CHECKING:
@@ -153,6 +154,7 @@ async def serve_stdio(
 
     _upstream(settings, name)
     check_upstreams(settings, [name], allow_privileged=allow_privileged_upstream)
+    check_reachable(settings, [name])  # its user can run it: else say why, now
     gateway = Gateway(settings)
     try:
         async with anyio.create_task_group() as tg:
@@ -201,6 +203,7 @@ async def serve_http(
         check_bind(host, tls=tls, allow_insecure=g.allow_insecure_bind)
     check_trust(settings, http_with_tokens=host is not None and bool(g.clients))
     check_upstreams(settings, settings.upstreams, allow_privileged=allow_privileged_upstream)
+    check_reachable(settings, settings.upstreams)  # each user can run its server: else why, now
     gateway = Gateway(settings)
     app = build_app(gateway, host=host or "127.0.0.1", unix_only=host is None)
     sockets = []

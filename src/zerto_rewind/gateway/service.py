@@ -186,10 +186,7 @@ class Gateway:
                 "state": await anyio.to_thread.run_sync(self._state_health, abandon_on_cancel=True),
             }
             self._health = (now, cached)
-        upstreams = {
-            name: "connected" if u.connected else f"not connected ({u.last_error or 'starting'})"
-            for name, u in self.upstreams.items()
-        }
+        upstreams = {name: u.health() for name, u in self.upstreams.items()}
         ready = (
             cached["zvm"] == "ok"
             and cached["state"] == "ok"

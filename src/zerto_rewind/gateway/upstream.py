@@ -12,7 +12,10 @@ calls ``on_stale``; every fresh list goes to ``on_listed``. The gateway compares
 those lists with the reviewed pins (``catalog.pins``).
 
 A stdio server's stderr goes to its own log file, redacted (:mod:`.upstream_log`),
-never to the gateway's stderr.
+never to the gateway's stderr. Why a server is down goes there instead: the
+cause inside the SDK's exception groups, or the launcher's own refusal (which
+path the server's user cannot reach), with the log's path; once per change,
+not on every retry.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from ..errors import ZertoRewindError
 from ..fsutil import atomic_write_text
 from .confine import launcher_argv
 from .upstream_log import UpstreamLog
-from .upstream_user import private_dir, upstream_identity
+from .upstream_user import private_dir, stdio_env, upstream_identity
 
 if TYPE_CHECKING:
     from ..config.settings import UpstreamSettings
@@ -43,10 +46,6 @@ __all__ = ["EraMemo", "Upstream", "UpstreamError"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
-# Only these variables of the gateway's own environment reach a stdio server;
-# the rest (the gateway's secrets among them) stay here. HOME and TMPDIR are the
-# server's private directory, never the gateway's (upstream_user.private_dir).
-_INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "SSL_CERT_FILE", "SSL_CERT_DIR")
 _BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 _PING_TIMEOUT_S = 3.0
 
@@ -132,6 +131,8 @@ class Upstream:
         self.on_stale: Callable[[], None] | None = None
         self.on_listed: Callable[[list[types.Tool]], None] | None = None
         self.log_path: str | None = None  # where a stdio server's stderr goes
+        self._launcher_said: str | None = None  # the launcher's refusal in the last attempt
+        self._reported: str | None = None  # the cause last logged: repeats are not logged
         self.era = EraMemo(self.name, None)  # the gateway gives it a file in its state dir
 
     # ------------------------------------------------------------------ lifecycle
@@ -147,7 +148,7 @@ class Upstream:
                 async with self._open() as client:
                     self._client = client
                     self._tools_stale()  # a new connection may be a new server version
-                    self.last_error = None
+                    self._recovered()
                     attempt = 0
                     self._connected.set()
                     async with anyio.create_task_group() as tg:
@@ -155,8 +156,7 @@ class Upstream:
                         await self._drop.wait()
                         tg.cancel_scope.cancel()
             except Exception as exc:  # the server died or never started: try again
-                self.last_error = _describe(exc)
-                log.warning("upstream %s: connection lost (%s)", self.name, type(exc).__name__)
+                self._failed(exc)
             finally:
                 self._client = None
                 self._connected = anyio.Event()
@@ -165,6 +165,28 @@ class Upstream:
                 return
             await anyio.sleep(_BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)])
             attempt += 1
+
+    def _failed(self, exc: BaseException) -> None:
+        """Keep why the server is down; log it when it differs from what was logged last."""
+        self.last_error = self._launcher_said or _describe(exc)
+        if self.last_error == self._reported:
+            log.debug("upstream %s: still down (%s)", self.name, self.last_error)
+            return
+        self._reported = self.last_error
+        where = f"; its log: {self.log_path}" if self.settings.command and self.log_path else ""
+        log.error("upstream %s is down: %s%s", self.name, self.last_error, where)
+
+    def _recovered(self) -> None:
+        if self._reported is not None:
+            log.warning("upstream %s: connected again", self.name)
+        self.last_error = self._reported = None
+
+    def health(self) -> str:
+        """``connected``, or why not and where its log is (for ``/healthz``)."""
+        if self.connected:
+            return "connected"
+        where = f"; its log: {self.log_path}" if self.settings.command and self.log_path else ""
+        return f"not connected ({self.last_error or 'starting'}{where})"
 
     def close(self) -> None:
         """Stop the supervisor after the current connection."""
@@ -241,9 +263,7 @@ class Upstream:
         assert s.command is not None  # the parser requires command or url
         identity = upstream_identity(s)
         with private_dir(s, identity) as home:
-            env = {k: os.environ[k] for k in _INHERITED_ENV if k in os.environ}
-            # Over the SDK's own defaults (HOME, USER, LOGNAME of the gateway's user).
-            env.update(HOME=home, TMPDIR=home, USER=identity.name, LOGNAME=identity.name)
+            env = stdio_env(s, identity, home)
             # Through the launcher: its own user, its own directory, dies with the gateway.
             argv = launcher_argv(
                 s.command,
@@ -252,11 +272,16 @@ class Upstream:
                 cwd=home,
                 parent=os.getpid(),
             )
-            params = StdioServerParameters(command=argv[0], args=argv[1:], env={**env, **s.env})
-            with UpstreamLog(self.log_path, s.env.values()) as errlog:
-                transport = stdio_client(params, errlog=errlog.sink)
-                async with self._connect(transport) as client:
-                    yield client
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+            errlog = UpstreamLog(self.log_path, s.env.values())
+            self._launcher_said = None
+            try:
+                with errlog:
+                    transport = stdio_client(params, errlog=errlog.sink)
+                    async with self._connect(transport) as client:
+                        yield client
+            finally:  # after the log's reader has seen the server's last line
+                self._launcher_said = errlog.launcher_said
 
     @asynccontextmanager
     async def _connect(self, transport: Any) -> AsyncIterator[Client]:
@@ -354,9 +379,17 @@ class Upstream:
                 self._drop.set()
 
 
+def _cause(exc: BaseException) -> BaseException:
+    """The first real error inside the SDK's (nested) task groups; cancellations skipped."""
+    while isinstance(exc, BaseExceptionGroup):
+        # Exception, not BaseException: a cancellation is the group's echo, not its cause.
+        inner: list[BaseException] = [e for e in exc.exceptions if isinstance(e, Exception)]
+        exc = (inner or list(exc.exceptions))[0]
+    return exc
+
+
 def _describe(exc: BaseException) -> str:
-    """What failed, for a person: the one error inside the SDK's task groups, if one."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
+    """What failed, for a person: the cause, not the exception group around it."""
+    exc = _cause(exc)
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -11,6 +11,10 @@ shorter than four characters and plain booleans are left, they would blank
 the log without hiding a secret), and what looks like a secret:
 ``password=…`` / ``token: …`` style pairs, ``Bearer …`` and the password in
 ``scheme://user:password@host``.
+
+The launcher's own line (``zerto-rewind upstream launcher: cannot run …``) is
+kept as :attr:`UpstreamLog.launcher_said` too: it names paths and a user, never
+an argument, so the gateway may repeat it on its own stderr and in ``/healthz``.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import threading
 from collections.abc import Iterable
 from types import TracebackType
 from typing import IO, TextIO
+
+from .confine import LAUNCHER_PREFIX
 
 __all__ = ["REDACTED", "Redactor", "UpstreamLog"]
 
@@ -64,6 +70,7 @@ class UpstreamLog:
         self.redact = Redactor(secrets)
         self.sink: TextIO
         self._thread: threading.Thread | None = None
+        self.launcher_said: str | None = None  # the launcher's refusal, if it wrote one
 
     def __enter__(self) -> UpstreamLog:
         if self.path is None:
@@ -96,8 +103,10 @@ class UpstreamLog:
                 raw = source.readline(_MAX_LINE)
                 if not raw:
                     return
-                line = raw.decode("utf-8", errors="replace")
-                out.write(self.redact(line.rstrip("\n")) + "\n")
+                line = self.redact(raw.decode("utf-8", errors="replace").rstrip("\n"))
+                if line.startswith(LAUNCHER_PREFIX):
+                    self.launcher_said = line.removeprefix(LAUNCHER_PREFIX)
+                out.write(line + "\n")
                 out.flush()
 
 

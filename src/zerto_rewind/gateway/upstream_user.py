@@ -33,10 +33,15 @@ __all__ = [
     "guard_file_owners",
     "private_dir",
     "privileged_reason",
+    "stdio_env",
     "upstream_identity",
 ]
 
 ALLOW_FLAG = "--allow-privileged-upstream"
+# Only these variables of the gateway's own environment reach a stdio server;
+# the rest (the gateway's secrets among them) stay here. HOME and TMPDIR are the
+# server's private directory, never the gateway's (private_dir).
+_INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,14 @@ def _check_workdir(settings: Settings, spec: UpstreamSettings, key: str) -> None
                 "directory, so give it one of its own, apart from the guard's files"
             )
             raise ConfigError(msg, path=settings.path, key=f"{key}.workdir")
+
+
+def stdio_env(spec: UpstreamSettings, identity: UpstreamIdentity, home: str) -> dict[str, str]:
+    """The environment a stdio upstream starts with: a few of the gateway's, then its own."""
+    env = {k: os.environ[k] for k in _INHERITED_ENV if k in os.environ}
+    # Over the SDK's own defaults (HOME, USER, LOGNAME of the gateway's user).
+    env.update(HOME=home, TMPDIR=home, USER=identity.name, LOGNAME=identity.name)
+    return {**env, **spec.env}
 
 
 @contextmanager

@@ -86,7 +86,21 @@ def install(host: str, home: Path, sim: SimServer, config: Path, *extra: str) ->
     argv = ["install", "mcp-host", host, "--server", "vsphere", "--gateway-config", str(config)]
     done = zr(*argv, "--upstream-user", "nobody", *extra, home=home, sim=sim)
     assert done.returncode == 0, done.stderr
-    assert "WARNING" not in done.stdout + done.stderr
+    # `uvx mcvsphere` is no server on this machine: the install's trial start as nobody
+    # says so; nothing else warns (nobody is no owner of the guard's files).
+    warned = [ln for ln in (done.stdout + done.stderr).splitlines() if "WARNING" in ln]
+    assert all("the VM server cannot start: as nobody" in ln for ln in warned), warned
+
+
+def assert_only_the_missing_server_fails(checks: dict[str, list[dict[str, str]]]) -> None:
+    """`uvx mcvsphere` is not installed here: doctor's trial start as nobody fails, naming
+    it (tests/integration/gateway/test_upstream_startup.py has a real one); nothing else."""
+    (start,) = checks.pop("upstream vsphere: start")
+    assert start["status"] == "fail", start
+    assert "as nobody" in start["detail"]
+    assert "cannot run uvx" in start["detail"]
+    failed = [c for group in checks.values() for c in group if c["status"] == "fail"]
+    assert failed == []
 
 
 VM_ENTRY: dict[str, Any] = {
@@ -130,9 +144,8 @@ def test_codex_direct_with_a_password_fails_then_install_makes_it_a_gateway_setu
     assert "vsphere: reaches upstream 'vsphere' through the gateway" in found["detail"]
     (identity,) = checks["upstream vsphere: identity"]
     assert identity["status"] == "pass", identity
-    failed = [c for group in checks.values() for c in group if c["status"] == "fail"]
-    assert failed == []
-    assert code == 0
+    assert_only_the_missing_server_fails(checks)
+    assert code == 1
 
 
 def test_gemini_and_copilot_files_and_host_narrowing(
@@ -164,7 +177,7 @@ def test_gemini_and_copilot_files_and_host_narrowing(
     assert bypass_of(checks, gemini)["status"] == "pass"
     assert checks["gateway setup"][0]["status"] == "pass"
     assert not any(str(copilot) in c["detail"] for c in checks["gateway bypass"])
-    assert code == 0, [c for g in checks.values() for c in g if c["status"] == "fail"]
+    assert_only_the_missing_server_fails(checks)
 
     code, checks = doctor("--host", "copilot", "--config", str(gateway_config), home=home, sim=sim)
     found = bypass_of(checks, copilot)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shlex
 import subprocess
@@ -26,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from integration.gateway.gateway_helpers import actions, gateway_process, stand_in_upstream, text_of
 from support.ports import free_port
+from support.users import reachable_command
 from zerto_rewind.cli import run_command
 from zerto_rewind.cli.doctor.gateway import doctor_bypass_checks
 from zerto_rewind.cli.install_mcp_host import main
@@ -73,11 +75,17 @@ def run(argv: list[str], home: Path, capsys: pytest.CaptureFixture[str]) -> tupl
     return code, out, err
 
 
-def cli(*argv: str, home: Path) -> subprocess.CompletedProcess[str]:
-    """``zerto-rewind install mcp-host ARGV`` as its own process, HOME in a temp dir."""
+def cli(*argv: str, home: Path, stage: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``zerto-rewind install mcp-host ARGV`` as its own process, HOME in a temp dir.
+
+    ``stage``: in a mount namespace where other users reach this checkout's Python
+    (:func:`support.users.reachable_command`), so the trial start as the upstream's
+    user can succeed.
+    """
     env = {"HOME": str(home), "PATH": os.environ.get("PATH", ""), "USER": "alice"}
+    command = [sys.executable, "-m", "zerto_rewind", "install", "mcp-host", *argv]
     return subprocess.run(
-        [sys.executable, "-m", "zerto_rewind", "install", "mcp-host", *argv],
+        command if stage is None else reachable_command(command, stage=stage),
         capture_output=True,
         text=True,
         env=env,
@@ -402,18 +410,25 @@ def copilot_with_user(
     config = home / ".copilot" / "mcp-config.json"
     config.parent.mkdir()
     config.write_text(json.dumps({"mcpServers": {"vsphere": vm_entry(box, actions_log)}}))
+    stage = home.parent / "stage"
+    stage.mkdir(mode=0o755, exist_ok=True)
     done = cli("copilot", "--server", "vsphere", "--gateway-config", box.config_path,
-               "--upstream-user", user, home=home)  # fmt: skip
+               "--upstream-user", user, home=home, stage=stage)  # fmt: skip
     return config, done
 
 
 def test_upstream_user_is_written_and_the_install_stays_quiet(
     box: Sandbox, actions_log: Path, home: Path
 ) -> None:
-    """--upstream-user nobody: upstreams.vsphere.user; root can switch to it, so no warning."""
+    """--upstream-user nobody: upstreams.vsphere.user; root can switch to it, so no warning.
+
+    The install tried the server as nobody: it started and answered initialize.
+    """
     _config, done = copilot_with_user(box, actions_log, home, "nobody")
     assert done.returncode == 0, done.stderr
     assert "WARNING" not in done.stdout + done.stderr
+    nobody = pwd.getpwnam("nobody").pw_uid
+    assert f"checked:     started as nobody (uid {nobody}) and answered initialize" in done.stdout
     assert gateway_upstream(box)["user"] == "nobody"
     load_settings(box.env())  # a valid gateway config, user included
 

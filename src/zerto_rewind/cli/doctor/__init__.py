@@ -52,12 +52,13 @@ from .config import (
     tls_check,
 )
 from .gateway import doctor_bypass_checks
+from .gateway_health import gateway_health_checks
 from .hook import SettingsFile, hook_config, host_checks, installed_matchers
 from .host_hooks import find_host_hooks, host_hook_checks
 from .live import live_checks, tie_check
 from .mcp import mcp_server_checks
 from .thin import thin_hook_checks
-from .upstreams import upstream_checks
+from .upstreams import upstream_checks, upstream_start_checks
 
 __all__ = ["Check", "default_settings_files", "main", "run_checks"]
 
@@ -144,6 +145,7 @@ def run_checks(
         if settings.upstreams or settings.guard.prompt_via == "approvals":
             checks.append(approvals_check(settings))
         checks += upstream_checks(settings, allow_privileged=allow_privileged_upstream)
+        checks += upstream_start_checks(settings, allow_privileged=allow_privileged_upstream)
         checks += [tie_check(settings), pattern_check(settings.catalog)]
     for hook in host_hooks:
         checks += host_hook_checks(hook)
@@ -159,6 +161,7 @@ def run_checks(
     # guards the servers there); every other host has only the gateway.
     scanned = [f for f in host_files if not handlers or f.host.name != "claude-code"]
     checks += doctor_bypass_checks(env, settings=settings, files=scanned)
+    checks += gateway_health_checks(scanned)
     if as_user is not None:
         from .files import access_report
 
