@@ -21,6 +21,7 @@ nothing) are drawn here with their module::
     │   │   └── NotFound       404, or a lookup that found nothing
     │   └── AmbiguousVm        a VM name matches several VMs and the caller needs one
     ├── ApprovalError          an approval cannot be given or recorded (core.approvals)
+    │   └── ApprovalLimitError  a principal or the store holds its cap of open requests (core.approvals)
     ├── ScanError              a server's tools/list could not be read (scan.client)
     ├── UpstreamError          a VM MCP server behind the gateway failed (gateway.upstream)
     ├── ServiceError           the guard service gave no decision (claude_code.thin_hook)
