@@ -51,6 +51,7 @@ __all__ = [
     "ApiError",
     "AuthError",
     "ConfigError",
+    "KeyFileError",
     "NotFound",
     "RecoveryError",
     "StateError",
@@ -115,6 +116,10 @@ class ConfigError(ZertoRewindError):
 
 class StateError(ZertoRewindError):
     """The state directory (token cache, pending tags, locks) cannot be used."""
+
+
+class KeyFileError(StateError):
+    """A secret key file is missing, unreadable, or readable by someone other than its owner."""
 
 
 class UsageError(ZertoRewindError):
