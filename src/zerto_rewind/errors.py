@@ -9,6 +9,7 @@ nothing) are drawn here with their module::
     ├── ConfigError            the config file or environment is wrong
     │   └── ConfigChanged      the config no longer matches its pin (config.loader)
     ├── StateError             the state directory cannot be used
+    │   └── KeyFileError       a key file is unreadable, or others may read it (core.keys)
     ├── UsageError             an argument names nothing that exists, or is ambiguous
     │   └── InstallRefused     install refused, nothing written (claude_code.install_plan)
     ├── RecoveryError          live recovery refused (disabled, wrong confirm) or its task failed
