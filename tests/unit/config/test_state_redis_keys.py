@@ -102,3 +102,20 @@ def test_bad_state_keys_name_the_key(
         load(tmp_path, state)
     assert info.value.key == key
     assert words in str(info.value)
+
+
+def test_rediss_verifies_the_server_against_the_ca_bundle(tmp_path: Path) -> None:
+    """The connection built from the settings: TLS, certificate and host name checked."""
+    import ssl
+
+    from zerto_rewind.zvm.redis_conn import connect
+
+    state = {"url": "rediss://zr@redis.example:6380/0", "password_env": "ZR_REDIS_PW"}
+    settings = load(tmp_path, {**state, "ca_file": "ca.pem"})
+    client = connect(str(settings.state_connection_url(ENV)))
+    connection = client.connection_pool.make_connection()
+    assert connection.cert_reqs == ssl.CERT_REQUIRED
+    assert connection.check_hostname is True
+    assert connection.ca_certs == str(tmp_path / "ca.pem")
+    assert connection.password == "pw from env"
+    client.close()
