@@ -178,3 +178,13 @@ def test_an_approval_put_back_after_its_use_is_not_used_again(tmp_path: Path) ->
     assert replayed is not None
     assert replayed.state == APPROVED
     assert store.consume("token:agent", "delete_file", digest) is None
+
+
+def test_infinite_and_unicode_values_round_trip_through_json() -> None:
+    """What JSON stores (Infinity, NaN, any text) verifies after a round trip."""
+    record = {"lag_s": float("inf"), "name": "vm-\u00e9\u202e", "cadence_s": float("nan")}
+    stored = json.loads(json.dumps(MAC.seal("vpg", "vpg-\u00e9", record)))
+    opened = MAC.open("vpg", "vpg-\u00e9", stored)
+    assert opened is not None
+    assert opened["lag_s"] == float("inf")
+    assert opened["name"] == "vm-\u00e9\u202e"
