@@ -26,6 +26,7 @@ SCRIPTS = {
     "bench_identity.py": ["--runs", "3"],
     "bench_service.py": ["--rounds", "20", "--runs", "2"],
     "bench_approvals.py": ["--rounds", "40", "--waiting", "10", "--runs", "2"],
+    "bench_mac.py": ["--rounds", "60", "--runs", "2"],
     "bench_ready.py": ["--rounds", "2"],
 }
 

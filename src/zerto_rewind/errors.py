@@ -9,6 +9,7 @@ nothing) are drawn here with their module::
     ├── ConfigError            the config file or environment is wrong
     │   └── ConfigChanged      the config no longer matches its pin (config.loader)
     ├── StateError             the state directory cannot be used
+    │   └── KeyFileError       a key file is unreadable, or others may read it (core.keys)
     ├── UsageError             an argument names nothing that exists, or is ambiguous
     │   └── InstallRefused     install refused, nothing written (claude_code.install_plan)
     ├── RecoveryError          live recovery refused (disabled, wrong confirm) or its task failed
@@ -21,7 +22,7 @@ nothing) are drawn here with their module::
     │   │   └── NotFound       404, or a lookup that found nothing
     │   └── AmbiguousVm        a VM name matches several VMs and the caller needs one
     ├── ApprovalError          an approval cannot be given or recorded (core.approvals)
-    │   └── ApprovalLimitError  a principal or the store holds its cap of open requests (core.approvals)
+    │   └── ApprovalLimitError  a caller (or the store) holds its cap of open requests
     ├── ScanError              a server's tools/list could not be read (scan.client)
     ├── UpstreamError          a VM MCP server behind the gateway failed (gateway.upstream)
     ├── ServiceError           the guard service gave no decision (claude_code.thin_hook)
@@ -52,6 +53,7 @@ __all__ = [
     "ApiError",
     "AuthError",
     "ConfigError",
+    "KeyFileError",
     "NotFound",
     "RecoveryError",
     "StateError",
@@ -116,6 +118,10 @@ class ConfigError(ZertoRewindError):
 
 class StateError(ZertoRewindError):
     """The state directory (token cache, pending tags, locks) cannot be used."""
+
+
+class KeyFileError(StateError):
+    """A secret key file is missing, unreadable, or readable by someone other than its owner."""
 
 
 class UsageError(ZertoRewindError):

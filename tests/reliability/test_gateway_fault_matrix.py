@@ -122,7 +122,7 @@ def fault_gw(
     root = tmp_path_factory.mktemp("gw-fault")
     box.control("POST", "/_sim/reset")
     box.control("DELETE", "/_sim/faults")
-    redis = RedisServer(root) if fault.redis else None
+    redis = RedisServer(root, password="matrix-redis-pw") if fault.redis else None
     if redis is not None:
         redis.start()
     upstream = {
@@ -133,7 +133,13 @@ def fault_gw(
         },
         "timeout_s": UPSTREAM_TIMEOUT_S,
     }
-    extra: dict[str, Any] = {"state": {"url": redis.url}} if redis is not None else {}
+    extra: dict[str, Any] = {}
+    if redis is not None:
+        password_file = root / "redis-password"
+        password_file.write_text("matrix-redis-pw")
+        password_file.chmod(0o600)
+        url = f"redis://127.0.0.1:{redis.port}/0"
+        extra["state"] = {"url": url, "password_file": str(password_file)}
     box.write_config(
         upstreams={"vsphere": upstream},
         gateway={"clients": {"matrix": token_digest(TOKEN)}, "max_body_bytes": MAX_BODY},

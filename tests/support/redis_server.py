@@ -24,9 +24,19 @@ _START_TIMEOUT_S = 10.0
 class RedisServer:
     """One redis-server process listening on 127.0.0.1 only."""
 
-    def __init__(self, directory: Path, *, password: str | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        password: str | None = None,
+        socket_perm: int | None = None,
+        socket_dir: Path | None = None,
+    ) -> None:
         self.directory = directory
         self.password = password
+        # Also listen on ``socket_path`` (in ``socket_dir``) with these permissions.
+        self.socket_perm = socket_perm
+        self.socket_dir = socket_dir or directory
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -35,6 +45,11 @@ class RedisServer:
         """``redis://[:password@]127.0.0.1:<port>/0``."""
         auth = f":{self.password}@" if self.password else ""
         return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    @property
+    def socket_path(self) -> Path:
+        """The unix socket, when ``socket_perm`` was given."""
+        return self.socket_dir / "redis.sock"
 
     def client(self) -> redis.Redis:
         """A plain redis-py client for arranging and inspecting data."""
@@ -58,6 +73,9 @@ class RedisServer:
             ]  # fmt: skip
             if self.password:
                 args += ["--requirepass", self.password]
+            if self.socket_perm is not None:
+                perm = f"{self.socket_perm:o}"
+                args += ["--unixsocket", str(self.socket_path), "--unixsocketperm", perm]
             self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL)
             if self._wait_ready():
                 return

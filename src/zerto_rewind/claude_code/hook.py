@@ -303,7 +303,7 @@ def _by_approval(settings: Settings, decision: Decision, call: ToolCall) -> None
         return
     try:
         used, waiting = prompt_by_approval(
-            open_approvals(settings.state_url, settings.state_dir),
+            open_approvals(settings.state_connection_url(), settings.state_dir),
             settings.log_path,
             tool=call.tool_name,
             tool_input=call.tool_input,

@@ -146,7 +146,7 @@ def _reconcile(
         return {}
     from ..core.state_store import open_state
 
-    state = open_state(settings.state_url, settings.state_dir)
+    state = open_state(settings.state_connection_url(), settings.state_dir)
     if not ask_zvm:
         return reconcile(records, state)
     from ..core.guard import Guard

@@ -27,6 +27,7 @@ from .settings import (
     LogAnchorSettings,
     ResolverSpec,
     Settings,
+    StateRedisSettings,
     ToolSpec,
     UpstreamSettings,
     VmMap,
@@ -141,6 +142,7 @@ class Parser:
             upstreams=self.upstreams(top.get("upstreams", {}), loose_permissions),
             gateway=self.gateway(top.get("gateway", {})),
             state_url=self.state_url(top.get("state", {})),
+            state_redis=self.state_redis(top.get("state", {})),
             approvals=self.approvals(top.get("approvals", {})),
             log_anchor=self.log_anchor(top.get("log_anchor", {})),
         )
@@ -347,13 +349,54 @@ class Parser:
         return [self.string(item, f"{key}[{i}]") for i, item in enumerate(value)]
 
     def state_url(self, raw: Any) -> str | None:
-        spec = self.obj(raw, "state", ("url",))
+        spec = self.obj(raw, "state", _STATE_KEYS)
         if "url" not in spec:
             return None
         url = self.string(spec["url"], "state.url")
         if not url.startswith(("redis://", "rediss://", "unix://")):
             self.fail("state.url", "must be a redis://, rediss:// or unix:// URL of a Redis server")
         return url
+
+    def state_redis(self, raw: Any) -> StateRedisSettings | None:
+        """How the guard authenticates to ``state.url``: a password kept out of this file."""
+        spec = self.obj(raw, "state", _STATE_KEYS)
+        if "url" not in spec:
+            for key in _STATE_KEYS[1:]:
+                if key in spec:
+                    self.fail(f"state.{key}", "applies to a Redis only: state.url is not set")
+            return None
+        url = str(spec["url"])
+        if _url_has_password(url):
+            self.fail(
+                "state.url",
+                "holds a password, which does not belong in the config file; "
+                "name a 0600 file with state.password_file or a variable with state.password_env",
+            )
+        if "password_env" in spec and "password_file" in spec:
+            self.fail("state", "give one of password_env or password_file, not both")
+        source: tuple[str, str] | None = None
+        if "password_env" in spec:
+            source = ("env", self.string(spec["password_env"], "state.password_env"))
+        elif "password_file" in spec:
+            source = ("file", self.file_path(spec["password_file"], "state.password_file"))
+        allow = self.boolean(
+            spec.get("allow_unauthenticated_redis", False), "state.allow_unauthenticated_redis"
+        )
+        if source is None and not allow:
+            self.fail(
+                "state.url",
+                "a Redis without authentication is refused: whoever reaches it could approve "
+                "calls and make checkpoints appear; set a password (requirepass, or an ACL "
+                "user in the URL) and name it with state.password_file or state.password_env",
+            )
+        ca_file = None
+        if "ca_file" in spec:
+            if not url.startswith("rediss://"):
+                self.fail("state.ca_file", "applies to a rediss:// (TLS) state.url only")
+            ca_file = self.file_path(spec["ca_file"], "state.ca_file")
+        return StateRedisSettings(
+            password_source=source, allow_unauthenticated=allow, ca_file=ca_file
+        )
 
     def string_map(self, value: Any, key: str) -> dict[str, str]:
         if not isinstance(value, dict):
@@ -831,3 +874,17 @@ def _kind(value: Any) -> str:
         type(None): "null",
     }
     return names.get(type(value), "a number")
+
+
+# state.url first: the others apply to a Redis only.
+_STATE_KEYS = ("url", "password_env", "password_file", "allow_unauthenticated_redis", "ca_file")
+
+
+def _url_has_password(url: str) -> bool:
+    from urllib.parse import parse_qs, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        return bool(parts.password) or "password" in parse_qs(parts.query)
+    except ValueError:
+        return False  # an unparseable URL: connecting says so, without quoting it

@@ -36,6 +36,7 @@ __all__ = [
     "LogAnchorSettings",
     "ResolverSpec",
     "Settings",
+    "StateRedisSettings",
     "ToolSpec",
     "UpstreamSettings",
     "VmMap",
@@ -494,6 +495,45 @@ class ApprovalsSettings:
         return f"ApprovalsSettings(users={self.approver_users!r}, groups={self.approver_groups!r})"
 
 
+class StateRedisSettings:
+    """How the guard authenticates to the Redis of ``state.url`` (the password's source only)."""
+
+    __slots__ = ("allow_unauthenticated", "ca_file", "password_source")
+
+    def __init__(
+        self,
+        *,
+        password_source: tuple[str, str] | None = None,
+        allow_unauthenticated: bool = False,
+        ca_file: str | None = None,
+    ) -> None:
+        self.password_source = password_source  # ("env", NAME) | ("file", PATH)
+        self.allow_unauthenticated = allow_unauthenticated
+        self.ca_file = ca_file  # rediss://: the CA bundle that verifies the server
+
+    def connection_url(self, url: str, env: Mapping[str, str] | None = None) -> str:
+        """``url`` with the password and CA bundle added to its query (never logged:
+        messages show ``redis_conn.redacted_url``, which drops the query)."""
+        from urllib.parse import urlencode
+
+        extra: dict[str, str] = {}
+        if self.password_source is not None:
+            kind, value = self.password_source
+            if kind == "env":
+                found = (os.environ if env is None else env).get(value, "")
+                if not found:
+                    msg = f"state.password_env names {value}, which is empty or unset"
+                    raise ConfigError(msg)
+                extra["password"] = found
+            else:
+                extra["password"] = _read_secret_file(value)
+        if self.ca_file is not None:
+            extra["ssl_ca_certs"] = self.ca_file
+        if not extra:
+            return url
+        return f"{url}{'&' if '?' in url else '?'}{urlencode(extra)}"
+
+
 class Settings:
     """Everything zerto-rewind is configured with, validated."""
 
@@ -508,6 +548,7 @@ class Settings:
         "path",
         "recovery_via",
         "state_dir",
+        "state_redis",
         "state_url",
         "upstreams",
         "zvm",
@@ -531,6 +572,7 @@ class Settings:
         zvms: dict[str, ZvmSettings] | None = None,
         recovery_via: str = "recovery",
         log_anchor: LogAnchorSettings | None = None,
+        state_redis: StateRedisSettings | None = None,
     ) -> None:
         self.path = path
         self.approvals = approvals or ApprovalsSettings()
@@ -548,6 +590,14 @@ class Settings:
         self.upstreams = upstreams or {}
         self.gateway = gateway or GatewaySettings()
         self.state_url = state_url  # redis://… when gateway replicas share state
+        self.state_redis = state_redis  # its password's source and CA bundle
+
+    def state_connection_url(self, env: Mapping[str, str] | None = None) -> str | None:
+        """``state_url`` with its credentials (state.password_env/_file); ConfigError if
+        they cannot be read. For connecting only: never shown, never logged."""
+        if self.state_url is None or self.state_redis is None:
+            return self.state_url
+        return self.state_redis.connection_url(self.state_url, env)
 
 
 # --------------------------------------------------------------------------- loading

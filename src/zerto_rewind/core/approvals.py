@@ -20,6 +20,8 @@ The rules, kept here so every door applies the same ones:
 Stores: :class:`FileApprovalStore` under the state directory (one JSON file per
 request, one ``flock``), or ``approvals_redis.RedisApprovalStore`` for gateway
 replicas; ``state_store.open_approvals`` picks, as it does for the guard state.
+Both store each request with a MAC bound to its id (``record_mac``): a request
+that does not verify is absent, so nobody without the guard's key approves one.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import hashlib
 import json
 import os
 import secrets
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -37,6 +40,7 @@ from typing import Any, Protocol
 from ..errors import StateError, ZertoRewindError
 from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
 from .approval_secrets import mask_secrets
+from .record_mac import RecordMac
 
 __all__ = [
     "NO_APPROVER",
@@ -352,9 +356,13 @@ class FileApprovalStore:
     as strong as a single-user install (docs/approvals.md).
     """
 
-    def __init__(self, state_dir: str, *, clock: Any = time.time) -> None:
+    def __init__(
+        self, state_dir: str, *, clock: Any = time.time, mac: RecordMac | None = None
+    ) -> None:
         self.root = os.path.join(state_dir, "approvals")
         self._clock = clock
+        self.mac = mac if mac is not None else RecordMac.for_state_dir(state_dir)
+        self._used = UsedApprovals()
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -369,16 +377,12 @@ class FileApprovalStore:
         return os.path.join(self.root, f"{request_id}.json")
 
     def _load(self, path: str) -> ApprovalRequest | None:
-        raw = read_json(path)
-        if not isinstance(raw, dict):
-            return None
-        try:
-            return ApprovalRequest.from_json(raw)
-        except TypeError:
-            return None
+        request_id = os.path.basename(path).removesuffix(".json")
+        return open_request_record(self.mac, request_id, read_json(path))
 
     def _save(self, request: ApprovalRequest) -> None:
-        atomic_write_json(self._path(request.id), request.to_json())
+        sealed = self.mac.seal("approval", request.id, request.to_json())
+        atomic_write_json(self._path(request.id), sealed)
 
     def _all(self) -> list[ApprovalRequest]:
         """Every request, expired ones shown settled, old ones removed (call under the lock)."""
@@ -469,16 +473,58 @@ class FileApprovalStore:
             for request in self._all():
                 if request_id is not None and request.id != request_id:
                     continue
-                live = request.live(now)
+                live = request.live(now) and not self._used.seen(request, now)
                 if live and request.state == APPROVED and request.matches(principal, tool, digest):
                     request.state, request.used_at = USED, now
                     self._save(request)
+                    self._used.add(request)
                     return request
         return None
 
     def check(self) -> None:
         with self._locked():
             pass
+
+
+def open_request_record(mac: RecordMac, request_id: str, raw: Any) -> ApprovalRequest | None:
+    """The request stored as ``raw`` under ``request_id``; None if absent, damaged or forged.
+
+    A request whose MAC fails (changed, copied from another id, or written without
+    the guard's key, as records of earlier versions were) is absent: never approved.
+    """
+    data = mac.open("approval", request_id, raw)
+    if data is None:
+        return None
+    try:
+        request = ApprovalRequest.from_json(data)
+    except TypeError:
+        return None
+    return request if request.id == request_id else None
+
+
+class UsedApprovals:
+    """The approvals this process used, until they expire: a replay is not used twice.
+
+    The MAC proves who wrote a request, not that it is the latest version: whoever
+    can write the store could put back an approved request after its use. An
+    approval never outlives its (MAC-covered) expiry, so remembering each used id
+    that long closes that replay in this process; another replica is covered by
+    the store's authentication (docs/threat-model.md).
+    """
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def seen(self, request: ApprovalRequest, now: float) -> bool:
+        with self._lock:
+            if self._until:
+                self._until = {k: v for k, v in self._until.items() if v > now}
+            return request.id in self._until
+
+    def add(self, request: ApprovalRequest) -> None:
+        with self._lock:
+            self._until[request.id] = request.expires
 
 
 def _decide(

@@ -23,6 +23,11 @@ Layout (``<prefix>`` is ``zerto-rewind:`` unless configured)::
     <prefix>approvals:open               sorted set: ids of open requests, by expiry
     <prefix>approvals:open:<hash>        the same, for one principal (its cap)
 
+Each request is stored with a MAC bound to its id (``record_mac``); one that
+does not verify is absent, so whoever else can write to this Redis cannot
+approve a request, and an approval used here is not used again if put back
+(:class:`~zerto_rewind.core.approvals.UsedApprovals`).
+
 A live request's key lasts until its expiry plus ``RETENTION_S`` (the sweep
 normally marks it first); a decided, used or expired one is dropped by Redis
 ``RETENTION_S`` after that, as the file store deletes it.
@@ -35,7 +40,7 @@ import hashlib
 import math
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import StateError
 from ..zvm.redis_conn import DEFAULT_PREFIX, connect, redacted_url, redis_errors_as_state_errors
@@ -50,10 +55,13 @@ from .approvals import (
     ApprovalError,
     ApprovalLimitError,
     ApprovalRequest,
+    UsedApprovals,
     _decide,
     join_wait,
+    open_request_record,
     over_kept,
 )
+from .record_mac import RecordMac
 from .state_redis import _dumps, _loads
 
 if TYPE_CHECKING:
@@ -76,6 +84,7 @@ class RedisApprovalStore:
         self,
         url: str,
         *,
+        mac: RecordMac,
         prefix: str | None = None,
         clock: Callable[[], float] = time.time,
         client: redis.Redis | None = None,
@@ -84,6 +93,8 @@ class RedisApprovalStore:
         self.location = redacted_url(url)
         self.prefix = DEFAULT_PREFIX if prefix is None else prefix
         self._clock = clock
+        self.mac = mac
+        self._used = UsedApprovals()
         self._redis = client if client is not None else connect(url)
 
     # ------------------------------------------------------------------ the protocol
@@ -143,14 +154,15 @@ class RedisApprovalStore:
         if len(ids) < cap:
             return
         raws = pipe.mget([self._req_key(i) for i in ids])
-        live = [r for r in map(_parse, raws) if r is not None and r.live(now)]
+        parsed = (self._parse(i, raw) for i, raw in zip(ids, raws, strict=True))
+        live = [r for r in parsed if r is not None and r.live(now)]
         if len(live) >= cap:
             raise ApprovalLimitError(principal, cap, total=total)
 
     def get(self, request_id: str) -> ApprovalRequest | None:
         _check_id(request_id)
         with self._errors(f"reading approval request {request_id}"):
-            request = _parse(self._redis.get(self._req_key(request_id)))
+            request = self._parse(request_id, self._redis.get(self._req_key(request_id)))
         return None if request is None else self._view(request)
 
     def pending(self) -> list[ApprovalRequest]:
@@ -171,7 +183,7 @@ class RedisApprovalStore:
         key = self._req_key(request_id)
 
         def body(pipe: Pipeline) -> ApprovalRequest:
-            request = _parse(pipe.get(key))
+            request = self._parse(request_id, pipe.get(key))
             now = self._clock()
 
             def save(changed: ApprovalRequest) -> None:
@@ -209,21 +221,23 @@ class RedisApprovalStore:
                 or request.state != APPROVED
                 or not request.live(now)
                 or not request.matches(principal, tool, digest)
+                or self._used.seen(request, now)
             ):
                 return None
             request.state, request.used_at = USED, now
             pipe.multi()
             self._queue_save(pipe, request, now)
             pipe.execute()
+            self._used.add(request)
             return request
 
         with self._errors(f"using an approval of {tool}"):
             return self._transact([call_key], body)
 
     def sweep(self) -> list[ApprovalRequest]:
-        def settle(key: str) -> Callable[[Pipeline], ApprovalRequest | None]:
+        def settle(request_id: str) -> Callable[[Pipeline], ApprovalRequest | None]:
             def body(pipe: Pipeline) -> ApprovalRequest | None:
-                request = _parse(pipe.get(key))
+                request = self._parse(request_id, pipe.get(self._req_key(request_id)))
                 now = self._clock()
                 # Another replica's sweep, a use or a decision may have come first.
                 if request is None or not request.settle(now):
@@ -241,7 +255,7 @@ class RedisApprovalStore:
             for request in self._all():
                 if request.state in (PENDING, APPROVED) and now >= request.expires:
                     key = self._req_key(request.id)
-                    expired = self._transact([key], settle(key))
+                    expired = self._transact([key], settle(request.id))
                     if expired is not None:
                         changed.append(expired)
         return changed
@@ -308,14 +322,19 @@ class RedisApprovalStore:
         """The request ``request_id``, its key WATCHed too (inside :meth:`_transact`)."""
         key = self._req_key(request_id)
         pipe.watch(key)  # type: ignore[no-untyped-call]
-        return _parse(pipe.get(key))
+        return self._parse(request_id, pipe.get(key))
+
+    def _parse(self, request_id: str, raw: object) -> ApprovalRequest | None:
+        # Missing, damaged or forged (its MAC fails): absent, as in the file store.
+        return open_request_record(self.mac, request_id, _loads(raw))
 
     def _queue_save(self, pipe: Pipeline, request: ApprovalRequest, now: float) -> None:
         if request.state in (PENDING, APPROVED):
             keep = request.expires - now + RETENTION_S
         else:
             keep = _done_at(request) - now + RETENTION_S
-        pipe.set(self._req_key(request.id), _dumps(request.to_json()), ex=_seconds(keep))
+        sealed = self.mac.seal("approval", request.id, request.to_json())
+        pipe.set(self._req_key(request.id), _dumps(sealed), ex=_seconds(keep))
 
     def _all(self) -> list[ApprovalRequest]:
         """Every stored request, not yet settled; those past their retention are deleted."""
@@ -330,7 +349,7 @@ class RedisApprovalStore:
                 continue
             raws = self._redis.mget([self._req_key(i) for i in chunk])
             for request_id, raw in zip(chunk, raws, strict=True):
-                request = _parse(raw)
+                request = self._parse(request_id, raw)
                 if request is None:
                     if raw is None:
                         gone.append(request_id)
@@ -367,16 +386,6 @@ def _text(raw: object) -> str | None:
     if isinstance(raw, bytes):
         return raw.decode()
     return raw if isinstance(raw, str) else None
-
-
-def _parse(raw: object) -> ApprovalRequest | None:
-    data: Any = _loads(raw)
-    if not isinstance(data, dict):
-        return None  # missing, or damaged: as the file store skips a damaged file
-    try:
-        return ApprovalRequest.from_json(data)
-    except TypeError:
-        return None
 
 
 def _done_at(request: ApprovalRequest) -> float:

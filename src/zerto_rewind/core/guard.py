@@ -501,7 +501,7 @@ class Guard:
         if self._state is None:
             from .state_store import open_state
 
-            self._state = open_state(self.settings.state_url, self.settings.state_dir)
+            self._state = open_state(self.settings.state_connection_url(), self.settings.state_dir)
         return self._state
 
     def _tagger(self) -> Tagger:

@@ -13,6 +13,11 @@ Layout::
     <state_dir>/cache/vms-<hash>.json   VM name -> [(vm id, vpg id, vpg name)], short-lived
     <state_dir>/cache/entitytypes-<hash>.json
     <state_dir>/tokens/                 the Zerto client's token cache
+    <state_dir>/keys/state-mac.key      the MAC key of the records above (``record_mac``)
+
+Every VPG record and cache entry carries a MAC; one that does not verify
+(changed, copied from another VPG, or written without the key) is read as
+absent, so a forged "landed" tag is never reused.
 
 Gateway replicas share the same records in Redis instead (``state_redis``,
 chosen by ``state_store.open_state`` when the config names ``state.url``).
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import StateError
 from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
+from .record_mac import RecordMac
 
 if TYPE_CHECKING:
     from ..zvm.auth import TokenCacheLike
@@ -133,10 +139,11 @@ class GuardStateLike(Protocol):
 class GuardState:
     """Access to the state directory; safe for many concurrent processes."""
 
-    def __init__(self, state_dir: str) -> None:
+    def __init__(self, state_dir: str, *, mac: RecordMac | None = None) -> None:
         self.root = ensure_private_dir(state_dir)
         for sub in ("vpgs", "locks", "cache"):
             ensure_private_dir(os.path.join(self.root, sub))
+        self.mac = mac if mac is not None else RecordMac.for_state_dir(self.root)
 
     # ---- VPG records
 
@@ -146,22 +153,26 @@ class GuardState:
         key = _safe_name(vpg_id)
         with file_lock(os.path.join(self.root, "locks", f"{key}.lock"), timeout_s=LOCK_TIMEOUT_S):
             path = os.path.join(self.root, "vpgs", f"{key}.json")
-            record = VpgRecord.from_json(vpg_id, read_json(path))
+            record = self._read_vpg(vpg_id, path)
             before = asdict(record)
             yield record
             if asdict(record) != before:
-                atomic_write_json(path, asdict(record))
+                atomic_write_json(path, self.mac.seal("vpg", vpg_id, asdict(record)))
 
     def peek_vpg(self, vpg_id: str) -> VpgRecord:
         """Read a VPG's record without locking (for display and previews)."""
         path = os.path.join(self.root, "vpgs", f"{_safe_name(vpg_id)}.json")
-        return VpgRecord.from_json(vpg_id, read_json(path))
+        return self._read_vpg(vpg_id, path)
+
+    def _read_vpg(self, vpg_id: str, path: str) -> VpgRecord:
+        # A record whose MAC fails is absent: the guard starts over and tags anew.
+        return VpgRecord.from_json(vpg_id, self.mac.open("vpg", vpg_id, read_json(path)))
 
     # ---- short-lived caches
 
     def cached(self, kind: str, key: str, ttl_s: float) -> Any | None:
         """A cached value younger than ``ttl_s``, else None."""
-        raw = read_json(self._cache_path(kind, key))
+        raw = self.mac.open(f"cache:{kind}", key, read_json(self._cache_path(kind, key)))
         if not isinstance(raw, dict) or raw.get("key") != key:
             return None
         stored_at = raw.get("stored_at")
@@ -172,7 +183,7 @@ class GuardState:
     def store(self, kind: str, key: str, value: Any) -> None:
         """Cache ``value`` under (kind, key)."""
         payload = {"key": key, "stored_at": time.time(), "value": value}
-        atomic_write_json(self._cache_path(kind, key), payload)
+        atomic_write_json(self._cache_path(kind, key), self.mac.seal(f"cache:{kind}", key, payload))
 
     # ---- beside the records
 

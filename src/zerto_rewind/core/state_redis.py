@@ -19,6 +19,10 @@ Layout (``<prefix>`` is ``zerto-rewind:`` unless configured)::
     <prefix>lock:vpg:<vpg id>        redis-py lock
     <prefix>cache:<kind>:<hash>      {"key", "stored_at", "value"}, expires after _CACHE_KEEP_S
     <prefix>token:<identity>         the ZVM token cache (``zvm.token_redis``)
+
+VPG records and cache entries carry a MAC (``record_mac``) under a key that
+only the guard's user reads; one that does not verify is read as absent, so
+whoever else can write to this Redis cannot make a tag look landed.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StateError
 from ..zvm.redis_conn import DEFAULT_PREFIX, connect, redacted_url, redis_errors_as_state_errors
+from .record_mac import RecordMac
 from .state import LOCK_TIMEOUT_S, VpgRecord, _safe_name
 
 if TYPE_CHECKING:
@@ -59,6 +64,7 @@ class RedisGuardState:
         self,
         url: str,
         *,
+        mac: RecordMac,
         prefix: str | None = None,
         lock_timeout_s: float = LOCK_TIMEOUT_S,
         lock_lease_s: float = LOCK_LEASE_S,
@@ -69,6 +75,7 @@ class RedisGuardState:
         self.prefix = DEFAULT_PREFIX if prefix is None else prefix
         self.lock_timeout_s = lock_timeout_s
         self.lock_lease_s = lock_lease_s
+        self.mac = mac
         self._redis = client if client is not None else connect(url)
 
     # ---- VPG records
@@ -111,7 +118,8 @@ class RedisGuardState:
         """Read a VPG's record without locking (for display and previews)."""
         with redis_errors_as_state_errors(self.url):
             raw = self._redis.get(self._key("vpg", vpg_id))
-        return VpgRecord.from_json(vpg_id, _loads(raw))
+        # A record whose MAC fails is absent: the guard starts over and tags anew.
+        return VpgRecord.from_json(vpg_id, self.mac.open("vpg", vpg_id, _loads(raw)))
 
     def _save(self, lock: Lock, vpg_id: str, record: dict[str, Any]) -> None:
         from redis.exceptions import LockNotOwnedError
@@ -129,7 +137,7 @@ class RedisGuardState:
                 )
                 raise StateError(msg) from None
             pipe = self._redis.pipeline(transaction=True)
-            pipe.set(self._key("vpg", vpg_id), _dumps(record))
+            pipe.set(self._key("vpg", vpg_id), _dumps(self.mac.seal("vpg", vpg_id, record)))
             pipe.sadd(f"{self.prefix}vpgs", vpg_id)
             pipe.execute()
 
@@ -139,6 +147,7 @@ class RedisGuardState:
         """A cached value younger than ``ttl_s``, else None."""
         with redis_errors_as_state_errors(self.url):
             raw = _loads(self._redis.get(self._cache_key(kind, key)))
+        raw = self.mac.open(f"cache:{kind}", key, raw)
         if not isinstance(raw, dict) or raw.get("key") != key:
             return None
         stored_at = raw.get("stored_at")
@@ -148,7 +157,9 @@ class RedisGuardState:
 
     def store(self, kind: str, key: str, value: Any) -> None:
         """Cache ``value`` under (kind, key)."""
-        payload = {"key": key, "stored_at": time.time(), "value": value}
+        payload = self.mac.seal(
+            f"cache:{kind}", key, {"key": key, "stored_at": time.time(), "value": value}
+        )
         with redis_errors_as_state_errors(self.url):
             self._redis.set(self._cache_key(kind, key), _dumps(payload), ex=_CACHE_KEEP_S)
 

@@ -7,6 +7,7 @@ Its own module because each backend imports ``state`` (the records), and
 from __future__ import annotations
 
 from .approvals import ApprovalStore, FileApprovalStore
+from .record_mac import RecordMac
 from .state import GuardState, GuardStateLike
 
 __all__ = ["open_approvals", "open_state"]
@@ -19,12 +20,13 @@ def open_state(
 
     ``prefix`` namespaces the Redis keys (default ``zerto-rewind:``); it lets
     several guards share one Redis database. Nothing connects until first use.
+    Records carry a MAC under ``<state_dir>/keys/state-mac.key`` in either case.
     """
     if not state_url:
         return GuardState(state_dir)
     from .state_redis import RedisGuardState
 
-    return RedisGuardState(state_url, prefix=prefix)
+    return RedisGuardState(state_url, prefix=prefix, mac=RecordMac.for_state_dir(state_dir))
 
 
 def open_approvals(
@@ -35,4 +37,4 @@ def open_approvals(
         return FileApprovalStore(state_dir)
     from .approvals_redis import RedisApprovalStore
 
-    return RedisApprovalStore(state_url, prefix=prefix)
+    return RedisApprovalStore(state_url, prefix=prefix, mac=RecordMac.for_state_dir(state_dir))

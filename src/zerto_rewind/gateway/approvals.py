@@ -60,7 +60,9 @@ class ApprovalsService:
         self.settings = settings
         self.config = settings.approvals
         self.store: ApprovalStore = (
-            store if store is not None else open_approvals(settings.state_url, settings.state_dir)
+            store
+            if store is not None
+            else open_approvals(settings.state_connection_url(), settings.state_dir)
         )
         self.notifier: Notifier | None = None
         self.login_notifier: LoginNotifier | None = None

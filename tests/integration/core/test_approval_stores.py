@@ -25,6 +25,10 @@ from zerto_rewind.core.approvals import (
     new_request,
 )
 from zerto_rewind.core.approvals_redis import RedisApprovalStore
+from zerto_rewind.core.record_mac import RecordMac
+
+# The replicas' shared MAC key, as each reads it from its state directory.
+MAC = RecordMac(b"k" * 32)
 
 EXPIRES_S = 600.0
 
@@ -75,7 +79,7 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
         url = request.getfixturevalue("redis_url")
 
         def make() -> Any:
-            return RedisApprovalStore(url, clock=clock)
+            return RedisApprovalStore(url, mac=MAC, clock=clock)
 
     made = Stores(request.param, make, clock)
     yield made

@@ -24,8 +24,12 @@ from zerto_rewind.core.approvals import (
     new_request,
 )
 from zerto_rewind.core.approvals_redis import RedisApprovalStore
+from zerto_rewind.core.record_mac import RecordMac
 from zerto_rewind.core.state_store import open_approvals
 from zerto_rewind.errors import StateError
+
+# The replicas' shared MAC key, as each reads it from its state directory.
+MAC = RecordMac(b"k" * 32)
 
 EXPIRES_S = 600.0
 
@@ -85,13 +89,14 @@ def test_open_approvals_picks_redis_for_a_url(redis_url: str, tmp_path: Path) ->
     assert store.prefix == "zr-test:"
     store.check()
     store.open_request(a_request(time.time()))
-    assert not (tmp_path / "unused").exists(), "the Redis store writes nothing on disk"
+    on_disk = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert on_disk == {"unused/keys/state-mac.key"}, "on disk, the Redis store keeps its key only"
     store.close()
 
 
 def test_key_layout_and_expiries(redis_url: str) -> None:
     """One JSON key per request, the call index, the ids by creation; Redis drops them later."""
-    store = RedisApprovalStore(redis_url)
+    store = RedisApprovalStore(redis_url, mac=MAC)
     now = time.time()
     request, _ = store.open_request(a_request(now))
     found = keys(redis_url)
@@ -117,7 +122,7 @@ def test_key_layout_and_expiries(redis_url: str) -> None:
 
 
 def test_no_argument_value_is_stored(redis_url: str) -> None:
-    store = RedisApprovalStore(redis_url)
+    store = RedisApprovalStore(redis_url, mac=MAC)
     store.open_request(a_request(time.time(), args={"vm": "web-01", "password": "s3cr3t-value"}))
     with redis.Redis.from_url(redis_url) as raw:
         for key in raw.keys("*"):
@@ -126,7 +131,10 @@ def test_no_argument_value_is_stored(redis_url: str) -> None:
 
 
 def test_prefixes_keep_stores_apart(redis_url: str) -> None:
-    ours, theirs = RedisApprovalStore(redis_url), RedisApprovalStore(redis_url, prefix="other:")
+    ours, theirs = (
+        RedisApprovalStore(redis_url, mac=MAC),
+        RedisApprovalStore(redis_url, mac=MAC, prefix="other:"),
+    )
     request, _ = ours.open_request(a_request(time.time()))
     assert theirs.pending() == []
     assert theirs.get(request.id) is None
@@ -141,7 +149,10 @@ def test_prefixes_keep_stores_apart(redis_url: str) -> None:
 def test_open_that_loses_the_race_joins_the_winner(redis_url: str) -> None:
     now = time.time()
     clock = HookedClock(now)
-    ours, theirs = RedisApprovalStore(redis_url, clock=clock), RedisApprovalStore(redis_url)
+    ours, theirs = (
+        RedisApprovalStore(redis_url, mac=MAC, clock=clock),
+        RedisApprovalStore(redis_url, mac=MAC),
+    )
     winner: list[ApprovalRequest] = []
     clock.arm(lambda: winner.append(theirs.open_request(a_request(now))[0]))
     request, created = ours.open_request(a_request(now))
@@ -154,7 +165,10 @@ def test_open_that_loses_the_race_joins_the_winner(redis_url: str) -> None:
 def test_use_that_loses_the_race_gets_nothing(redis_url: str) -> None:
     now = time.time()
     clock = HookedClock(now)
-    ours, theirs = RedisApprovalStore(redis_url, clock=clock), RedisApprovalStore(redis_url)
+    ours, theirs = (
+        RedisApprovalStore(redis_url, mac=MAC, clock=clock),
+        RedisApprovalStore(redis_url, mac=MAC),
+    )
     request, _ = theirs.open_request(a_request(now))
     theirs.decide(request.id, True, "unix:alice")
     call = request.principal, request.tool, request.args_digest
@@ -172,7 +186,10 @@ def test_use_that_loses_the_race_gets_nothing(redis_url: str) -> None:
 def test_decision_that_loses_the_race_is_refused(redis_url: str) -> None:
     now = time.time()
     clock = HookedClock(now)
-    ours, theirs = RedisApprovalStore(redis_url, clock=clock), RedisApprovalStore(redis_url)
+    ours, theirs = (
+        RedisApprovalStore(redis_url, mac=MAC, clock=clock),
+        RedisApprovalStore(redis_url, mac=MAC),
+    )
     request, _ = theirs.open_request(a_request(now))
     clock.arm(lambda: theirs.decide(request.id, False, "unix:bob"))
     with pytest.raises(ApprovalError, match="is denied, not pending"):
@@ -185,10 +202,10 @@ def test_decision_that_loses_the_race_is_refused(redis_url: str) -> None:
 def test_sweep_that_loses_the_race_reports_nothing(redis_url: str) -> None:
     """Another replica records the expiry between our listing and our write: ours reports none."""
     start = time.time()
-    request, _ = RedisApprovalStore(redis_url).open_request(a_request(start))
+    request, _ = RedisApprovalStore(redis_url, mac=MAC).open_request(a_request(start))
     clock = HookedClock(start + EXPIRES_S + 1)
-    ours = RedisApprovalStore(redis_url, clock=clock)
-    theirs = RedisApprovalStore(redis_url, clock=lambda: start + EXPIRES_S + 1)
+    ours = RedisApprovalStore(redis_url, mac=MAC, clock=clock)
+    theirs = RedisApprovalStore(redis_url, mac=MAC, clock=lambda: start + EXPIRES_S + 1)
     swept: list[list[ApprovalRequest]] = []
     # Readings 1 and 2 are the sweep's and the listing's; the 3rd is inside the transaction.
     clock.arm(lambda: swept.append(theirs.sweep()), at=3)
@@ -201,7 +218,7 @@ def test_a_transaction_that_always_loses_gives_up(redis_url: str) -> None:
     """Something rewriting the key forever: StateError after a bounded number of attempts."""
     now = time.time()
     clock = HookedClock(now)
-    store = RedisApprovalStore(redis_url, clock=clock)
+    store = RedisApprovalStore(redis_url, mac=MAC, clock=clock)
     request, _ = store.open_request(a_request(now))
     key = f"zerto-rewind:approvals:req:{request.id}"
     with redis.Redis.from_url(redis_url) as raw:
@@ -218,7 +235,7 @@ def test_a_transaction_that_always_loses_gives_up(redis_url: str) -> None:
 
 
 def test_damaged_or_dropped_records_are_skipped(redis_url: str) -> None:
-    store = RedisApprovalStore(redis_url)
+    store = RedisApprovalStore(redis_url, mac=MAC)
     now = time.time()
     damaged, _ = store.open_request(a_request(now, args={"n": 1}))
     dropped, _ = store.open_request(a_request(now, args={"n": 2}))
@@ -242,9 +259,9 @@ def test_damaged_or_dropped_records_are_skipped(redis_url: str) -> None:
 def test_redis_down_is_a_state_error_naming_what_failed(tmp_path: Path) -> None:
     """Every operation raises StateError saying what failed and where, never the password."""
     with RedisServer(tmp_path, password="s3cret-pw") as server:
-        store = RedisApprovalStore(server.url)
+        store = RedisApprovalStore(server.url, mac=MAC)
         request, _ = store.open_request(a_request(time.time()))
-        wrong = RedisApprovalStore(server.url.replace("s3cret-pw", "wrong-pw"))
+        wrong = RedisApprovalStore(server.url.replace("s3cret-pw", "wrong-pw"), mac=MAC)
         with pytest.raises(StateError) as refused:
             wrong.pending()
         assert "listing pending approval requests failed" in str(refused.value)

@@ -10,11 +10,15 @@ import pytest
 import redis
 
 from support.redis_server import RedisServer
+from zerto_rewind.core.record_mac import RecordMac
 from zerto_rewind.core.state import GuardStateLike, TagRecord, VpgRecord
 from zerto_rewind.core.state_redis import RedisGuardState
 from zerto_rewind.core.state_store import open_state
 from zerto_rewind.errors import StateError
 from zerto_rewind.zvm.token_redis import RedisTokenCache
+
+# The replicas' shared MAC key, as each reads it from its state directory.
+MAC = RecordMac(b"k" * 32)
 
 
 def a_tag(name: str = "zr t web01") -> TagRecord:
@@ -33,7 +37,7 @@ def test_open_state_picks_redis_for_a_url(redis_url: str, tmp_path: Path) -> Non
 
 def test_vpg_record_round_trip_between_replicas(redis_url: str) -> None:
     """What one replica's locked block changes, another replica reads back."""
-    one, two = RedisGuardState(redis_url), RedisGuardState(redis_url)
+    one, two = RedisGuardState(redis_url, mac=MAC), RedisGuardState(redis_url, mac=MAC)
     with one.vpg("vpg-1") as record:
         assert record == VpgRecord("vpg-1")
         record.vpg_name = "VPG One"
@@ -51,7 +55,7 @@ def test_vpg_record_round_trip_between_replicas(redis_url: str) -> None:
 
 def test_a_failed_block_saves_nothing(redis_url: str) -> None:
     """An exception inside the block leaves the record as it was, and frees the lock."""
-    state = RedisGuardState(redis_url, lock_timeout_s=0.5)
+    state = RedisGuardState(redis_url, mac=MAC, lock_timeout_s=0.5)
 
     def fail_inside() -> None:
         with state.vpg("vpg-1") as record:
@@ -67,7 +71,10 @@ def test_a_failed_block_saves_nothing(redis_url: str) -> None:
 
 def test_prefixes_keep_guards_apart(redis_url: str) -> None:
     """Two prefixes on one Redis are two separate guards."""
-    ours, theirs = RedisGuardState(redis_url), RedisGuardState(redis_url, prefix="other:")
+    ours, theirs = (
+        RedisGuardState(redis_url, mac=MAC),
+        RedisGuardState(redis_url, mac=MAC, prefix="other:"),
+    )
     with ours.vpg("vpg-1") as record:
         record.tag = a_tag()
     assert theirs.peek_vpg("vpg-1").tag is None
@@ -81,19 +88,19 @@ def test_prefixes_keep_guards_apart(redis_url: str) -> None:
 
 def test_odd_vpg_ids_are_kept(redis_url: str) -> None:
     """An id with characters unfit for a key name is hashed into the key, and kept in the record."""
-    state = RedisGuardState(redis_url)
+    state = RedisGuardState(redis_url, mac=MAC)
     odd = "vpg/with spaces:*?"
     with state.vpg(odd) as record:
         record.vpg_name = "odd"
     assert state.peek_vpg(odd).vpg_name == "odd"
-    assert RedisGuardState(redis_url).peek_vpg(odd).vpg_name == "odd"
+    assert RedisGuardState(redis_url, mac=MAC).peek_vpg(odd).vpg_name == "odd"
     with redis.Redis.from_url(redis_url) as raw:
         assert raw.smembers("zerto-rewind:vpgs") == {odd.encode()}
 
 
 def test_a_damaged_record_starts_over(redis_url: str) -> None:
     """A value that is not a record reads as a fresh record, and the next write replaces it."""
-    state = RedisGuardState(redis_url)
+    state = RedisGuardState(redis_url, mac=MAC)
     with redis.Redis.from_url(redis_url) as raw:
         raw.set("zerto-rewind:vpg:vpg-1", b"{not json")
     with state.vpg("vpg-1") as record:
@@ -104,7 +111,7 @@ def test_a_damaged_record_starts_over(redis_url: str) -> None:
 
 def test_two_replicas_serialize_read_modify_write(redis_url: str) -> None:
     """Threads on two replicas increment one counter under the VPG's lock: no update is lost."""
-    replicas = [RedisGuardState(redis_url), RedisGuardState(redis_url)]
+    replicas = [RedisGuardState(redis_url, mac=MAC), RedisGuardState(redis_url, mac=MAC)]
     inside = 0
     most_inside = 0
     guard = threading.Lock()
@@ -135,7 +142,10 @@ def test_two_replicas_serialize_read_modify_write(redis_url: str) -> None:
 
 def test_lock_timeout_is_a_state_error(redis_url: str) -> None:
     """A lock another replica holds past the timeout: StateError naming the VPG and the Redis."""
-    holder, waiter = RedisGuardState(redis_url), RedisGuardState(redis_url, lock_timeout_s=0.3)
+    holder, waiter = (
+        RedisGuardState(redis_url, mac=MAC),
+        RedisGuardState(redis_url, mac=MAC, lock_timeout_s=0.3),
+    )
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -165,7 +175,7 @@ def test_a_dead_replicas_lock_expires(redis_url: str) -> None:
     with redis.Redis.from_url(redis_url) as raw:
         dead = raw.lock("zerto-rewind:lock:vpg:vpg-1", timeout=0.5, thread_local=False)
         assert dead.acquire(blocking=False)
-    state = RedisGuardState(redis_url, lock_timeout_s=5.0)
+    state = RedisGuardState(redis_url, mac=MAC, lock_timeout_s=5.0)
     started = time.monotonic()
     with state.vpg("vpg-1") as record:
         record.vpg_name = "taken over"
@@ -175,8 +185,8 @@ def test_a_dead_replicas_lock_expires(redis_url: str) -> None:
 
 def test_a_long_block_keeps_its_lock(redis_url: str) -> None:
     """A block that runs longer than the lease keeps the lock: the lease is renewed meanwhile."""
-    slow = RedisGuardState(redis_url, lock_lease_s=0.6)
-    other = RedisGuardState(redis_url, lock_timeout_s=0.2)
+    slow = RedisGuardState(redis_url, mac=MAC, lock_lease_s=0.6)
+    other = RedisGuardState(redis_url, mac=MAC, lock_timeout_s=0.2)
     entered = threading.Event()
     outcome: list[BaseException | None] = []
 
@@ -204,7 +214,7 @@ def test_a_long_block_keeps_its_lock(redis_url: str) -> None:
 
 def test_a_lost_lock_refuses_the_write(redis_url: str) -> None:
     """If the lock was lost meanwhile (lease gone, another replica in), the write is refused."""
-    state = RedisGuardState(redis_url)
+    state = RedisGuardState(redis_url, mac=MAC)
 
     def lose_the_lock_inside() -> None:
         with state.vpg("vpg-1") as record, redis.Redis.from_url(redis_url) as raw:
@@ -218,7 +228,7 @@ def test_a_lost_lock_refuses_the_write(redis_url: str) -> None:
 
 def test_cache_respects_the_readers_ttl(redis_url: str) -> None:
     """A cached value is served while younger than the reader's TTL, and expires in Redis too."""
-    one, two = RedisGuardState(redis_url), RedisGuardState(redis_url)
+    one, two = RedisGuardState(redis_url, mac=MAC), RedisGuardState(redis_url, mac=MAC)
     one.store("vms", "https://zvm|web-01", [["vm-1", "vpg-1"]])
     assert two.cached("vms", "https://zvm|web-01", ttl_s=60) == [["vm-1", "vpg-1"]]
     assert two.cached("vms", "https://zvm|web-02", ttl_s=60) is None
@@ -233,10 +243,10 @@ def test_cache_respects_the_readers_ttl(redis_url: str) -> None:
 def test_unreachable_redis_is_a_state_error_without_the_password(tmp_path: Path) -> None:
     """Redis gone: every operation raises StateError naming the server, never the password."""
     with RedisServer(tmp_path, password="s3cret-pw") as server:
-        state = RedisGuardState(server.url)
+        state = RedisGuardState(server.url, mac=MAC)
         with state.vpg("vpg-1") as record:
             record.vpg_name = "before"
-        wrong = RedisGuardState(server.url.replace("s3cret-pw", "wrong-pw"))
+        wrong = RedisGuardState(server.url.replace("s3cret-pw", "wrong-pw"), mac=MAC)
         with pytest.raises(StateError) as refused:
             wrong.peek_vpg("vpg-1")
     assert "refused the credentials" in str(refused.value)

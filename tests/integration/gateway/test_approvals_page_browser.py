@@ -45,6 +45,7 @@ def service(tmp_path: Path) -> ApprovalsService:
         approvals=ApprovalsSettings(web_approvers={NAME: hash_password(PASSWORD)}),
         gateway=SimpleNamespace(clients={"agent-1": "0" * 64}),
         state_url=None,
+        state_connection_url=lambda: None,
         state_dir=str(tmp_path / "state"),
         log_path=str(tmp_path / "decisions.log"),
     )

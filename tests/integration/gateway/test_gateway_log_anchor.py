@@ -64,11 +64,14 @@ async def logged(
 ) -> list[bytes]:
     """Six decisions through a real gateway, which then stops cleanly (SIGTERM)."""
     notify = {"url": receiver.url, "secret_env": "ZR_ANCHOR_WEBHOOK_SECRET"}
+    secret = tmp_path / "redis-password"  # never in the URL: the config refuses that
+    secret.write_text(redis.password or "")
+    secret.chmod(0o600)
     gateway_config(
         box,
         actions_log,
         log_anchor={"every_lines": 4},
-        state={"url": redis.url},
+        state={"url": f"redis://127.0.0.1:{redis.port}/0", "password_file": str(secret)},
         approvals={"notify": notify},
     )
     env = box.env(ZR_ANCHOR_WEBHOOK_SECRET=WEBHOOK_SECRET)

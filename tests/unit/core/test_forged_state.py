@@ -4,6 +4,11 @@ The state directory belongs to the agent's own user on a standalone install, so 
 "landed" tag recorded there is only reused once the ZVM journal bears it out. These
 tests forge such records the way an agent would: by writing the JSON file that
 GuardState writes, then show that the next mutating call is not allowed on it.
+
+Records carry a MAC (``record_mac``). Most forgeries below are sealed with the
+state's own key, as an agent that owns a standalone state directory (and so its
+key) can: the journal check must hold even then. Those without the key are read
+as absent (the last tests here).
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ def rig(tmp_path: Path) -> Rig:
     return Rig(tmp_path, timeout_s=20.0)
 
 
-def forge(rig: Rig, vpg_name: str, **tag: Any) -> str:
-    """Write a VPG record whose tag 'landed' a second ago and covers any call."""
+def forge(rig: Rig, vpg_name: str, *, sealed: bool = True, **tag: Any) -> str:
+    """Write a VPG record whose tag 'landed' a second ago and covers any call
+    (with a valid MAC when ``sealed``: the forger holds the key)."""
     vpg_id = rig.zvm.vpg_id(vpg_name)
     now = rig.clock.wall()
     record = {
@@ -46,6 +52,8 @@ def forge(rig: Rig, vpg_name: str, **tag: Any) -> str:
             **tag,
         },
     }
+    if sealed:
+        record = rig.state.mac.seal("vpg", vpg_id, record)
     path = os.path.join(rig.settings.state_dir, "vpgs", f"{_safe_name(vpg_id)}.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
@@ -120,3 +128,36 @@ def test_a_genuine_reuse_costs_one_checkpoint_listing_and_no_tag(rig: Rig) -> No
     assert change.vpgs[0].tag == confirmed.vpgs[0].tag
     assert calls.count("list_checkpoints jp-local") == 1
     assert not any(c.startswith("tag ") for c in calls)
+
+
+# --------------------------------------------------------------- without the key: absent
+
+
+def test_a_forged_record_without_the_key_is_absent_and_the_call_is_tagged_anew(rig: Rig) -> None:
+    vpg_id = forge(rig, "jp-local", sealed=False)
+    assert rig.state.peek_vpg(vpg_id).tag is None  # read as absent, not as landed
+    decision = rig.decide("jp-ubuntu")
+    assert (decision.row, decision.outcome) == (Row.CONFIRMED, Outcome.CONTEXT)
+    assert decision.vpgs[0].tag != FORGED_TAG
+    assert decision.vpgs[0].checkpoint_id != "forged-checkpoint"
+    assert rig.zvm.tag_requests("jp-local") == 1
+    assert all(h.get("name") != FORGED_TAG for h in rig.state.peek_vpg(vpg_id).history)
+
+
+def test_a_genuine_record_changed_by_one_field_is_absent(rig: Rig) -> None:
+    first = rig.decide("jp-ubuntu", consume=False)
+    vpg_id = rig.zvm.vpg_id("jp-local")
+    path = os.path.join(rig.settings.state_dir, "vpgs", f"{_safe_name(vpg_id)}.json")
+    with open(path, encoding="utf-8") as fh:
+        record = json.load(fh)
+    assert record["tag"]["state"] == "landed"
+    record["allowed_since_landing"] = 0
+    record["tag"]["landed_at"] += 0.5  # the MAC is still the genuine one
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
+    assert rig.state.peek_vpg(vpg_id).tag is None
+    rig.clock.advance(2.0)
+    decision = rig.decide("jp-ubuntu")
+    assert decision.row == Row.CONFIRMED
+    assert decision.vpgs[0].tag != first.vpgs[0].tag
+    assert rig.zvm.tag_requests("jp-local") == 2

@@ -127,7 +127,8 @@ def test_unknown_fields_ignored(tmp_path: Path) -> None:
     """Fields a newer version added are ignored; known ones are kept."""
     state = GuardState(str(tmp_path))
     raw = {"vpg_id": "vpg-1", "vpg_name": "A", "future_field": 1}
-    (tmp_path / "vpgs" / "vpg-1.json").write_text(json.dumps(raw))
+    sealed = state.mac.seal("vpg", "vpg-1", raw)  # written by a newer guard, with the key
+    (tmp_path / "vpgs" / "vpg-1.json").write_text(json.dumps(sealed))
     assert state.peek_vpg("vpg-1").vpg_name == "A"
 
 
@@ -161,7 +162,7 @@ def test_cache_round_trip_and_ttl(tmp_path: Path) -> None:
     assert mode_of(cache_file) == 0o600
     payload = json.loads(cache_file.read_text())
     payload["stored_at"] = time.time() - 120
-    cache_file.write_text(json.dumps(payload))
+    cache_file.write_text(json.dumps(state.mac.seal("cache:vms", "web01", payload)))
     assert state.cached("vms", "web01", ttl_s=60) is None
     assert state.cached("vms", "web01", ttl_s=300) == [["vm-1", "vpg-1", "VPG One"]]
 

@@ -46,6 +46,7 @@ def stand_in_settings(tmp_path: Path) -> Any:
         ),
         gateway=SimpleNamespace(clients={"agent-1": "0" * 64}),
         state_url=None,
+        state_connection_url=lambda: None,
         state_dir=str(tmp_path / "state"),
         log_path=str(tmp_path / "decisions.log"),
     )

@@ -49,6 +49,7 @@ class ApprovalGateway:
             gateway=GatewaySettings(clients={"agent-a": "0" * 64, "olivia-bot": "1" * 64}),
             approvals=config,
             state_url=None,
+            state_connection_url=lambda: None,
             state_dir=str(tmp_path / "state"),
         )
         self.approvals = ApprovalsService(self.settings)  # type: ignore[arg-type]

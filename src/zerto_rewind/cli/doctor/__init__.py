@@ -57,6 +57,7 @@ from .hook import SettingsFile, hook_config, host_checks, installed_matchers
 from .host_hooks import find_host_hooks, host_hook_checks
 from .live import live_checks, tie_check
 from .mcp import mcp_server_checks
+from .redis_state import redis_checks
 from .thin import thin_hook_checks
 from .upstreams import upstream_checks, upstream_start_checks
 
@@ -144,6 +145,7 @@ def run_checks(
         checks += [vm_arg_check(settings), tls_check(settings), pending_check(settings)]
         if settings.upstreams or settings.guard.prompt_via == "approvals":
             checks.append(approvals_check(settings))
+        checks += redis_checks(settings)
         checks += upstream_checks(settings, allow_privileged=allow_privileged_upstream)
         checks += upstream_start_checks(settings, allow_privileged=allow_privileged_upstream)
         checks += [tie_check(settings), pattern_check(settings.catalog)]
