@@ -83,7 +83,7 @@ def _copies(policy: log_anchor.AnchorPolicy, settings: Settings | None) -> list[
     if local is not None:
         anchors.append(local)
     if settings is not None and settings.state_url:
-        shared = _redis_copy(settings.state_url, policy.log_path)
+        shared = _redis_copy(str(settings.state_connection_url()), policy.log_path)
         if shared is not None:
             anchors.append(shared)
     return anchors

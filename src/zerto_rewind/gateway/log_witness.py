@@ -67,7 +67,7 @@ class LogWitness:
     def _to_redis(self, anchor: dict[str, Any]) -> None:
         from ..zvm.redis_conn import connect, redis_errors_as_state_errors
 
-        url = str(self.settings.state_url)
+        url = str(self.settings.state_connection_url())  # with state.password_*
         try:
             with redis_errors_as_state_errors(url):
                 if self._redis is None:
