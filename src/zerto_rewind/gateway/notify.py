@@ -280,9 +280,14 @@ def webhook_text(event: str, request: ApprovalRequest, url: str | None) -> str:
     who = _clean(request.principal)
     if event == "requested":
         why = _ROWS.get(request.row, _clean(request.row))
+        waits = (
+            f"the caller waits until {_hhmm(request.wait_until)} UTC"
+            if request.wait_until
+            else "the caller does not wait (a retry after approval runs)"
+        )
         line = (
-            f"approval needed for {call} ({why}), requested by {who}, "
-            f"expires {_hhmm(request.expires)} UTC"
+            f"approval needed for {call} ({why}), requested by {who}; {waits}; "
+            f"open until {_hhmm(request.expires)} UTC"
         )
     elif event == "approved":
         line = f"{call} approved by {by} for {who} (request {request.id})"

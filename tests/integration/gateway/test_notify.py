@@ -164,7 +164,8 @@ async def test_a_requested_event_arrives_signed_with_link_and_text(receiver: Rec
     }
     assert sent["text"] == (
         "zerto-rewind: approval needed for power_off_vm on web-01 (VM unknown to Zerto), "
-        f"requested by token:agent-a, expires 22:23 UTC: {url}"
+        "requested by token:agent-a; the caller does not wait (a retry after approval runs); "
+        f"open until 22:23 UTC: {url}"
     )
 
 
@@ -210,7 +211,8 @@ async def test_decisions_and_expiries_have_their_own_lines(receiver: Receiver) -
     assert " expired unused: " in texts[3]
     assert texts[4] == (
         "zerto-rewind: approval needed for power_off_vm (no VM in the arguments), "
-        "requested by token:agent-a, expires 22:23 UTC"
+        "requested by token:agent-a; the caller does not wait (a retry after approval runs); "
+        "open until 22:23 UTC"
     )
     assert bodies[4]["url"] is None
     assert [b["event"] for b in bodies] == ["approved", "denied", "expired", "expired", "requested"]
@@ -380,3 +382,12 @@ def test_a_missing_secret_is_refused_at_build(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv(SECRET_ENV)
     with pytest.raises(ConfigError, match=f"names {SECRET_ENV}, which is empty or unset"):
         make_webhook_notifier(settings("https://hooks.example.com/zr"), LINK.format)
+
+
+def test_a_waiting_callers_deadline_is_in_the_text_not_an_expiry_alone() -> None:
+    from zerto_rewind.gateway.notify import webhook_text
+
+    request = a_request(wait_until=1_700_000_000.0 + 120)  # 22:15 UTC
+    text = webhook_text("requested", request, None)
+    assert "the caller waits until 22:15 UTC; open until 22:23 UTC" in text
+    assert "expires" not in text
