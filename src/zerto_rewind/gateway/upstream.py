@@ -33,7 +33,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..errors import ZertoRewindError
 from ..fsutil import atomic_write_text
 from .confine import launcher_argv
-from .upstream_log import UpstreamLog
+from .upstream_log import UpstreamLog, secret_values
 from .upstream_user import private_dir, upstream_identity
 
 if TYPE_CHECKING:
@@ -253,7 +253,7 @@ class Upstream:
                 parent=os.getpid(),
             )
             params = StdioServerParameters(command=argv[0], args=argv[1:], env={**env, **s.env})
-            with UpstreamLog(self.log_path, s.env.values()) as errlog:
+            with UpstreamLog(self.log_path, secret_values(s.env)) as errlog:
                 transport = stdio_client(params, errlog=errlog.sink)
                 async with self._connect(transport) as client:
                     yield client
