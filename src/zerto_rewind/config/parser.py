@@ -451,6 +451,7 @@ class Parser:
             secret_origin=(self.path, f"{key}.{chosen[0]}"),
             env=env,
             site=site,
+            config_key=key,
         )
 
     def url(self, value: Any, key: str = "zvm.url") -> str:

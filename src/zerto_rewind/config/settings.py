@@ -82,6 +82,7 @@ class ZvmSettings:
         "_secret_source",
         "ca_bundle",
         "client_id",
+        "config_key",
         "connect_timeout_s",
         "grant",
         "read_timeout_s",
@@ -108,8 +109,10 @@ class ZvmSettings:
         secret_origin: tuple[str | None, str | None] = (None, None),
         env: Mapping[str, str] | None = None,
         site: str = DEFAULT_SITE,
+        config_key: str = "zvm",
     ) -> None:
         self.site = site  # the estate's name for this ZVM's site (zvms key; "default" for zvm)
+        self.config_key = config_key  # where the config sets it: zvm or zvms.SITE (for hints)
         self._secret_origin = secret_origin  # (config file, key) for messages
         self._env = env  # the environment the settings were loaded from
         self.url = url
