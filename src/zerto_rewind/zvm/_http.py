@@ -45,6 +45,7 @@ log = logging.getLogger("zerto_rewind.zvm")
 BODY_EXCERPT = 300
 _BAD_BODY = "ZVM returned a body that is not the JSON we expected"
 
+
 def _key(settings: object, leaf: str) -> str:
     """The config key a hint names: ``zvm.url``, or ``zvms.dr.url`` for an estate's site."""
     return f"{getattr(settings, 'config_key', 'zvm')}.{leaf}"
