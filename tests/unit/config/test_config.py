@@ -197,6 +197,30 @@ def test_invalid_config_names_file_key_and_problem(
     assert str(error) == f"{path}: {key}: {error.detail}"
 
 
+@pytest.mark.parametrize(
+    ("raw", "key", "meant"),
+    [
+        ({"zvm": ZVM, "guard": {"timout_s": 5}}, "guard.timout_s", "timeout_s"),
+        ({"zvm": {**ZVM, "verify_ssl": False}}, "zvm.verify_ssl", "verify_tls"),
+        ({"zvm": ZVM, "read_only_tool": []}, "read_only_tool", "read_only_tools"),
+    ],
+)
+def test_a_mistyped_key_is_answered_with_did_you_mean(
+    tmp_path: Path, raw: dict[str, Any], key: str, meant: str
+) -> None:
+    """A near miss names the key that was probably meant, as the advice."""
+    error = config_error(tmp_path, raw)
+    assert error.key == key
+    assert error.detail.startswith(f"unknown key; did you mean {meant!r}? (known keys: ")
+    assert error.advice.startswith(f"did you mean {meant!r}?")
+
+
+def test_a_key_like_no_other_gets_only_the_list(tmp_path: Path) -> None:
+    error = config_error(tmp_path, {"zvm": ZVM, "guard": {"zzqx": 1}})
+    assert error.detail.startswith("unknown key (known keys: ")
+    assert "did you mean" not in error.detail
+
+
 def test_non_finite_timeout_in_file_is_refused(tmp_path: Path) -> None:
     """A timeout that overflows to infinity (1e999) is refused, as the variable's inf is."""
     text = json.dumps({"zvm": ZVM}).removesuffix("}") + ', "guard": {"timeout_s": 1e999}}'
