@@ -23,7 +23,7 @@ import sys
 import time
 
 from ..config.loader import ConfigChanged, load_settings
-from ..config.settings import Settings, default_log_path
+from ..config.settings import LEGACY_LOG_NAME, Settings, default_log_path
 from ..core.catalog import READ_ONLY, UNLISTED, classify
 from ..errors import ConfigError
 from . import host as claude_code
@@ -64,7 +64,12 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 # Claude Code's file and shell tools, watched with guard.protect_self (protect.SELF_TOOLS;
 # repeated here so that other tools never import that module).
 _SELF_TOOLS = frozenset(("Bash", "Write", "Edit", "MultiEdit", "NotebookEdit"))
-_SETTINGS_NAMES = ("settings.json", "settings.local.json", "managed-settings.json")
+_SETTINGS_NAMES = (
+    "settings.json",
+    "settings.local.json",
+    "managed-settings.json",
+    LEGACY_LOG_NAME,  # the old default log: the log again if it is created
+)
 # The watchdog answers this long before the budget ends: room to write and exit.
 _WATCHDOG_MARGIN_S = 0.3
 # Set once a decision is on stdout; there must never be a second one.

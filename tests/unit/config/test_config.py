@@ -56,7 +56,7 @@ def test_minimal_config_loads_with_defaults(tmp_path: Path) -> None:
     assert (s.guard.on_pending, s.guard.prompt_as) == ("deny", "ask")
     assert s.guard.site_cadence_s["aws"] == 630.0
     assert s.allow_live_recovery is False
-    assert s.log_path == "/home/op/.zerto-guard-hook.log"
+    assert s.log_path == "/home/op/.local/state/zerto-rewind/decisions.log"
     assert s.state_dir == "/home/op/.local/state/zerto-rewind"
 
 
@@ -459,9 +459,16 @@ def test_load_uses_zerto_rewind_config(tmp_path: Path) -> None:
     assert load_settings({**ENV, "ZERTO_REWIND_CONFIG": path}).path == path
 
 
-def test_default_log_path() -> None:
-    """ZERTO_HOOK_LOG names the log, else ~/.zerto-guard-hook.log; no config needed."""
-    assert default_log_path({"HOME": "/h"}) == "/h/.zerto-guard-hook.log"
+def test_default_log_path(tmp_path: Path) -> None:
+    """ZERTO_HOOK_LOG names the log, else the XDG state path; the old default
+    ~/.zerto-guard-hook.log while it exists; no config needed."""
+    assert default_log_path({"HOME": "/h"}) == "/h/.local/state/zerto-rewind/decisions.log"
+    xdg = {"HOME": "/h", "XDG_STATE_HOME": "/s"}
+    assert default_log_path(xdg) == "/s/zerto-rewind/decisions.log"
+    home = {"HOME": str(tmp_path)}
+    (tmp_path / ".zerto-guard-hook.log").write_text("")
+    assert default_log_path(home) == str(tmp_path / ".zerto-guard-hook.log")
+    assert load(tmp_path, {"zvm": ZVM}, home).log_path == str(tmp_path / ".zerto-guard-hook.log")
     assert default_log_path({"HOME": "/h", "ZERTO_HOOK_LOG": " /var/log/z.log "}) == (
         "/var/log/z.log"
     )
