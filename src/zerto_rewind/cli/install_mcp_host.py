@@ -83,6 +83,8 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--gateway-config",
+        "--config",
+        dest="gateway_config",
         metavar="PATH",
         help="the gateway's config, mode 0600 (default: ZERTO_REWIND_CONFIG)",
     )

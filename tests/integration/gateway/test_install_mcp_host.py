@@ -452,8 +452,17 @@ def test_json_names_both_files_their_backups_and_the_token(
     settings.parent.mkdir()
     settings.write_text(json.dumps({"mcpServers": {"vsphere": vm_entry(box, actions_log)}}))
     url = f"http://127.0.0.1:{free_port()}"
-    argv = ("gemini", "--server", "vsphere", "--user", "--gateway-config", box.config_path,
-            "--url", url, "--json")  # fmt: skip
+    argv = (
+        "gemini",
+        "--server",
+        "vsphere",
+        "--user",
+        "--config",
+        box.config_path,
+        "--url",
+        url,
+        "--json",
+    )  # fmt: skip  (--config: --gateway-config's other name)
     done = cli(*argv, home=home)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
