@@ -146,14 +146,13 @@ def _shown_by(vpg: EstateVpg, failed: dict[str, str]) -> str | None:
 
 
 def _probe(guard: Guard, sites: list[str], deadline: float) -> dict[str, str]:
-    """Ask each site once now; site -> why it did not answer (and its "site down" mark)."""
+    """Ask each site once now; site -> why it did not answer."""
 
     def ask(_site: str, client: ZvmClient, site_deadline: float) -> dict[str, Any]:
         return client.local_site(deadline=site_deadline)
 
+    # A dark answer marks its site down by itself (the estate's observer), as any request.
     answers = guard.estate().ask(ask, sites, min(deadline, time.monotonic() + _PROBE_S))
-    for site, exc in answers.failed.items():
-        guard.sites().mark_down(site, exc)
     return {site: f"{type(exc).__name__}: {exc}" for site, exc in answers.failed.items()}
 
 
