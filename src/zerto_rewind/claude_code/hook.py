@@ -8,8 +8,9 @@ Reads the payload on stdin, asks the guard, answers on stdout. Three promises:
 * **Fail closed.** Bad stdin → exit 2 with the reason on stderr. A missing or
   invalid config, or one whose bytes differ from the SHA-256 pinned at install
   (``--config-sha256``) → deny every call that reaches the hook, with a reason
-  for the human. Any error on a mutating or unlisted call → deny with a reason.
-  Never a silent pass.
+  for the human. Any error on a mutating or unlisted call → deny with a reason;
+  a ZVM secret the config names but the hook cannot find (an unset variable) is
+  such an error, whatever token is cached. Never a silent pass.
 * **A hard deadline.** A watchdog thread answers deny-with-reason just before
   ``ZERTO_HOOK_GUARD_TIMEOUT`` even if the ZVM hangs mid-request, so the host's
   own (larger) timeout never has to fire.
@@ -22,7 +23,7 @@ import sys
 import time
 
 from ..config.loader import ConfigChanged, load_settings
-from ..config.settings import Settings, default_log_path
+from ..config.settings import LEGACY_LOG_NAME, Settings, default_log_path
 from ..core.catalog import READ_ONLY, UNLISTED, classify
 from ..errors import ConfigError
 from . import host as claude_code
@@ -63,7 +64,12 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 # Claude Code's file and shell tools, watched with guard.protect_self (protect.SELF_TOOLS;
 # repeated here so that other tools never import that module).
 _SELF_TOOLS = frozenset(("Bash", "Write", "Edit", "MultiEdit", "NotebookEdit"))
-_SETTINGS_NAMES = ("settings.json", "settings.local.json", "managed-settings.json")
+_SETTINGS_NAMES = (
+    "settings.json",
+    "settings.local.json",
+    "managed-settings.json",
+    LEGACY_LOG_NAME,  # the old default log: the log again if it is created
+)
 # The watchdog answers this long before the budget ends: room to write and exit.
 _WATCHDOG_MARGIN_S = 0.3
 # Set once a decision is on stdout; there must never be a second one.
@@ -182,6 +188,7 @@ def _guarded(
         from ..core.guard import Guard
 
         validate_patterns(settings)
+        _require_secrets(settings)
         guard = Guard(settings, rewind_tool=rewind_tool)
         try:
             decision = guard.decide(call)
@@ -201,6 +208,17 @@ def _guarded(
         )
         decision = Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason)
     return answer.give(decision)
+
+
+def _require_secrets(settings: Settings) -> None:
+    """Each ZVM's secret is where the config says, or ConfigError naming the key to fix.
+
+    Checked on every guarded call, not only when a token must be fetched: a cached
+    token would otherwise let calls through on a config that `status` and a fresh
+    token request refuse, until the token expires.
+    """
+    for zvm in settings.zvms.values():
+        zvm.secret()
 
 
 class _Answer:

@@ -44,6 +44,7 @@ from .install_plan import (
     plan_managed_config,
     plan_thin_hook,
 )
+from .install_report import InstallReport
 from .install_socket import socket_identity, user_name
 from .service import ServiceCatalog, fetch_catalog, service_options
 from .settings_file import managed_settings_file, read_settings, settings_file, write_settings
@@ -51,38 +52,45 @@ from .settings_file import managed_settings_file, read_settings, settings_file, 
 __all__ = ["apply_plan", "install", "reach_service", "read_current"]
 
 
-def install(options: InstallOptions, env: Mapping[str, str]) -> None:
+def install(
+    options: InstallOptions, env: Mapping[str, str], report: InstallReport | None = None
+) -> None:
     """Install the hook as ``options`` say; InstallRefused (or another ZertoRewindError) when not.
 
-    ``env`` holds ``ZERTO_REWIND_CONFIG`` (the command puts ``--config`` there) and ``HOME``.
+    ``env`` holds ``ZERTO_REWIND_CONFIG`` (the command puts ``--config`` there) and ``HOME``;
+    ``report`` (default: lines on stdout) is told what was written.
     """
+    report = report or InstallReport("claude-code")
     if options.managed:
-        _install_managed(options, env)
+        _install_managed(options, env, report)
     elif options.service:
-        _install_thin(options, env)
+        _install_thin(options, env, report)
     else:
-        _install_hook(options, env)
+        _install_hook(options, env, report)
+    report.finish()
 
 
-def apply_plan(plan: InstallPlan, *, dry_run: bool) -> None:
+def apply_plan(plan: InstallPlan, *, dry_run: bool, report: InstallReport) -> None:
     """Write what ``plan`` changes (backing up each file it replaces) and report it.
 
     With ``dry_run``, print the new settings on stdout and the summary on stderr instead.
     """
     if dry_run:
-        sys.stdout.write(plan.settings.text)
-        sys.stderr.write("\n".join(["dry run, nothing written", *plan.summary]) + "\n")
+        report.dry_run(plan.settings.path, plan.settings.text)
+        report.say(["dry run, nothing written", *plan.summary], err=True)
         return
-    earlier = [_write(change) for change in plan.before]
+    earlier = [_write(change, report) for change in plan.before]
     if not plan.settings.changed:
-        print("\n".join(["already installed, nothing to change", *plan.summary]))
+        if not report.written:
+            report.outcome = "unchanged"
+        report.say(["already installed, nothing to change", *plan.summary])
         return
-    backup = _write(plan.settings)
+    backup = _write(plan.settings, report)
     lines = [f"installed {plan.what}", *plan.summary]
     lines += [f"backup:   {saved}" for saved in (backup, *earlier) if saved]
     if plan.check:
         lines.append(plan.check)
-    print("\n".join(lines))
+    report.say(lines)
 
 
 def read_current(path: str) -> CurrentFile:
@@ -94,7 +102,7 @@ def read_current(path: str) -> CurrentFile:
 # ------------------------------------------------------------------ the paths
 
 
-def _install_hook(options: InstallOptions, env: Mapping[str, str]) -> None:
+def _install_hook(options: InstallOptions, env: Mapping[str, str], report: InstallReport) -> None:
     config = config_path(env)  # absolute, from --config or ZERTO_REWIND_CONFIG
     try:
         settings = load_config(env)
@@ -117,10 +125,10 @@ def _install_hook(options: InstallOptions, env: Mapping[str, str]) -> None:
         current=read_current(_settings_path(options, env)),
         mcp=mcp,
     )
-    apply_plan(plan, dry_run=options.dry_run)
+    apply_plan(plan, dry_run=options.dry_run, report=report)
 
 
-def _install_thin(options: InstallOptions, env: Mapping[str, str]) -> None:
+def _install_thin(options: InstallOptions, env: Mapping[str, str], report: InstallReport) -> None:
     """``--service URL``: the thin hook, matched on the service's own catalog."""
     check_service_options(options)
     python = _python(options)
@@ -141,7 +149,7 @@ def _install_thin(options: InstallOptions, env: Mapping[str, str]) -> None:
         service_uid=service_uid,
         identity=identity,
     )
-    apply_plan(plan, dry_run=options.dry_run)
+    apply_plan(plan, dry_run=options.dry_run, report=report)
 
 
 def reach_service(
@@ -192,7 +200,9 @@ def reach_service(
     return opts, remote, service_uid, identity
 
 
-def _install_managed(options: InstallOptions, env: Mapping[str, str]) -> None:
+def _install_managed(
+    options: InstallOptions, env: Mapping[str, str], report: InstallReport
+) -> None:
     """``--managed``: the hook in Claude Code's managed settings, the config root's."""
     why = require_root()
     if why:
@@ -229,8 +239,8 @@ def _install_managed(options: InstallOptions, env: Mapping[str, str]) -> None:
             placement = plan_managed_config(
                 options, settings, source=config_path(env), dest=dest, owner=owner
             )
-            notes += _place(placement, dry_run=options.dry_run)
-        _install_thin(options, env)
+            notes += _place(placement, dry_run=options.dry_run, report=report)
+        _install_thin(options, env, report)
     else:
         if options.service_user:
             msg = "--service-user goes with --service (the service's config)"
@@ -242,11 +252,11 @@ def _install_managed(options: InstallOptions, env: Mapping[str, str]) -> None:
             msg = f"{exc}\nNot installed: fix the config first (a broken one denies every call)."
             raise InstallRefused(msg) from None
         placement = plan_managed_config(options, settings, source=source, dest=dest)
-        notes += _place(placement, dry_run=options.dry_run)
+        notes += _place(placement, dry_run=options.dry_run, report=report)
         if not options.dry_run:  # the hook command names the root-owned copy
             env = {**env, "ZERTO_REWIND_CONFIG": dest}
         # The agents' MCP configs are in their own homes, not root's: doctor --as-user reads them.
-        _install_hook(dataclasses.replace(options, force=True), env)
+        _install_hook(dataclasses.replace(options, force=True), env, report)
     if not options.dry_run and os.path.exists(managed_file):
         secure_root_file(os.path.dirname(managed_file), 0o755)
         secure_root_file(managed_file, 0o644)
@@ -256,7 +266,7 @@ def _install_managed(options: InstallOptions, env: Mapping[str, str]) -> None:
         "check it with: zerto-rewind doctor "
         f"--managed-file {shlex.quote(managed_file)} --as-user AGENT_USER"
     )
-    print("\n".join(notes), file=sys.stderr if options.dry_run else sys.stdout)
+    report.say(notes, err=options.dry_run)
 
 
 # ------------------------------------------------------------------ reading and writing
@@ -300,7 +310,7 @@ def _mcp_sources(options: InstallOptions, env: Mapping[str, str]) -> list[McpSou
     )
 
 
-def _place(placement: ConfigPlacement, *, dry_run: bool) -> list[str]:
+def _place(placement: ConfigPlacement, *, dry_run: bool, report: InstallReport) -> list[str]:
     """Copy the config as planned (not for a dry run); its note, and its backup's."""
     placed = place_config(
         placement.source,
@@ -310,11 +320,17 @@ def _place(placement: ConfigPlacement, *, dry_run: bool) -> list[str]:
         mode=placement.mode,
         dry_run=dry_run,
     )
+    if dry_run:
+        report.would_write.append(placement.dest)
+    else:
+        report.wrote(placement.dest, placed.backup)
     return [placement.note, *([f"backup:   {placed.backup}"] if placed.backup else [])]
 
 
-def _write(change: FileChange) -> str | None:
+def _write(change: FileChange, report: InstallReport) -> str | None:
     """Back up and replace the file when its text changes; returns the backup path."""
     if not change.changed:
         return None
-    return write_settings(change.path, change.text, original=change.original)
+    backup = write_settings(change.path, change.text, original=change.original)
+    report.wrote(change.path, backup)
+    return backup

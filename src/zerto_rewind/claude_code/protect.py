@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..config.settings import legacy_log_path
 from ..selfprotect import FILE_TOOLS, Protected, check
 
 TYPE_CHECKING = False
@@ -62,6 +63,11 @@ def protected_paths(
         Protected("the guard's state directory", settings.state_dir, is_dir=True),
         Protected("the Python environment the hook runs from", sys.prefix, is_dir=True),
     ]
+    legacy = legacy_log_path(env) if env.get("HOME") else None
+    if legacy is not None and legacy != settings.log_path:
+        # Were it created, the hook would log there (the old default stays the log while
+        # it exists): the agent must not move the log by making that file.
+        items.append(Protected("the guard's decision log (its old default path)", legacy))
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if not items[-1].contains(package):  # an editable install: the code lives elsewhere
         items.append(Protected("the guard's code", package, is_dir=True))

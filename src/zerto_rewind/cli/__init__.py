@@ -90,6 +90,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "the MCP server (stdio, or streamable HTTP)",
     ),
+    "completion": (
+        "zerto_rewind.cli.completion_cmd",
+        "main",
+        "print a shell completion script: completion bash|zsh",
+    ),
 }
 
 # Commands that answer every failure in their host's protocol themselves.

@@ -64,7 +64,13 @@ class Step:
         return str(found)
 
 
-POWER_OFF = "mcp__vsphere__power_off_vm"
+# The tools of mcvsphere, the vSphere MCP server the README and docs use, under its names.
+POWER_OFF = "mcp__vsphere__power_off"
+DEMO_CATALOG: dict[str, Any] = {
+    "read_only_tools": ["mcp__vsphere__list_vms", "mcp__vsphere__get_*"],
+    "tools": {POWER_OFF: {"vm_arg": "name"}},
+    "vm_map": {"strip_domain": ["lab.local"]},
+}
 STEPS = [
     Step("read-only", "mcp__vsphere__list_vms", {}, "none"),
     Step("confirmed", POWER_OFF, {"name": "web-01"}, "context", ("VPG 'hq-web-dr'",)),
@@ -72,7 +78,7 @@ STEPS = [
     Step("pending (AWS cadence)", POWER_OFF, {"name": "win2019-1"}, "deny", ("pending",)),
     Step("VM unknown to Zerto", POWER_OFF, {"name": "ghost-vm"}, "ask"),
     Step("no VM in arguments", POWER_OFF, {"force": True}, "ask"),
-    Step("unlisted tool", "mcp__vsphere__delete_datastore", {"datastore": "ds1"}, "ask"),
+    Step("unlisted tool", "mcp__vsphere__delete_datastore_file", {"path": "[ds1] x"}, "ask"),
     # The estate's rows, while the AWS tag lands.
     Step("VM of site dr, tagged on dr's ZVM", POWER_OFF, {"name": "reports-01"}, "context",
          ("VPG 'dr-reports-aws' (vcenter, site dr)",)),
@@ -108,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     estate = demo_estate()
     with (
         tempfile.TemporaryDirectory(prefix="zerto-rewind-demo-") as root,
-        Sandbox(root, sim_config=sim_config, guard=guard, estate=estate, zvm=zvm) as box,
+        Sandbox(
+            root, sim_config=sim_config, guard=guard, estate=estate, zvm=zvm, catalog=DEMO_CATALOG
+        ) as box,
     ):
         console.print(
             "[bold]zerto-rewind demo[/bold]: a simulated estate, one ZVM per site (TLS, CA pinned)"

@@ -9,6 +9,12 @@ import sys
 from collections.abc import Mapping
 
 from ..config.loader import load_config
+from ..errors import ZertoRewindError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+    from ..gateway.run import ApprovalChannels
 
 __all__ = ["main"]
 
@@ -87,9 +93,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     # Errors of the tree go to the edge in cli; only ^C is this command's own business.
     try:
         settings = load_config(env)
-        import anyio
-
-        from ..gateway.run import ApprovalChannels, serve_http, serve_stdio
+        from ..gateway.run import ApprovalChannels
 
         channels = ApprovalChannels(
             args.approvals_socket,
@@ -97,6 +101,20 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
             if args.approvals_listen
             else None,
         )
+        code = _serve(args, settings, channels)
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+def _serve(args: argparse.Namespace, settings: Settings, channels: ApprovalChannels) -> int:
+    """Run the gateway until it stops; an error of the tree a task group wrapped is
+    raised bare, so the edge prints it as one line."""
+    import anyio
+
+    from ..gateway.run import serve_http, serve_stdio
+
+    try:
         if args.stdio:
             if not args.upstream:
                 sys.stderr.write("zerto-rewind gateway: --stdio needs --upstream NAME\n")
@@ -125,9 +143,28 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
                     allow_privileged_upstream=args.allow_privileged_upstream,
                 )
             )
-    except KeyboardInterrupt:
-        return 130
+    except BaseExceptionGroup as group:
+        error = _tree_error(group)
+        if error is None:
+            raise
+        raise error from None
     return 0
+
+
+def _tree_error(group: BaseExceptionGroup[BaseException]) -> ZertoRewindError | None:
+    """The one error of the tree a task group wrapped (a listener that cannot bind, say),
+    so the edge prints it as one line; anything else goes on as it came."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, BaseExceptionGroup):
+            pending.extend(item.exceptions)
+        else:
+            leaves.append(item)
+    if len(leaves) == 1 and isinstance(leaves[0], ZertoRewindError):
+        return leaves[0]
+    return None
 
 
 def _host_port(text: str, option: str = "--listen") -> tuple[str, int]:

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 
 from ..claude_code.install import install
 from ..claude_code.install_plan import InstallOptions
-from .install_options import add_hook_arguments
+from ..claude_code.install_report import InstallReport
+from .install_options import add_hook_arguments, add_json_argument
 
 __all__ = ["main"]
 
@@ -99,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     managed.add_argument(
         "--root", metavar="DIR", help="take /etc/... under DIR (tests, image builds; default /)"
     )
+    add_json_argument(parser)
     return parser
 
 
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     env = dict(os.environ if env is None else env)
     if args.config:
         env["ZERTO_REWIND_CONFIG"] = args.config
-    install(_options(args), env)
+    install(_options(args), env, InstallReport("claude-code", as_json=args.json))
     return 0
 
 

@@ -8,11 +8,12 @@ import shlex
 import sys
 from collections.abc import Mapping
 
+from ..claude_code.install_report import InstallReport
 from ..claude_code.plugin import PLUGIN_NAME, build_plugin
 from ..config.loader import load_config
 from ..config.settings import config_path
 from ..errors import ConfigError
-from .install_options import add_hook_arguments
+from .install_options import add_hook_arguments, add_json_argument
 
 __all__ = ["main"]
 
@@ -25,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, metavar="DIR", help="the plugin directory")
     add_hook_arguments(parser)
     parser.add_argument("--name", default=PLUGIN_NAME, help=f"plugin name (default {PLUGIN_NAME})")
+    add_json_argument(parser)
     return parser
 
 
@@ -52,10 +54,13 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         all_tools=args.all_tools,
         name=args.name,
     )
+    report = InstallReport("claude-plugin", as_json=args.json)
+    report.wrote(out)
     lines = [f"generated the {args.name} plugin in {out}", *(f"note: {n}" for n in notes)]
     lines.append(f"use it with: claude --plugin-dir {shlex.quote(out)}")
     lines.append(f"check it with: claude plugin validate {shlex.quote(out)}")
-    print("\n".join(lines))
+    report.say(lines)
+    report.finish()
     return 0
 
 

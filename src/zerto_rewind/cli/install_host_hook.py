@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from ..agent_hooks.hook import HOSTS, LAUNCH_CODE
 from ..claude_code.install import reach_service
 from ..claude_code.install_plan import InstallRefused, check_service_url
+from ..claude_code.install_report import InstallReport
 from ..claude_code.matcher import covered_servers
 from ..claude_code.service import thin_budget
 from ..errors import ConfigError
@@ -31,6 +32,7 @@ from ..hostconfig.hooks import (
     plan_hook_file,
     write_hook_file,
 )
+from .install_options import add_json_argument
 
 __all__ = ["TRUST_STEPS", "hook_command", "main"]
 
@@ -116,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="rewrite a hook file whose comments a rewrite drops"
     )
     parser.add_argument("--dry-run", action="store_true", help="print the file, write nothing")
+    add_json_argument(parser)
     return parser
 
 
@@ -156,15 +159,17 @@ def hook_command(
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     env = os.environ if env is None else env
+    report = InstallReport("host-hook", as_json=args.json)
     try:
-        _install(args, env)
+        _install(args, env, report)
     except (InstallRefused, ConfigError) as exc:
         sys.stderr.write(f"zerto-rewind install host-hook: {exc}\n")
         return 1
+    report.finish()
     return 0
 
 
-def _install(args: argparse.Namespace, env: Mapping[str, str]) -> None:
+def _install(args: argparse.Namespace, env: Mapping[str, str], report: InstallReport) -> None:
     host: str = args.host
     if args.prompt_as and args.prompt_as not in HOSTS[host].PROMPT_CHOICES:
         msg = (
@@ -217,19 +222,21 @@ def _install(args: argparse.Namespace, env: Mapping[str, str]) -> None:
         f"trust:    {TRUST_STEPS[host]}",
     ]
     if args.dry_run:
-        sys.stdout.write(plan.text or "")
-        sys.stderr.write("\n".join(["dry run, nothing written", *summary]) + "\n")
+        report.dry_run(path, plan.text)
+        report.say(["dry run, nothing written", *summary], err=True)
         return
     if plan.text is None:
-        print("\n".join(["already installed, nothing to change", *summary]))
+        report.outcome = "unchanged"
+        report.say(["already installed, nothing to change", *summary])
         return
     backup = write_hook_file(plan)
+    report.wrote(path, backup)
     lines = [f"installed the zerto-rewind {host} hook", *summary]
     if backup:
         lines.append(f"backup:   {backup}")
     if plan.drops_comments:
         lines.append("note:     the file's comments were dropped (--force)")
-    print("\n".join(lines))
+    report.say(lines)
 
 
 def _servers(args: argparse.Namespace, catalog_servers: list[str]) -> list[str]:

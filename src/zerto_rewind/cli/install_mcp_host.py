@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Mapping
 
+from ..claude_code.install_report import InstallReport
 from ..config.parser import Parser
 from ..config.settings import config_path
 from ..errors import ConfigError, UsageError
@@ -41,6 +42,7 @@ from ..hostconfig.move import (
 )
 from ..hostconfig.specs import HOSTS, candidate_files, default_paths
 from .install_next import next_steps
+from .install_options import add_json_argument
 
 __all__ = ["main"]
 
@@ -82,6 +84,8 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--gateway-config",
+        "--config",
+        dest="gateway_config",
         metavar="PATH",
         help="the gateway's config, mode 0600 (default: ZERTO_REWIND_CONFIG)",
     )
@@ -117,6 +121,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument(
         "--force", action="store_true", help="replace a different file at --systemd-unit PATH"
     )
+    add_json_argument(parser)
     return parser
 
 
@@ -138,10 +143,13 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
             "(zerto-rewind gateway --http ...), not into the host's config"
         )
         raise UsageError(msg)
-    return _install(args, env)
+    report = InstallReport("mcp-host", as_json=args.json)
+    code = _install(args, env, report)
+    report.finish()
+    return code
 
 
-def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
+def _install(args: argparse.Namespace, env: dict[str, str], report: InstallReport) -> int:
     host = HOSTS[args.host]
     gateway = read_gateway_config(config_path(env))
     files = candidate_files(host, env, project=args.project, user=args.user, path=args.file)
@@ -149,7 +157,10 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
     entry = current.servers[args.server]
     urls = [gateway_endpoint(args.url, args.server)] if args.url else []
     if gateway_upstream_of(entry, args.server, urls) is not None:
-        print(f"{current.file.where}: {args.server!r} already reaches the gateway; nothing to do")
+        report.outcome = "unchanged"
+        report.say(
+            [f"{current.file.where}: {args.server!r} already reaches the gateway; nothing to do"]
+        )
         return 0
     via: StdioGateway | HttpGateway
     if args.url:
@@ -178,14 +189,18 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
     summary += [s for s in steps if not s.startswith("WARNING")]
     warnings += [s for s in steps if s.startswith("WARNING")]
     if args.dry_run:
-        sys.stdout.write("\n".join(["dry run, nothing written", *summary, *warnings]) + "\n")
+        report.dry_run(gateway.path, None)
+        report.dry_run(moved.file.path, None)
+        report.say(["dry run, nothing written", *summary, *warnings])
         return 0
     # The gateway learns the upstream first: a host pointed at a gateway that
     # does not serve it yet would fail, the other order only leaves a spare upstream.
     backups = [write_gateway_config(gateway, new_gateway)]
+    report.wrote(gateway.path, backups[0])
     backup_dir = os.path.join(os.path.dirname(gateway.path), "host-backups")
     http = isinstance(via, HttpGateway)
     host_backup = write_host_config(moved, text, backup_dir=backup_dir, private=http)
+    report.wrote(moved.file.path, host_backup)
     if host_backup:
         backups.append(host_backup)
     lines = [f"moved {args.server!r} behind the zerto-rewind gateway", *summary]
@@ -201,12 +216,15 @@ def _install(args: argparse.Namespace, env: dict[str, str]) -> int:
             "note:        a project file now holds a bearer token: keep it out of version "
             "control (or use --user)"
         )
+    if args.systemd_unit:
+        report.extra["systemd_unit"] = args.systemd_unit
     if isinstance(via, HttpGateway):
+        report.extra["token"] = via.token
         lines.append(
             f"token for client {via.client!r} (written only to {moved.file.path}; "
             f"shown once): {via.token}"
         )
-    print("\n".join([*lines, *warnings]))
+    report.say([*lines, *warnings])
     if warnings:
         sys.stderr.write("\n".join(warnings) + "\n")
     return 0

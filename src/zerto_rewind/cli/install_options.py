@@ -6,7 +6,7 @@ import argparse
 
 from ..claude_code.settings_file import DEFAULT_TIMEOUT_S
 
-__all__ = ["add_hook_arguments"]
+__all__ = ["add_hook_arguments", "add_json_argument"]
 
 
 def add_hook_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,4 +25,13 @@ def add_hook_arguments(parser: argparse.ArgumentParser) -> None:
         "--all-tools",
         action="store_true",
         help="run the hook for every tool that is not read-only, not just the catalog's servers",
+    )
+
+
+def add_json_argument(parser: argparse.ArgumentParser) -> None:
+    """``--json``: every install target's summary as one JSON object on stdout."""
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print what was (or, with --dry-run, would be) written as one JSON object",
     )

@@ -2,22 +2,25 @@
 
 ``status`` and ``checkpoints`` render :func:`~zerto_rewind.recovery.protection.protection_status`
 and :func:`~zerto_rewind.recovery.protection.checkpoint_listing` (what the MCP tools
-return); ``tag`` asks the ZVM for a tagged checkpoint and waits for it. With several
-ZVMs (``zvms``) the VM is found across the estate as the guard finds it, and each VPG
-is shown, listed and tagged on the ZVM of its protected site, named in the output. Each
-command parses its arguments, calls the library and renders the result (rich
-tables on stdout, progress on stderr). Errors from the library are reported
-once, by the edge in :mod:`zerto_rewind.cli`.
+return); ``tag`` asks the ZVM for a tagged checkpoint and waits for it, showing its
+progress against the expected landing time. With several ZVMs (``zvms``) the VM is
+found across the estate as the guard finds it (:mod:`.zvm_sites`): each VPG is shown,
+listed and tagged on the ZVM of its protected site, named in the output; a VPG that
+cannot be tagged is shown with why; a site that did not answer is always listed, in
+text and in ``--json`` (``unreachable_sites``). Tables wrap at the terminal's (or a
+pipe's 80) columns instead of cutting names. Each command parses its arguments, calls
+the library and renders the result (tables on stdout, progress on stderr). Errors
+from the library are reported once, by the edge in :mod:`zerto_rewind.cli`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,21 +29,23 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..config.loader import load_settings
 from ..config.settings import Settings
-from ..core.guard import Guard
-from ..errors import NotFound, UsageError, ZvmError, ZvmTimeout
+from ..core.guard import entity_type_names
+from ..core.tagging import planned_landing
+from ..errors import UsageError, ZvmError, ZvmTimeout
 from ..recovery.protection import (
     CheckpointInfo,
     VpgProtection,
     checkpoint_listing,
+    observe_cadence,
     parse_since,
     protection_status,
     vm_refs,
 )
-from ..zvm.auth import TokenCache
 from ..zvm.client import ZvmClient
-from ..zvm.models import Checkpoint, Vpg, format_iso, parse_iso, tag_refusal
+from ..zvm.models import Checkpoint, Vpg, format_iso, parse_iso, site_kind, tag_refusal
+from .tag_progress import TagProgress
+from .zvm_sites import Place, Places, places
 
 __all__ = ["checkpoints", "status", "tag"]
 
@@ -75,11 +80,17 @@ def checkpoints(argv: list[str]) -> int:
 
 
 def tag(argv: list[str]) -> int:
-    """``zerto-rewind tag VM``: tag a checkpoint on each of the VM's VPGs; wait until it lands."""
+    """``zerto-rewind tag VM [TEXT]``: tag a checkpoint on each of the VM's VPGs; wait for it."""
     parser = _parser("tag", "Tag a checkpoint on every VPG of a VM and wait for it to land.")
-    parser.add_argument("--name", help="the tag text (default: zerto-rewind manual VM TIME)")
+    parser.add_argument(
+        "text", nargs="?", help="the tag text (default: zerto-rewind manual VM TIME)"
+    )
+    parser.add_argument("--name", help="the tag text, as an option (same as TEXT)")
     parser.add_argument(
         "--timeout", type=float, default=900.0, help="seconds to wait (default 900)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print what landed as JSON instead of a table"
     )
     return _run(_tag, parser, argv)
 
@@ -87,90 +98,32 @@ def tag(argv: list[str]) -> int:
 def _parser(name: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"zerto-rewind {name}", description=description)
     parser.add_argument("vm", help="the VM's name as Zerto shows it")
+    parser.add_argument(
+        "--config", metavar="PATH", help="config file (default: $ZERTO_REWIND_CONFIG)"
+    )
     return parser
 
 
 def _run(command: Command, parser: argparse.ArgumentParser, argv: list[str]) -> int:
     args = parser.parse_args(argv)
+    if getattr(args, "text", None) and args.name and args.text != args.name:
+        parser.error("give the tag text once: as TEXT or as --name, not two different texts")
     return command(args, Console(stderr=True))
 
 
 # ---------------------------------------------------------------- shared plumbing
 
 
-@contextmanager
-def _session() -> Iterator[tuple[Settings, ZvmClient]]:
-    settings = load_settings()
-    with ZvmClient(settings.zvm, token_cache=TokenCache(settings.state_dir)) as client:
-        yield settings, client
-
-
-@dataclass
-class _Place:
-    """One site's ZVM and the VPGs of the VM it speaks for (those it tags)."""
-
-    site: str | None  # None: a one-ZVM config, shown as before the estate
-    client: ZvmClient
-    vpg_ids: set[str] | None  # lowercased; None: every VPG that ZVM lists
-
-    def holds(self, vpg_id: str) -> bool:
-        return self.vpg_ids is None or vpg_id.lower() in self.vpg_ids
-
-
-@contextmanager
-def _places(vm: str, err: Console, deadline: float) -> Iterator[tuple[Settings, list[_Place]]]:
-    """The ZVMs that speak for the VM's VPGs: each VPG's protected site, as the guard tags.
-
-    A site that did not answer is named on stderr; if no answering site knows the VM
-    while one is dark, that is an error naming it, never "not protected".
-    """
-    settings = load_settings()
-    if len(settings.zvms) == 1:
-        with _session() as (loaded, client):
-            yield loaded, [_Place(None, client, None)]
-        return
-    guard = Guard(settings)
-    try:
-        lookup = guard.sites().find((vm,), deadline)
-        estate = guard.estate()
-        chosen: dict[str, set[str]] = {}
-        problems = []
-        for vpg in lookup.vpgs[vm].values():
-            site, problem = guard.sites().tag_site(vpg, lookup.failed)
-            if site is None:
-                problems.append(problem)
-            else:
-                chosen.setdefault(site, set()).add(vpg.vpg_id.lower())
-        for site, why in lookup.failed.items():
-            err.print(
-                f"[yellow]site {escape(site)}[/yellow]: the ZVM at {escape(estate.url(site))} "
-                f"did not answer: {escape(why)}",
-                highlight=False,
-            )
-        for problem in problems:
-            err.print(f"[yellow]not shown[/yellow]: {escape(problem)}", highlight=False)
-        if not chosen and (problems or lookup.failed):
-            dark = ", ".join(lookup.failed) or "none"
-            msg = (
-                f"no ZVM that answered can speak for VM {vm!r} (sites that did not answer: "
-                f"{dark}); check them with `zerto-rewind doctor` and retry"
-            )
-            raise ZvmError(msg)
-        if not chosen:
-            where = ", ".join(f"site {s} ({estate.url(s)})" for s in estate.names)
-            msg = (
-                f"no VPG protects a VM named {vm!r} on any ZVM of the estate ({where}); check "
-                "the name as the Zerto UI shows it (names match exactly: case and spaces count)"
-            )
-            raise NotFound(msg, method="GET", url=f"{estate.url(estate.first)}/v1/vms", status=None)
-        places = [_Place(s, estate.client(s), ids or None) for s, ids in chosen.items()]
-        yield settings, places
-    finally:
-        guard.close()
-
-
 def _stdout() -> Console:
     return Console(highlight=False, soft_wrap=True)
+
+
+def _table(title: str, headers: tuple[str, ...]) -> Table:
+    """A table whose cells wrap (fold a long word) instead of ending in an ellipsis."""
+    table = Table(title=title, title_justify="left")
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    return table
 
 
 def _when(cp: CheckpointInfo | None) -> str:
@@ -183,32 +136,60 @@ def _cp_json(cp: CheckpointInfo | None) -> dict[str, Any] | None:
     return {"id": cp.checkpoint_id, "timestamp": cp.timestamp, "tag": cp.tag}
 
 
+def _notes(out: Console, found: Places) -> None:
+    """The sites that did not answer and the VPGs no answering ZVM lists: once each."""
+    for dark in found.dark:
+        out.print(f"[yellow]unreachable[/yellow]: {escape(dark.line())}", highlight=False)
+    for unshown in found.unshown:
+        out.print(f"[yellow]not shown[/yellow]: {escape(unshown)}", highlight=False)
+
+
 # ---------------------------------------------------------------- status
 
 
+@dataclass
+class _Row:
+    site: str | None
+    v: VpgProtection
+    cannot_tag: str | None  # the VPG's own state, else the estate (its site is dark)
+
+
 def _status(args: argparse.Namespace, err: Console) -> int:
-    rows: list[tuple[str | None, VpgProtection]] = []
+    rows: list[_Row] = []
     shown = args.vm
-    with _places(args.vm, err, time.monotonic() + 120.0) as (settings, places):
-        for place in places:
-            report = protection_status(place.client, settings, args.vm)
+    with places(args.vm, time.monotonic() + 120.0, args.config) as found:
+        for place in found.places:
+            report = protection_status(place.client, found.settings, args.vm)
             shown = report.vm
-            rows += [(place.site, v) for v in report.vpgs if place.holds(v.vpg_id)]
+            rows += [
+                _Row(place.site, v, v.tag_refusal or place.cannot_tag(v.vpg_id))
+                for v in report.vpgs
+                if place.holds(v.vpg_id)
+            ]
     if args.json:
-        listed = [_status_json(args.vm, v, site) for site, v in rows]
-        print(json.dumps({"vm": args.vm, "vpgs": listed}, indent=2))
+        listed = [_status_json(args.vm, r) for r in rows]
+        report_json = {
+            "vm": args.vm,
+            "vpgs": listed,
+            "unreachable_sites": found.dark_json(),
+            "not_shown": found.unshown,
+        }
+        print(json.dumps(report_json, indent=2))
         return 0
     out = _stdout()
     out.print(_status_table(shown, rows))
-    for _site, v in rows:
-        if v.tag_refusal:
-            out.print(f"[yellow]cannot tag[/yellow]: {escape(v.tag_refusal)}")
+    for row in rows:
+        if row.cannot_tag:
+            why = escape(row.cannot_tag)
+            out.print(f"[yellow]cannot tag[/yellow] VPG {escape(row.v.vpg)}: {why}")
+    _notes(out, found)
     return 0
 
 
-def _status_json(vm: str, v: VpgProtection, site: str | None = None) -> dict[str, Any]:
+def _status_json(vm: str, row: _Row) -> dict[str, Any]:
+    v = row.v
     return {
-        **({"zvm_site": site} if site is not None else {}),
+        **({"zvm_site": row.site} if row.site is not None else {}),
         "vm": vm,
         "vpg": v.vpg,
         "vpg_id": v.vpg_id,
@@ -221,25 +202,24 @@ def _status_json(vm: str, v: VpgProtection, site: str | None = None) -> dict[str
         "cadence_s": v.cadence_s,
         "cadence_source": v.cadence_source,
         "latest_checkpoint": _cp_json(v.latest_checkpoint),
-        "tag_refusal": v.tag_refusal,
+        "tag_refusal": row.cannot_tag,
     }
 
 
-def _status_table(vm: str, rows: list[tuple[str | None, VpgProtection]]) -> Table:
-    table = Table(title=f"VM {vm}")
-    several = any(site is not None for site, _v in rows)
+def _status_table(vm: str, rows: list[_Row]) -> Table:
+    several = any(row.site is not None for row in rows)
     headers = ("VPG", "site", "status", "substatus", "RPO", "cadence", "latest checkpoint")
-    for header in (*(("ZVM site",) if several else ()), *headers):
-        table.add_column(header)
-    for site, v in rows:
+    table = _table(f"VM {escape(vm)}", (*(("ZVM site",) if several else ()), *headers))
+    for row in rows:
+        v = row.v
         rpo = f"{v.actual_rpo_s} s" if v.actual_rpo_s is not None else "—"
         cp = v.latest_checkpoint
         latest = f"{cp.checkpoint_id} {_when(cp)}" if cp else "—"
         if cp and cp.tag:
-            latest += f" [{escape(cp.tag)}]"
+            latest += f" [{cp.tag}]"
         table.add_row(
-            *((escape(site or ""),) if several else ()),
-            escape(v.vpg),
+            *((escape(row.site or ""),) if several else ()),
+            escape(v.vpg) + (" (cannot tag)" if row.cannot_tag else ""),
             v.site_kind,
             v.status,
             v.sub_status,
@@ -265,8 +245,8 @@ def _since(text: str) -> str:
 def _checkpoints(args: argparse.Namespace, err: Console) -> int:
     listed: list[tuple[str | None, str, CheckpointInfo]] = []
     since = ""
-    with _places(args.vm, err, time.monotonic() + 120.0) as (_settings, places):
-        for place in places:
+    with places(args.vm, time.monotonic() + 120.0, args.config) as found:
+        for place in found.places:
             listing = checkpoint_listing(
                 place.client, args.vm, since=args.since, tagged_only=args.tagged, limit=None
             )
@@ -284,16 +264,23 @@ def _checkpoints(args: argparse.Namespace, err: Console) -> int:
             {**({"zvm_site": site} if several else {}), "vpg": vpg, **(_cp_json(cp) or {})}
             for site, vpg, cp in listed
         ]
-        report = {"vm": args.vm, "since": since, "checkpoints": rows}
+        report = {
+            "vm": args.vm,
+            "since": since,
+            "checkpoints": rows,
+            "unreachable_sites": found.dark_json(),
+            "not_shown": found.unshown,
+        }
         print(json.dumps(report, indent=2))
         return 0
-    table = Table(title=f"VM {args.vm}: checkpoints since {since}")
-    for header in (*(("ZVM site",) if several else ()), "VPG", "id", "time", "tag"):
-        table.add_column(header)
+    headers = (*(("ZVM site",) if several else ()), "VPG", "id", "time", "tag")
+    table = _table(f"VM {escape(args.vm)}: checkpoints since {since}", headers)
     for site, vpg, cp in listed:
         first = (escape(site or ""),) if several else ()
         table.add_row(*first, escape(vpg), cp.checkpoint_id, _when(cp), escape(cp.tag or ""))
-    _stdout().print(table)
+    out = _stdout()
+    out.print(table)
+    _notes(out, found)
     return 0
 
 
@@ -303,81 +290,122 @@ def _checkpoints(args: argparse.Namespace, err: Console) -> int:
 @dataclass
 class _Request:
     vpg: Vpg
-    task_id: str
-    place: _Place
+    place: Place
+    expected_s: float  # from the request to the expected landing
+    task_id: str = ""
     landed: Checkpoint | None = None
     waited_s: float = 0.0
 
 
 def _tag(args: argparse.Namespace, err: Console) -> int:
     deadline = time.monotonic() + args.timeout
-    name = args.name or f"zerto-rewind manual {args.vm} {format_iso(datetime.now(UTC))}"
-    with _places(args.vm, err, deadline) as (_settings, places):
-        chosen: list[tuple[_Place, Vpg]] = []
-        for place in places:
+    name = (
+        args.text or args.name or f"zerto-rewind manual {args.vm} {format_iso(datetime.now(UTC))}"
+    )
+    with places(args.vm, deadline, args.config) as found:
+        chosen: list[tuple[Place, Vpg]] = []
+        for place in found.taggable():
             refs = vm_refs(place.client, args.vm, deadline=deadline)
             ids = dict.fromkeys(ref.vpg_id for ref in refs if place.holds(ref.vpg_id))
             chosen += [(place, place.client.get_vpg(i, deadline=deadline)) for i in ids]
-        refusals = [reason for _p, vpg in chosen if (reason := tag_refusal(vpg))]
+        for dark in found.dark:
+            err.print(f"[yellow]unreachable[/yellow]: {escape(dark.line())}", highlight=False)
+        refusals = found.refusals() + [reason for _p, vpg in chosen if (reason := tag_refusal(vpg))]
         for reason in refusals:
             err.print(f"[red]Refused[/red]: {escape(reason)}", highlight=False)
         if refusals:
             return 1
         started, requested_at = time.monotonic(), datetime.now(UTC)
-        requests = [
-            _Request(v, p.client.tag_checkpoint(v.vpg_id, name, deadline=deadline), p)
-            for p, v in chosen
-        ]
-        with err.status("requesting the tag…") as spinner:
+        requests = [_request(found.settings, p, v, requested_at, deadline) for p, v in chosen]
+        for req in requests:
+            req.task_id = req.place.client.tag_checkpoint(req.vpg.vpg_id, name, deadline=deadline)
+        with TagProgress(err, args.vm) as progress:
             for req in requests:
-                _await_landing(
-                    req.place.client, req, name, requested_at, deadline, started, spinner.update
-                )
-    _print_landed(requests, name)
+                _await_landing(req, args.vm, name, requested_at, deadline, started, progress)
+    if args.json:
+        print(json.dumps(_landed_json(args.vm, name, requests), indent=2))
+    else:
+        _print_landed(requests, name)
     return 0
 
 
+def _request(
+    settings: Settings, place: Place, vpg: Vpg, requested_at: datetime, deadline: float
+) -> _Request:
+    """The VPG's tag request, with when its tag should land (its cadence, last checkpoint)."""
+    client, guard = place.client, settings.guard
+    names = entity_type_names(client, deadline=deadline)
+    kind = site_kind(vpg.protected_entity, names, guard.site_types)
+    now = requested_at.timestamp()
+    cadence, _source, listed = observe_cadence(
+        settings, client, vpg, kind, now=now, deadline=deadline
+    )
+    last = listed[-1].timestamp.timestamp() if listed else None
+    expected, _overdue = planned_landing(now, last, cadence, guard.landing_allowance_s, guard)
+    return _Request(vpg, place, max(0.0, expected - now))
+
+
 def _await_landing(
-    client: ZvmClient,
     req: _Request,
+    vm: str,
     name: str,
     requested_at: datetime,
     deadline: float,
     started: float,
-    show: Callable[[str], None],
+    progress: TagProgress,
 ) -> None:
-    show(f"VPG {escape(req.vpg.name)}: waiting for task {escape(req.task_id)}…")
+    client: ZvmClient = req.place.client
+    vpg = req.vpg.name
+    progress.update(vpg, time.monotonic() - started, req.expected_s, "the tag task runs")
     task = client.wait_for_task(req.task_id, deadline=deadline)
     if task.failed:
         reason = task.complete_reason or "no reason given"
-        msg = f"tag task {req.task_id} on VPG '{req.vpg.name}' ended {task.state_name}: {reason}"
+        msg = f"tag task {req.task_id} on VPG '{vpg}' ended {task.state_name}: {reason}"
         raise ZvmError(msg)
     while req.landed is None:
         waited = time.monotonic() - started
-        show(f"VPG {escape(req.vpg.name)}: waiting for the tag to land ({waited:.0f} s)…")
+        progress.update(vpg, waited, req.expected_s, "waiting for the tag to land")
         cps = client.list_checkpoints(req.vpg.vpg_id, since=requested_at - _SKEW, deadline=deadline)
         req.landed = next((cp for cp in cps if cp.tag == name), None)
         if req.landed is None:
             if time.monotonic() + 1.0 >= deadline:
-                raise ZvmTimeout(_not_landed(req, name, requested_at, waited))
+                raise ZvmTimeout(_not_landed(req, vm, name, requested_at, waited))
             time.sleep(1.0)
     req.waited_s = time.monotonic() - started
+    progress.landed(vpg, req.waited_s)
 
 
-def _not_landed(req: _Request, name: str, requested_at: datetime, waited: float) -> str:
+def _not_landed(req: _Request, vm: str, name: str, requested_at: datetime, waited: float) -> str:
     return (
-        f"tag {name!r} requested at {format_iso(requested_at)} on VPG '{req.vpg.name}' "
-        f"has not landed after {waited:.0f} s; it may still land, "
-        "check with `zerto-rewind checkpoints VM --tagged` or raise --timeout"
+        f"tag {name!r} requested at {format_iso(requested_at)} for VM {vm!r} on VPG "
+        f"'{req.vpg.name}' has not landed after {waited:.0f} s (expected after about "
+        f"{req.expected_s:.0f} s); it may still land, check with "
+        f"`zerto-rewind checkpoints {shlex.quote(vm)} --tagged` or raise --timeout"
     )
 
 
+def _landed_json(vm: str, name: str, requests: list[_Request]) -> dict[str, Any]:
+    landed = []
+    for req in requests:
+        cp = req.landed
+        assert cp is not None  # _await_landing returns only once it landed
+        landed.append(
+            {
+                **({"zvm_site": req.place.site} if req.place.site is not None else {}),
+                "vpg": req.vpg.name,
+                "vpg_id": req.vpg.vpg_id,
+                "checkpoint": _cp_json(CheckpointInfo.of(cp)),
+                "waited_s": round(req.waited_s, 1),
+                "expected_s": round(req.expected_s, 1),
+            }
+        )
+    return {"vm": vm, "tag": name, "landed": landed}
+
+
 def _print_landed(requests: list[_Request], name: str) -> None:
-    table = Table(title=f"tag {name!r} landed")
     several = any(req.place.site is not None for req in requests)
-    for header in (*(("ZVM site",) if several else ()), "VPG", "checkpoint", "time", "tag"):
-        table.add_column(header)
-    table.add_column("waited")
+    headers = (*(("ZVM site",) if several else ()), "VPG", "checkpoint", "time", "tag", "waited")
+    table = _table(f"tag {escape(repr(name))} landed", headers)
     for req in requests:
         cp = req.landed
         assert cp is not None  # _await_landing returns only once it landed

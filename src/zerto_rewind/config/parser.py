@@ -62,8 +62,7 @@ class Parser:
             self.fail(key, f"must be a JSON object, not {_kind(value)}")
         for name in value:
             if name not in allowed and not name.startswith(("_", "$")):
-                hint = ", ".join(allowed)
-                self.fail(f"{key}.{name}" if key else name, f"unknown key (known keys: {hint})")
+                self.fail(f"{key}.{name}" if key else name, _unknown_key(name, allowed))
         return value
 
     def string(self, value: Any, key: str, *, choices: tuple[str, ...] = ()) -> str:
@@ -516,6 +515,7 @@ class Parser:
             secret_origin=(self.path, f"{key}.{chosen[0]}"),
             env=env,
             site=site,
+            config_key=key,
         )
 
     def url(self, value: Any, key: str = "zvm.url") -> str:
@@ -888,3 +888,14 @@ def _url_has_password(url: str) -> bool:
         return bool(parts.password) or "password" in parse_qs(parts.query)
     except ValueError:
         return False  # an unparseable URL: connecting says so, without quoting it
+
+
+def _unknown_key(name: str, allowed: tuple[str, ...]) -> str:
+    """``unknown key; did you mean 'timeout_s'? (known keys: …)`` for a near miss."""
+    import difflib  # only on this error path: the hook parses the config on every call
+
+    hint = ", ".join(allowed)
+    close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key; did you mean {close[0]!r}? (known keys: {hint})"
+    return f"unknown key (known keys: {hint})"

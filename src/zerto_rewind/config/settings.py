@@ -84,6 +84,7 @@ class ZvmSettings:
         "_secret_source",
         "ca_bundle",
         "client_id",
+        "config_key",
         "connect_timeout_s",
         "grant",
         "read_timeout_s",
@@ -110,8 +111,10 @@ class ZvmSettings:
         secret_origin: tuple[str | None, str | None] = (None, None),
         env: Mapping[str, str] | None = None,
         site: str = DEFAULT_SITE,
+        config_key: str = "zvm",
     ) -> None:
         self.site = site  # the estate's name for this ZVM's site (zvms key; "default" for zvm)
+        self.config_key = config_key  # where the config sets it: zvm or zvms.SITE (for hints)
         self._secret_origin = secret_origin  # (config file, key) for messages
         self._env = env  # the environment the settings were loaded from
         self.url = url
@@ -613,15 +616,32 @@ def config_path(env: Mapping[str, str] | None = None) -> str:
     return os.path.join(base, "zerto-rewind", "config.json")
 
 
+LEGACY_LOG_NAME = ".zerto-guard-hook.log"  # the default log before it moved to the XDG state dir
+
+
+def legacy_log_path(env: Mapping[str, str]) -> str:
+    """``~/.zerto-guard-hook.log``: where the decision log was kept by default before."""
+    return os.path.join(home_dir(env), LEGACY_LOG_NAME)
+
+
 def default_log_path(env: Mapping[str, str] | None = None) -> str:
-    """``ZERTO_HOOK_LOG``, else ``~/.zerto-guard-hook.log``; usable without a valid config."""
+    """``ZERTO_HOOK_LOG``, else ``$XDG_STATE_HOME/zerto-rewind/decisions.log``
+    (``~/.local/state/…``); usable without a valid config.
+
+    A log at the old default, ``~/.zerto-guard-hook.log``, is still the log while it
+    exists: the hook keeps appending to it and ``log`` reads it, so an existing
+    install keeps one file and one chain. Moving that file to the new path moves
+    the log.
+    """
     env = os.environ if env is None else env
     named = env.get("ZERTO_HOOK_LOG", "").strip()
-    return (
-        os.path.abspath(os.path.expanduser(named))
-        if named
-        else os.path.join(home_dir(env), ".zerto-guard-hook.log")
-    )
+    if named:
+        return os.path.abspath(os.path.expanduser(named))
+    legacy = legacy_log_path(env)
+    if os.path.isfile(legacy):
+        return legacy
+    base = env.get("XDG_STATE_HOME") or os.path.join(home_dir(env), ".local", "state")
+    return os.path.join(base, "zerto-rewind", "decisions.log")
 
 
 def validate_patterns(settings: Settings) -> None:

@@ -106,7 +106,7 @@ def write_record(path: str, record: dict[str, Any]) -> None:
 
     directory = os.path.dirname(path)
     if directory:
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(directory, mode=0o700, exist_ok=True)  # it may be the state dir (XDG)
     try:
         # Read and write: the last line must be read under the same lock as the append.
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)

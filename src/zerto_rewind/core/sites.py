@@ -220,8 +220,11 @@ class SiteView:
 
     # ------------------------------------------------------------ where to tag
 
-    def tag_site(self, vpg: EstateVpg, failed: Mapping[str, str]) -> tuple[str | None, str]:
-        """The site whose ZVM takes this VPG's tag, or why none can (names the dark site)."""
+    def tag_site(
+        self, vpg: EstateVpg, failed: Mapping[str, str], *, details: bool = True
+    ) -> tuple[str | None, str]:
+        """The site whose ZVM takes this VPG's tag, or why none can (names the dark site;
+        ``details`` False leaves out why it is dark, for a caller that lists that once)."""
         estate = self._estate()
         live = EstateVpg(
             vpg.vpg_id,
@@ -234,10 +237,10 @@ class SiteView:
         where = tag_site(live, sites=estate.names, failed=failed, tag_via=self.settings.tag_via)
         if where.site is not None:
             return where.site, ""
-        details = "; ".join(
+        dark = "; ".join(
             dark_reason(s, estate.url(s), failed[s]) for s in where.dark if s in failed
         )
-        return None, where.problem + (f" ({details})" if details else "")
+        return None, where.problem + (f" ({dark})" if dark and details else "")
 
 
 def _vm_key(url: str, vm: str) -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 from ..fsutil import atomic_write_text
 from .http import build_app, check_bind
 from .proxy import PEER_USER_KEY, build_proxy
@@ -111,7 +111,7 @@ async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port
         )
         raise ConfigError(msg, path=gateway.settings.path, key="approvals.web_approvers")
     app = build_approvals_app(gateway.approvals, secure_cookies=tls)
-    tcp = _tcp_listener(host, port)
+    tcp = _tcp_listener(host, port, "--approvals-listen")
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -129,13 +129,31 @@ async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port
     return f"{'https' if tls else 'http'}://{shown}:{tcp.getsockname()[1]}"
 
 
-def _tcp_listener(host: str, port: int) -> socket.socket:
+def _tcp_listener(host: str, port: int, option: str) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only then (else ~40 ms ACK stalls).
     tcp = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    tcp.bind((host.strip("[]"), port))
+    try:
+        tcp.bind((host.strip("[]"), port))
+    except OSError as exc:
+        tcp.close()
+        raise _bind_error(option, f"{host}:{port}", exc) from None
     return tcp
+
+
+def _bind_error(option: str, where: str, exc: OSError) -> UsageError:
+    """A listener that cannot bind: one line saying why and what to do, not a traceback."""
+    import errno
+
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        advice = f"stop what listens there (`ss -ltnp` shows it) or give {option} another address"
+        return UsageError(f"{option} {where}: already in use ({why}); {advice}")
+    if exc.errno == errno.EACCES:
+        advice = f"give {option} a port above 1024, or run as a user allowed to bind it"
+        return UsageError(f"{option} {where}: permission denied ({why}); {advice}")
+    return UsageError(f"{option} {where}: cannot listen there ({why}); check {option}")
 
 
 async def serve_stdio(
@@ -209,7 +227,7 @@ async def serve_http(
     sockets = []
     info: dict[str, object] = {"pid": os.getpid()}
     if host is not None:
-        tcp = _tcp_listener(host, port)
+        tcp = _tcp_listener(host, port, "--listen")
         scheme = "https" if tls else "http"
         shown = f"[{host}]" if ":" in host else host
         url = f"{scheme}://{shown}:{tcp.getsockname()[1]}"
@@ -305,6 +323,10 @@ def _unix_listener(path: str, mode: int) -> socket.socket:
     old = os.umask(0o777 & ~mode)  # never a moment with looser permissions
     try:
         listener.bind(path)
+    except OSError as exc:
+        listener.close()
+        option = "--socket"
+        raise _bind_error(option, path, exc) from None
     finally:
         os.umask(old)
     os.chmod(path, mode)

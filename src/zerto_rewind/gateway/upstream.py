@@ -36,7 +36,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..errors import ZertoRewindError
 from ..fsutil import atomic_write_text
 from .confine import launcher_argv
-from .upstream_log import UpstreamLog
+from .upstream_log import UpstreamLog, secret_values
 from .upstream_user import private_dir, stdio_env, upstream_identity
 
 if TYPE_CHECKING:
@@ -273,7 +273,7 @@ class Upstream:
                 parent=os.getpid(),
             )
             params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
-            errlog = UpstreamLog(self.log_path, s.env.values())
+            errlog = UpstreamLog(self.log_path, secret_values(s.env))
             self._launcher_said = None
             try:
                 with errlog:

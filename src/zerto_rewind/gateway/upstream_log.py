@@ -6,11 +6,13 @@ by line, redacts, and appends to the upstream's log (``0600``, in a ``0700``
 directory). Tracebacks there may quote tool arguments; the gateway's own
 stderr never sees them.
 
-Redacted: every value of the upstream's ``env`` (its credentials; values
-shorter than four characters and plain booleans are left, they would blank
-the log without hiding a secret), and what looks like a secret:
-``password=…`` / ``token: …`` style pairs, ``Bearer …`` and the password in
-``scheme://user:password@host``.
+Redacted: the secret values of the upstream's ``env`` (:func:`secret_values`:
+every variable but those whose name says they hold a user name, host, port,
+URL, path or switch; values shorter than four characters and plain booleans
+are left, they would blank the log without hiding a secret), each only as a
+whole token, so a secret ``user`` leaves ``/home/newuser`` alone; and what
+looks like a secret: ``password=…`` / ``token: …`` style pairs, ``Bearer …``
+and the password in ``scheme://user:password@host``.
 
 The launcher's own line (``zerto-rewind upstream launcher: cannot run …``) is
 kept as :attr:`UpstreamLog.launcher_said` too: it names paths and a user, never
@@ -23,13 +25,13 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import IO, TextIO
 
 from .confine import LAUNCHER_PREFIX
 
-__all__ = ["REDACTED", "Redactor", "UpstreamLog"]
+__all__ = ["REDACTED", "Redactor", "UpstreamLog", "secret_values"]
 
 REDACTED = "[redacted]"
 _MAX_LINE = 16_384
@@ -41,6 +43,21 @@ _PAIRS = re.compile(
 )
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+")
 _USERINFO = re.compile(r"(://[^/\s:@]+:)[^/\s@]+@")
+# A variable named like these holds no secret: the log keeps its value readable.
+# Anything else (a password, a key, a name we do not know) is treated as secret.
+_NOT_SECRET = re.compile(
+    r"(?i)(?:^|_)(?:user|username|login|host|hostname|server|port|url|uri|endpoint"
+    r"|path|dir|file|level|insecure|verify|debug|timeout|mode|datacenter|cluster)$"
+)
+
+
+def secret_values(env: Mapping[str, str]) -> list[str]:
+    """The values of ``env`` to redact: all but those of variables named as non-secret.
+
+    ``VCENTER_USER=user`` is a user name, shown in the log; ``VCENTER_PASSWORD`` and
+    any variable whose name does not say what it holds are secrets.
+    """
+    return [value for name, value in env.items() if not _NOT_SECRET.search(name)]
 
 
 class Redactor:
@@ -48,12 +65,15 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str]) -> None:
         values = {s for s in secrets if len(s) >= 4 and s.lower() not in _PLAIN}
-        # Longest first, so a secret that contains another is redacted whole.
-        self._secrets = sorted(values, key=len, reverse=True)
+        # Longest first, so a secret that contains another is redacted whole; each
+        # only as a whole token: not inside a longer word or a path component.
+        ordered = sorted(values, key=len, reverse=True)
+        alternatives = "|".join(re.escape(value) for value in ordered)
+        self._secrets = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)") if ordered else None
 
     def __call__(self, line: str) -> str:
-        for secret in self._secrets:
-            line = line.replace(secret, REDACTED)
+        if self._secrets is not None:
+            line = self._secrets.sub(REDACTED, line)
         line = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", line)
         line = _PAIRS.sub(lambda m: m.group(1) + REDACTED, line)
         return _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", line)

@@ -44,7 +44,15 @@ log = logging.getLogger("zerto_rewind.zvm")
 
 BODY_EXCERPT = 300
 _BAD_BODY = "ZVM returned a body that is not the JSON we expected"
-_CA_HINT = "set zvm.ca_bundle to the ZVM's CA certificate (PEM)"
+
+
+def _key(settings: object, leaf: str) -> str:
+    """The config key a hint names: ``zvm.url``, or ``zvms.dr.url`` for an estate's site."""
+    return f"{getattr(settings, 'config_key', 'zvm')}.{leaf}"
+
+
+def _ca_hint(settings: object) -> str:
+    return f"set {_key(settings, 'ca_bundle')} to the ZVM's CA certificate (PEM)"
 
 
 # Everything sending can raise besides our own errors: httpx's tree, a few
@@ -73,9 +81,10 @@ def _verify(settings: ZvmSettingsLike) -> ssl.SSLContext | bool:
             return ssl.create_default_context(cafile=settings.ca_bundle)
         except (OSError, ssl.SSLError) as exc:
             msg = f"cannot load CA bundle {settings.ca_bundle}: {exc}; point it at a PEM file"
-            raise ConfigError(msg, key="zvm.ca_bundle") from exc
+            raise ConfigError(msg, key=_key(settings, "ca_bundle")) from exc
     if settings.verify_tls is False:
-        log.warning("TLS verification of %s is OFF (zvm.verify_tls=false)", settings.url)
+        where = _key(settings, "verify_tls")
+        log.warning("TLS verification of %s is OFF (%s=false)", settings.url, where)
         return False
     return True
 
@@ -133,7 +142,7 @@ class HttpCore:
             try:
                 response = self._send(method, url, timeout, kwargs)
             except _SEND_ERRORS as exc:
-                error = map_exception(exc, method, self._full(url))
+                error = map_exception(exc, method, self._full(url), self.settings)
                 if not (_retryable(exc, idempotent) and self._may_retry(attempt, deadline)):
                     raise error from exc
                 log.debug("retrying %s %s after %s", method, url, type(exc).__name__)
@@ -198,26 +207,31 @@ def _ssl_cause(exc: BaseException) -> ssl.SSLError | None:
     return None
 
 
-def map_exception(exc: Exception, method: str, url: str) -> ZvmError | ConfigError:
-    """Translate an httpx/ssl/OS exception raised while sending into the error tree."""
+def map_exception(
+    exc: Exception, method: str, url: str, settings: object = None
+) -> ZvmError | ConfigError:
+    """Translate an httpx/ssl/OS exception raised while sending into the error tree.
+
+    Hints name the key the config really has (``zvms.SITE.url`` for a site of an estate).
+    """
     where = f"{method} {url}"
     tls = _ssl_cause(exc)
     if tls is not None:
         reason = getattr(tls, "verify_message", None) or getattr(tls, "reason", None) or str(tls)
-        return ZvmTlsError(f"{where}: TLS failed ({reason}); {_CA_HINT}")
+        return ZvmTlsError(f"{where}: TLS failed ({reason}); {_ca_hint(settings)}")
     if isinstance(exc, ZvmError | ConfigError):
         return exc
     if isinstance(exc, httpx.TimeoutException):
         return ZvmTimeout(f"{where}: timed out ({type(exc).__name__}); is the ZVM overloaded?")
     if isinstance(exc, httpx.UnsupportedProtocol):
-        return ConfigError(f"{url} is not an https:// URL", key="zvm.url")
+        return ConfigError(f"{url} is not an https:// URL", key=_key(settings, "url"))
     if isinstance(exc, httpx.DecodingError | httpx.TooManyRedirects):
         return ApiError(f"{where}: {_BAD_BODY} ({exc})", method=method, url=url, status=None)
     if isinstance(exc, httpx.ProxyError):
         return ZvmConnectionError(f"{where}: proxy failed: {exc}")
     detail = str(exc) or type(exc).__name__
     return ZvmConnectionError(
-        f"{where}: cannot reach the ZVM ({detail}); check zvm.url and the network"
+        f"{where}: cannot reach the ZVM ({detail}); check {_key(settings, 'url')} and the network"
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from zerto_rewind import service_client
-from zerto_rewind.cli.demo import RETRY, STEPS
+from zerto_rewind.cli.demo import DEMO_CATALOG, RETRY, STEPS
 from zerto_rewind.config.loader import file_sha256
 from zerto_rewind.testing import Sandbox, fast_sim_config
 
@@ -75,7 +75,10 @@ def test_the_check_catches_the_old_wordings() -> None:
 @pytest.fixture
 def aws_box(tmp_path: Path) -> Iterator[Sandbox]:
     config = fast_sim_config(cadences={"vcenter": 2.0, "hyperv": 2.0, "azure": 6.0, "aws": 12.0})
-    with Sandbox(str(tmp_path / "aws"), sim_config=config, guard={"timeout_s": 4}) as box:
+    # The demo's steps name mcvsphere's tools; the rows below, the sandbox's stand-in's.
+    catalog = {**DEMO_CATALOG, "tools": {**DEMO_CATALOG["tools"], POWER_OFF: {"vm_arg": "name"}}}
+    root = str(tmp_path / "aws")
+    with Sandbox(root, sim_config=config, guard={"timeout_s": 4}, catalog=catalog) as box:
         yield box
 
 
@@ -147,6 +150,8 @@ def test_no_reason_the_guard_gives_tells_the_agent_to_change_the_guard(
         "bad vm_arg pattern", "Bash on the config", "Write on the settings",
     }  # fmt: skip
     assert expected <= set(reasons), sorted(expected - set(reasons))
+    # The demo's tool is in the catalog: its steps are decided as mutating, not unlisted.
+    assert "not in the zerto-rewind catalog" not in reasons["VM unknown to Zerto"]
     bad = {name: instructions(text) for name, text in reasons.items() if instructions(text)}
     assert bad == {}, json.dumps(bad, indent=2)
     for text in reasons.values():

@@ -332,3 +332,23 @@ def test_an_invalid_config_denies_every_call_naming_the_key(box: Sandbox) -> Non
     assert "guard.on_pending" in run.reason
     assert box.config_path in run.reason
     assert box.log_records()[-1]["row"] == "config_error"
+
+
+def test_an_unset_secret_denies_though_a_token_is_cached(box: Sandbox) -> None:
+    """A first call caches a ZVM token; with the secret's variable then unset, a mutating
+    call is denied as a config error naming the variable (no tag), and a read-only one
+    still passes in silence."""
+    assert box.run_hook(POWER_OFF, {"name": "jp-ubuntu"}).returncode == 0
+    tags = box.tag_requests()
+    assert tags == 1
+    env = box.env(ZERTO_REWIND_SANDBOX_SECRET="")
+    run = box.run_hook(POWER_OFF, {"name": "jp-ubuntu"}, env=env)
+    assert run.decision == "deny"
+    assert run.output is not None
+    reason = run.output["permissionDecisionReason"]
+    assert "ZERTO_REWIND_SANDBOX_SECRET, which is empty or unset" in reason
+    assert "zvm.client_secret_env" in reason
+    assert box.tag_requests() == tags
+    assert box.log_records()[-1]["row"] == "config_error"
+    quiet = box.run_hook("mcp__vsphere__get_vm", {"name": "jp-ubuntu"}, env=env)
+    assert (quiet.returncode, quiet.stdout) == (0, "")

@@ -107,7 +107,7 @@ def test_everything_passes_for_a_correct_install(
         "hook onFailure": "pass",
         "hook matcher": "pass",
         "mcp servers": "pass",
-        "gateway bypass": "pass",  # no other host's config file is present
+        "hosts": "pass",  # the Claude Code hook's setup: no other host's file is read
     }
 
 

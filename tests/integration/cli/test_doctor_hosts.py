@@ -192,3 +192,35 @@ def test_gemini_and_copilot_files_and_host_narrowing(
     assert bypass_of(checks, gemini)["status"] == "pass"
     assert bypass_of(checks, copilot)["status"] == "warn"
     assert not set(HOOK_CHECKS) & set(checks)
+
+
+def test_a_claude_code_hook_setup_never_reads_codex_s_config(
+    sim: SimServer, tmp_path: Path, gateway_config: Path
+) -> None:
+    """With the Claude Code hook installed, doctor checks Claude Code's setup: Codex's
+    file (a VM server with its password, beside it) is not read and no gateway change is
+    advised; `--host codex` asks about Codex, and gets it."""
+    home = tmp_path / "home"
+    codex = put(
+        home / ".codex" / "config.toml",
+        '[mcp_servers.vsphere]\ncommand = "uvx"\nargs = ["mcvsphere"]\n\n'
+        f'[mcp_servers.vsphere.env]\nVCENTER_PASSWORD = "{PASSWORD}"\n',
+    )
+    claude_server = {"command": "uvx", "args": ["mcvsphere"]}
+    put(home / ".claude.json", json.dumps({"mcpServers": {"vsphere": claude_server}}))
+    done = zr(
+        "install", "claude-code", "--user", "--config", str(gateway_config), home=home, sim=sim
+    )
+    assert done.returncode == 0, done.stderr
+    code, checks = doctor(home=home, sim=sim)
+    failed = [c for group in checks.values() for c in group if c["status"] == "fail"]
+    assert (code, failed) == (0, [])
+    text = json.dumps(checks)
+    assert str(codex) not in text
+    assert "install mcp-host" not in text
+    assert "gateway bypass" not in checks
+    (hosts,) = checks["hosts"]
+    assert "doctor --host HOST" in hosts["detail"]
+    assert checks["hook installed"][0]["status"] == "pass"
+    _code, codex_checks = doctor("--host", "codex", home=home, sim=sim)
+    assert bypass_of(codex_checks, codex)["status"] == "fail"

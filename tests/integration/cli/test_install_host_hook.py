@@ -168,3 +168,27 @@ def test_file_and_dry_run(service: str, tmp_path: Path, capsys: pytest.CaptureFi
     assert json.loads(target.read_text()) == printed
     (entry,) = printed["hooks"]["PreToolUse"]
     assert f"--protect {target}" in entry["hooks"][0]["command"]  # the file it wrote
+
+
+def test_json_says_what_was_written(
+    service: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--json: a dry run previews the file; the install names it; a rerun changes nothing."""
+    home = tmp_path / "home"
+    target = tmp_path / "elsewhere" / "hooks.json"
+    argv = ["codex", "--file", str(target), "--service", service, "--json"]
+    assert install([*argv, "--dry-run"], home) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert (dry["target"], dry["outcome"], dry["would_write"]) == (
+        "host-hook",
+        "dry-run",
+        [str(target)],
+    )
+    assert json.loads(dry["preview"][str(target)])["hooks"]["PreToolUse"]
+    assert not target.exists()
+    assert install(argv, home) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert (done["outcome"], done["written"]) == ("installed", [str(target)])
+    assert any(line.startswith("file:") for line in done["details"])
+    assert install(argv, home) == 0
+    assert json.loads(capsys.readouterr().out)["outcome"] == "unchanged"

@@ -456,3 +456,36 @@ def test_help_lists_every_target_with_its_default_path(home: Path) -> None:
     assert f"{home}/.gemini/settings.json" in done.stdout
     assert f"{home}/.copilot/mcp-config.json" in done.stdout
     assert f"{home}/.codex/config.toml" in done.stdout
+
+
+def test_json_names_both_files_their_backups_and_the_token(
+    box: Sandbox, actions_log: Path, home: Path
+) -> None:
+    """--json: the gateway config and the host file written, each with its backup, and the
+    client's token (shown once, as in text); the second run finds nothing to do."""
+    settings = home / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"mcpServers": {"vsphere": vm_entry(box, actions_log)}}))
+    url = f"http://127.0.0.1:{free_port()}"
+    argv = (
+        "gemini",
+        "--server",
+        "vsphere",
+        "--user",
+        "--config",
+        box.config_path,
+        "--url",
+        url,
+        "--json",
+    )  # fmt: skip  (--config: --gateway-config's other name)
+    done = cli(*argv, home=home)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["target"], report["outcome"]) == ("mcp-host", "installed")
+    assert report["written"] == [box.config_path, str(settings)]
+    assert len(report["backups"]) == 2
+    assert all(Path(b).is_file() for b in report["backups"])
+    entry = json.loads(settings.read_text())["mcpServers"]["vsphere"]
+    assert entry["headers"] == {"Authorization": f"Bearer {report['token']}"}
+    again = json.loads(cli(*argv, home=home).stdout)
+    assert (again["outcome"], again["written"]) == ("unchanged", [])

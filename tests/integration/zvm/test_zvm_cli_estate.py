@@ -73,3 +73,52 @@ def test_a_dark_site_is_named_not_called_unprotected(
     assert "site dr" in err
     assert "did not answer" in err
     assert "NotFound" not in err
+
+
+def test_a_vpg_that_cannot_be_tagged_is_shown_with_why(
+    sims: dict[str, SimServer], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """from-aws is protected from a site no ZVM of the estate is: shown, marked, refused."""
+    assert zvm_cmds.status(["cloud-01", "--json"]) == 0
+    (vpg,) = json.loads(capsys.readouterr().out)["vpgs"]
+    assert (vpg["vpg"], vpg["zvm_site"]) == ("from-aws", "hq")
+    assert vpg["tag_refusal"]
+    assert zvm_cmds.status(["cloud-01"]) == 0
+    out = capsys.readouterr().out
+    assert "from-aws (cannot tag)" in out
+    assert "cannot tag VPG from-aws: " in out
+    assert cli_main(["tag", "cloud-01", "--timeout", "20"]) == 1
+    assert "Refused" in capsys.readouterr().err
+
+
+def test_a_dark_site_is_listed_though_the_answer_was_cached(
+    sims: dict[str, SimServer], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Within the VM cache's minute after dr went dark, status still lists dr, once, in text
+    and --json; dr's VPG is shown through hq and marked as not taggable."""
+    assert zvm_cmds.status(["db-01"]) == 0  # fills the caches while both answer
+    capsys.readouterr()
+    sims["dr"].stop()
+    assert zvm_cmds.status(["db-01", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [s["site"] for s in report["unreachable_sites"]] == ["dr"]
+    assert report["unreachable_sites"][0]["error"]
+    (vpg,) = report["vpgs"]
+    assert (vpg["vpg"], vpg["zvm_site"]) == ("dr-vpg", "hq")
+    assert "dr" in vpg["tag_refusal"]
+    assert zvm_cmds.status(["web-01"]) == 0
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    assert text.count("did not answer") == 1
+    assert "site dr (the ZVM at" in captured.out
+    assert zvm_cmds.checkpoints(["web-01", "--json"]) == 0
+    assert [s["site"] for s in json.loads(capsys.readouterr().out)["unreachable_sites"]] == ["dr"]
+
+
+def test_the_error_of_a_dark_site_is_printed_once(
+    sims: dict[str, SimServer], capsys: pytest.CaptureFixture[str]
+) -> None:
+    sims["dr"].stop()
+    assert cli_main(["tag", "web-01b", "--timeout", "20"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("did not answer") == 1, err

@@ -102,3 +102,48 @@ def test_checkpoints_bad_since(cli_env: Path, capsys: pytest.CaptureFixture[str]
         zvm_cmds.checkpoints(["jp-ubuntu", "--since", "last tuesday"])
     assert info.value.code == 2
     assert "neither a duration" in capsys.readouterr().err
+
+
+def test_every_command_takes_config_and_tag_takes_its_text(
+    cli_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--config on status, checkpoints and tag; `tag VM TEXT`; `tag --json`; plain progress
+    lines naming the VM when stderr is not a terminal."""
+    monkeypatch.delenv("ZERTO_REWIND_CONFIG")
+    config = ["--config", str(cli_env)]
+    assert cli_main(["status", "jp-ubuntu", *config, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unreachable_sites"] == []
+    assert cli_main(["tag", "jp-ubuntu", "before the patch", *config, "--json"]) == 0
+    captured = capsys.readouterr()
+    landed = json.loads(captured.out)
+    assert (landed["vm"], landed["tag"]) == ("jp-ubuntu", "before the patch")
+    ((one),) = landed["landed"]
+    assert (one["vpg"], one["checkpoint"]["tag"]) == ("jp-local", "before the patch")
+    assert one["expected_s"] >= 0
+    assert "VM jp-ubuntu, VPG jp-local: " in captured.err
+    assert "the tag landed after" in captured.err
+    assert cli_main(["checkpoints", "jp-ubuntu", *config, "--tagged", "--json"]) == 0
+    tags = [c["tag"] for c in json.loads(capsys.readouterr().out)["checkpoints"]]
+    assert tags == ["before the patch"]
+
+
+def test_tag_text_twice_differently_is_a_usage_error(
+    cli_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        zvm_cmds.tag(["jp-ubuntu", "one", "--name", "two"])
+    assert info.value.code == 2
+    assert "give the tag text once" in capsys.readouterr().err
+
+
+def test_the_timeout_names_the_vm(
+    cli_env: Path, control: httpx.Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The timeout's advice is a command to paste: the VM's own name, not a literal VM."""
+    response = control.post("/_sim/vpgs/CMH-AWS-1/cadence", json={"seconds": 60})
+    assert response.status_code < 300, response.text
+    assert cli_main(["tag", "win2019-1", "slow", "--timeout", "3"]) == 1
+    err = capsys.readouterr().err
+    assert "for VM 'win2019-1'" in err
+    assert "`zerto-rewind checkpoints win2019-1 --tagged`" in err
+    assert "checkpoints VM " not in err

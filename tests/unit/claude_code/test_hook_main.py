@@ -63,6 +63,7 @@ def env_of(tmp_path: Path, **more: str) -> dict[str, str]:
         "HOME": str(tmp_path),
         "ZERTO_HOOK_LOG": str(tmp_path / "log"),
         "ZERTO_REWIND_STATE_DIR": str(tmp_path / "state"),
+        "NOPE": "unit-test-secret",  # the config's client_secret_env
         **more,
     }
 
@@ -335,6 +336,27 @@ def test_a_bad_vm_arg_pattern_denies_as_a_config_error(
     assert (code, seen) == (0, [])
     assert f"{config}: tools.{TOOL}.vm_arg.pattern" in reason
     assert log_lines(tmp_path)[0]["row"] == "config_error"
+
+
+def test_an_unset_secret_denies_a_mutating_call_naming_what_to_fix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With client_secret_env's variable unset the guard is never asked (whatever token it
+    has cached): the call is denied as a config error naming the key and the variable;
+    a read-only call is not touched."""
+    seen = fake_guard(monkeypatch, lambda call: pytest.fail("no guard without its secret"))
+    config = write_hook_config(tmp_path)
+    code, streams = run(monkeypatch, tmp_path, ["--config", config], NOPE="")
+    reason = streams.answer()["permissionDecisionReason"]
+    assert (code, seen) == (0, [])
+    assert streams.answer()["permissionDecision"] == "deny"
+    assert f"{config}: zvm.client_secret_env" in reason
+    assert "NOPE, which is empty or unset" in reason
+    assert "`zerto-rewind doctor`" in reason
+    assert log_lines(tmp_path)[0]["row"] == "config_error"
+    read_only = {**PAYLOAD, "tool_name": "mcp__vsphere__list_vms", "tool_input": {}}
+    code, streams = run(monkeypatch, tmp_path, ["--config", config], read_only, NOPE="")
+    assert (code, streams.out.getvalue()) == (0, "")
 
 
 def test_the_watchdog_is_armed_at_the_budget_less_its_margin(

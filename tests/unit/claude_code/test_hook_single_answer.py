@@ -50,6 +50,7 @@ def run_main(
         "ZERTO_HOOK_LOG": str(tmp_path / "log"),
         "ZERTO_REWIND_STATE_DIR": str(tmp_path / "state"),
         "HOME": str(tmp_path),
+        "NOPE": "unit-test-secret",  # the config's client_secret_env
     }
     # In-process: the watchdog would end pytest itself, so this run says it needs none.
     code = hook.main(["--config", config], env, watchdog=False)
@@ -138,6 +139,7 @@ def test_the_watchdog_does_nothing_once_the_answer_is_given(config: str, tmp_pat
             "ZERTO_HOOK_LOG": {str(tmp_path / "log")!r},
             "ZERTO_REWIND_STATE_DIR": {str(tmp_path / "state")!r},
             "HOME": {str(tmp_path)!r},
+            "NOPE": "unit-test-secret",
         }}
         code = hook.main(["--config", {config!r}], env)
         time.sleep(1.5)

@@ -442,3 +442,36 @@ def test_the_plugin_hook_names_the_plugin_server(config: Path) -> None:
     (entry,) = files["hooks/hooks.json"]["hooks"]["PreToolUse"]
     command = shlex.split(entry["hooks"][0]["command"])
     assert command[-2:] == ["--mcp-server", "plugin_zerto-rewind_zerto-rewind"]
+
+
+def test_json_says_what_was_written_then_that_nothing_changed(
+    home: Path, project: Path, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--json: one object on stdout; the settings file in `written`, its backup the second
+    time nothing; a dry run lists what it would write and previews it."""
+    argv = ("claude-code", "--project", str(project), "--config", str(config), "--json")
+    settings = str(project / ".claude" / "settings.json")
+    assert run(home, *argv, "--dry-run") == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert (dry["target"], dry["outcome"], dry["written"]) == ("claude-code", "dry-run", [])
+    assert dry["would_write"] == [settings]
+    assert json.loads(dry["preview"][settings])["hooks"]["PreToolUse"]
+    assert run(home, *argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert (first["outcome"], first["written"], first["backups"]) == ("installed", [settings], [])
+    assert any(line.startswith("installed ") for line in first["details"])
+    assert run(home, *argv) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["outcome"], again["written"]) == ("unchanged", [])
+
+
+def test_the_plugin_s_json_names_its_directory(
+    home: Path, config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "plugin"
+    argv = ["claude-plugin", "--out", str(out), "--config", str(config), "--json"]
+    assert run(home, *argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["target"], report["outcome"]) == ("claude-plugin", "installed")
+    assert report["written"] == [str(out)]
+    assert out.is_dir()

@@ -147,6 +147,8 @@ def test_notebook_edit_names_its_file_as_notebook_path(
         "{prefix}/bin/python -m pip install evil",
         "cp evil.py {prefix}/lib/python3.11/site-packages/",
         "ls; sed -i s/a/b/ ../home/.claude/settings.json",
+        "touch ~/.zerto-guard-hook.log",
+        "cd ~ && echo > .zerto-guard-hook.log",
     ],
 )
 def test_bash_commands_that_write_the_guards_files_are_caught(

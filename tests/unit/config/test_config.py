@@ -56,7 +56,7 @@ def test_minimal_config_loads_with_defaults(tmp_path: Path) -> None:
     assert (s.guard.on_pending, s.guard.prompt_as) == ("deny", "ask")
     assert s.guard.site_cadence_s["aws"] == 630.0
     assert s.allow_live_recovery is False
-    assert s.log_path == "/home/op/.zerto-guard-hook.log"
+    assert s.log_path == "/home/op/.local/state/zerto-rewind/decisions.log"
     assert s.state_dir == "/home/op/.local/state/zerto-rewind"
 
 
@@ -195,6 +195,30 @@ def test_invalid_config_names_file_key_and_problem(
     assert (error.path, error.key) == (path, key)
     assert problem in error.detail
     assert str(error) == f"{path}: {key}: {error.detail}"
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "meant"),
+    [
+        ({"zvm": ZVM, "guard": {"timout_s": 5}}, "guard.timout_s", "timeout_s"),
+        ({"zvm": {**ZVM, "verify_ssl": False}}, "zvm.verify_ssl", "verify_tls"),
+        ({"zvm": ZVM, "read_only_tool": []}, "read_only_tool", "read_only_tools"),
+    ],
+)
+def test_a_mistyped_key_is_answered_with_did_you_mean(
+    tmp_path: Path, raw: dict[str, Any], key: str, meant: str
+) -> None:
+    """A near miss names the key that was probably meant, as the advice."""
+    error = config_error(tmp_path, raw)
+    assert error.key == key
+    assert error.detail.startswith(f"unknown key; did you mean {meant!r}? (known keys: ")
+    assert error.advice.startswith(f"did you mean {meant!r}?")
+
+
+def test_a_key_like_no_other_gets_only_the_list(tmp_path: Path) -> None:
+    error = config_error(tmp_path, {"zvm": ZVM, "guard": {"zzqx": 1}})
+    assert error.detail.startswith("unknown key (known keys: ")
+    assert "did you mean" not in error.detail
 
 
 def test_non_finite_timeout_in_file_is_refused(tmp_path: Path) -> None:
@@ -435,9 +459,16 @@ def test_load_uses_zerto_rewind_config(tmp_path: Path) -> None:
     assert load_settings({**ENV, "ZERTO_REWIND_CONFIG": path}).path == path
 
 
-def test_default_log_path() -> None:
-    """ZERTO_HOOK_LOG names the log, else ~/.zerto-guard-hook.log; no config needed."""
-    assert default_log_path({"HOME": "/h"}) == "/h/.zerto-guard-hook.log"
+def test_default_log_path(tmp_path: Path) -> None:
+    """ZERTO_HOOK_LOG names the log, else the XDG state path; the old default
+    ~/.zerto-guard-hook.log while it exists; no config needed."""
+    assert default_log_path({"HOME": "/h"}) == "/h/.local/state/zerto-rewind/decisions.log"
+    xdg = {"HOME": "/h", "XDG_STATE_HOME": "/s"}
+    assert default_log_path(xdg) == "/s/zerto-rewind/decisions.log"
+    home = {"HOME": str(tmp_path)}
+    (tmp_path / ".zerto-guard-hook.log").write_text("")
+    assert default_log_path(home) == str(tmp_path / ".zerto-guard-hook.log")
+    assert load(tmp_path, {"zvm": ZVM}, home).log_path == str(tmp_path / ".zerto-guard-hook.log")
     assert default_log_path({"HOME": "/h", "ZERTO_HOOK_LOG": " /var/log/z.log "}) == (
         "/var/log/z.log"
     )

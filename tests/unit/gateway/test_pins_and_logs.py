@@ -19,7 +19,7 @@ from zerto_rewind.core.decision import Outcome, Row, ToolCall
 from zerto_rewind.gateway.metrics import GatewayMetrics
 from zerto_rewind.gateway.pins import PinGate
 from zerto_rewind.gateway.upstream import Upstream
-from zerto_rewind.gateway.upstream_log import REDACTED, Redactor, UpstreamLog
+from zerto_rewind.gateway.upstream_log import REDACTED, Redactor, UpstreamLog, secret_values
 from zerto_rewind.scan.pins import pins_for
 
 ZVM = {"url": "https://127.0.0.1:9", "client_id": "rewind", "client_secret_env": "ZS"}
@@ -152,6 +152,29 @@ def test_the_redactor_hides_env_values_and_secret_looking_text() -> None:
     assert redact('{"api_key": "k-123"}') == f'{{"api_key": "{REDACTED}"}}'
     assert redact("Authorization: Bearer eyJhbGciOi.x.y") == f"Authorization: Bearer {REDACTED}"
     assert redact("https://admin:pa55@vc.example/sdk") == f"https://admin:{REDACTED}@vc.example/sdk"
+
+
+def test_the_redactor_replaces_secrets_as_whole_tokens_never_inside_a_path() -> None:
+    """A secret inside a longer name or a path component is left; the whole token is not."""
+    redact = Redactor(["hunter2x", "p@ss.word!"])
+    assert redact("/home/newhunter2x/repo/log") == "/home/newhunter2x/repo/log"
+    assert redact("/srv/hunter2xdata") == "/srv/hunter2xdata"
+    assert redact("pw hunter2x, then /home/hunter2x/") == f"pw {REDACTED}, then /home/{REDACTED}/"
+    assert redact("sent 'p@ss.word!' twice") == f"sent '{REDACTED}' twice"
+
+
+def test_only_secret_env_values_are_redacted_a_user_name_is_not() -> None:
+    """VCENTER_USER=user is a user name: a path through /home/newuser stays whole."""
+    env = {
+        "VCENTER_USER": "user",
+        "VCENTER_HOST": "127.0.0.1:8989",
+        "VCENTER_PASSWORD": "pass-word-1",
+        "MCVSPHERE_OPAQUE": "opaque-value",
+    }
+    assert sorted(secret_values(env)) == ["opaque-value", "pass-word-1"]
+    redact = Redactor(secret_values(env))
+    line = "cannot open /tmp/newuser/repo/x.log as user with pass-word-1"
+    assert redact(line) == f"cannot open /tmp/newuser/repo/x.log as user with {REDACTED}"
 
 
 def test_a_child_s_stderr_lands_redacted_in_a_private_log(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from unit.zvm.zvm_fakes import FakeClock, make_settings
+from unit.zvm.zvm_fakes import SECRET, URL, FakeClock, make_settings
 from zerto_rewind.errors import (
     ApiError,
     ConfigError,
@@ -118,3 +118,37 @@ def test_bad_ca_bundle_is_config_error(tmp_path: object) -> None:
     """An unreadable CA bundle is a ConfigError naming zvm.ca_bundle."""
     with pytest.raises(ConfigError, match=r"zvm\.ca_bundle"):
         ZvmClient(make_settings(ca_bundle="/nonexistent/ca.pem"))
+
+
+def test_a_site_s_hints_name_the_key_its_config_has() -> None:
+    """A site of an estate is set under zvms.SITE: its hints say zvms.dr.url, not zvm.url."""
+    clock = FakeClock()
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    settings = make_settings(site="dr", config_key="zvms.dr")
+    client = ZvmClient(
+        settings, transport=httpx.MockTransport(refuse), clock=clock, sleep=clock.sleep
+    )
+    with client, pytest.raises(ZvmConnectionError) as info:
+        client.local_site()
+    assert "check zvms.dr.url and the network" in str(info.value)
+    assert "zvm.url" not in str(info.value)
+    with pytest.raises(ConfigError) as bad_ca:
+        ZvmClient(make_settings(ca_bundle="/nonexistent/ca.pem", config_key="zvms.dr"))
+    assert bad_ca.value.key == "zvms.dr.ca_bundle"
+
+
+def test_the_parser_records_each_site_s_config_key(tmp_path: object) -> None:
+    """zvm → zvm; zvms.dr → zvms.dr: what the hints above read."""
+    from zerto_rewind.config.parser import Parser
+
+    parser = Parser("/etc/zerto-rewind/config.json", "/etc/zerto-rewind")
+    spec = {"url": URL, "client_id": "rewind", "client_secret": SECRET}
+    one = parser.zvms({"zvm": spec}, {}, loose_permissions=False)
+    two = parser.zvms(
+        {"zvms": {"hq": spec, "dr": {**spec, "url": URL + "9"}}}, {}, loose_permissions=False
+    )
+    assert [z.config_key for z in one.values()] == ["zvm"]
+    assert {s: z.config_key for s, z in two.items()} == {"hq": "zvms.hq", "dr": "zvms.dr"}

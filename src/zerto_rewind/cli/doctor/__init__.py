@@ -98,8 +98,9 @@ def run_checks(
     ``allow_privileged_upstream``: the gateway runs with that flag (a root upstream warns).
     ``host`` (a :data:`~zerto_rewind.hostconfig.specs.HOSTS` name) narrows the
     doctor to that host's config files; the Claude Code hook checks run only for
-    ``claude-code`` (or no ``host``). Every host's MCP files are scanned for
-    servers that bypass the gateway; with no hook installed and a gateway entry
+    ``claude-code`` (or no ``host``). Without ``host``, an installed Claude Code hook
+    narrows it to Claude Code's files alike; else every host's MCP files are scanned
+    for servers that bypass the gateway; with no hook installed and a gateway entry
     found, the gateway checks replace the hook checks.
     """
     env = dict(os.environ if env is None else env)
@@ -117,9 +118,13 @@ def run_checks(
     if not hook_host:
         hosts = []  # only Claude Code has this hook
     handlers = [handler for h in hosts for _entry, handler in h.hooks]
-    host_files = [f for f in known_files(env, project_dirs) if host in (None, f.host.name)]
+    # The setup asked about: --host; else the Claude Code hook, when one is installed
+    # (another host's files are no part of it: never read, never advised on); else every
+    # host, to find what guards (a gateway entry, another host's hook).
+    scope = host if host is not None else ("claude-code" if handlers else None)
+    host_files = [f for f in known_files(env, project_dirs) if scope in (None, f.host.name)]
     through = [f for f in bypass_findings(env, files=host_files) if f.kind == "gateway"]
-    host_hooks, hook_file_problems = find_host_hooks(env, project_dirs, host)
+    host_hooks, hook_file_problems = find_host_hooks(env, project_dirs, scope)
     # No Claude Code hook: the gateway, or another host's hook, is what guards.
     gateway_mode = not handlers and (bool(through) or bool(host_hooks) or not hook_host)
     origin = ""
@@ -162,8 +167,15 @@ def run_checks(
     # With a hook installed, Claude Code's own files are the MCP check's (the hook
     # guards the servers there); every other host has only the gateway.
     scanned = [f for f in host_files if not handlers or f.host.name != "claude-code"]
-    checks += doctor_bypass_checks(env, settings=settings, files=scanned)
-    checks += gateway_health_checks(scanned)
+    if scanned:
+        checks += doctor_bypass_checks(env, settings=settings, files=scanned)
+        checks += gateway_health_checks(scanned)
+    if scope == "claude-code" and host is None:
+        detail = (
+            "checked the Claude Code hook's setup only; another agent host's files are not "
+            "read (for one, run zerto-rewind doctor --host HOST)"
+        )
+        checks.append(Check("hosts", "pass", detail))
     if as_user is not None:
         from .files import access_report
 
