@@ -33,6 +33,7 @@ def test_the_approver_logs_in_in_the_browser_despite_an_agents_guesses(tmp_path:
         approvals=ApprovalsSettings(web_approvers={NAME: hash_password(PASSWORD)}),
         gateway=SimpleNamespace(clients={"agent-1": "0" * 64}),
         state_url=None,
+        state_connection_url=lambda: None,
         state_dir=str(tmp_path / "state"),
         log_path=str(tmp_path / "decisions.log"),
     )
