@@ -56,6 +56,7 @@ from support.browser import (
     wait_for_request,
     wait_until,
 )
+from support.realvm import datastore_folders
 from zerto_rewind.gateway.approvals_web import hash_password
 from zerto_rewind.gateway.request_state import APPROVAL_KEY
 
@@ -408,6 +409,59 @@ def test_an_approver_approves_with_the_cli_and_the_call_runs(
     assert all(people.agent.name not in str(a) for a in answers)
     (ran,) = [r for r in rig.log_since(log_start) if r.get("origin") == "gateway"]
     assert ran["elapsed_ms"] >= 5000  # it waited for the person, past a progress tick
+
+
+DATASTORE = "LocalDS_0"  # vcsim's first host datastore
+MKDIR = tool("create_datastore_folder")  # names no VM: the catalog's decision is prompt
+
+
+def test_two_calls_that_differ_in_one_value_look_different_and_only_the_approved_runs(
+    rig: GatewayRig, people: People
+) -> None:
+    """The issue's blind approval, on mcvsphere: two ``create_datastore_folder`` calls that
+    differ only in ``path`` (one with an ESC sequence in it). The approver's real CLI shows
+    each path whole, marks where the two differ, and prints no raw control byte; the
+    approver approves the one they mean, its retry runs, and vcsim's datastore browser
+    shows that folder and not the other."""
+    socket = people.run_dir / "differ.sock"
+    suffix = os.urandom(3).hex()
+    meant, other = f"zr-scratch-{suffix}", f"zr-keep-{suffix}\x1b[2K\rzr-scratch-{suffix}"
+
+    async def ask(url: str, paths: tuple[str, ...]) -> list[types.CallToolResult]:
+        async with sdk_client(url) as c:
+            return [
+                await c.call_tool("create_datastore_folder", {"datastore": DATASTORE, "path": p})
+                for p in paths
+            ]
+
+    with guard(rig, socket_approvals(people, wait_s=0.5), socket=socket) as g:
+        asked = anyio.run(ask, g.mcp_url, (meant, other))
+        assert all(r.is_error and "waiting for an approver" in text_of(r) for r in asked)
+        pending = {r["id"]: r for r in pending_as(people.approver, socket)}
+        assert len(pending) == 2
+        assert {r["tool"] for r in pending.values()} == {MKDIR}
+        listing = approvals_as(people.approver, socket, "list")
+        assert listing.returncode == 0, listing.stderr
+        shows = {rid: approvals_as(people.approver, socket, "show", rid) for rid in pending}
+        for text in [listing.stdout, *(done.stdout for done in shows.values())]:
+            assert not set(text) & {"\x1b", "\r", "\x07", "\u202e"}, text
+        assert listing.stdout.count("differs from the most similar other") == 2
+        (rid,) = [rid for rid, done in shows.items() if f'path = "{meant}"' in done.stdout]
+        (other_id,) = set(pending) - {rid}
+        assert f'path = "zr-keep-{suffix}\\x1b[2K\\rzr-scratch-{suffix}"' in (
+            shows[other_id].stdout
+        )
+        approved = approvals_as(people.approver, socket, "approve", rid)
+        assert approved.returncode == 0, approved.stderr
+        ran = anyio.run(ask, g.mcp_url, (meant, other))
+
+    assert not ran[0].is_error, text_of(ran[0])
+    assert "this call ran with no rewind point" in text_of(ran[0])
+    assert ran[1].is_error
+    assert other_id in text_of(ran[1])
+    folders = datastore_folders(rig.vcenter, DATASTORE)
+    assert meant in folders, (folders, text_of(ran[0]))
+    assert not [f for f in folders if f.startswith("zr-keep-")], folders
 
 
 @pytest.mark.skipif(missing_browser() is not None, reason=missing_browser() or "")

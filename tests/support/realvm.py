@@ -289,6 +289,49 @@ finally:
 """
 
 
+# Where vcsim keeps one datastore: a directory of this machine (its ``info.url``).
+_DATASTORE_URL_PROBE = """
+import json, os, ssl
+from pyVim.connect import Disconnect, SmartConnect
+from pyVmomi import vim
+
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+context.check_hostname = False
+context.verify_mode = ssl.CERT_NONE
+si = SmartConnect(
+    host=os.environ["VCENTER_HOST"],
+    user=os.environ["VCENTER_USER"],
+    pwd=os.environ["VCENTER_PASSWORD"],
+    sslContext=context,
+)
+try:
+    content = si.RetrieveContent()
+    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.Datastore], True)
+    (ds,) = [d for d in view.view if d.name == os.environ["ZR_DATASTORE"]]
+    print(json.dumps(ds.info.url))
+finally:
+    Disconnect(si)
+"""
+
+
+def datastore_folders(vcenter: VCenter, datastore: str) -> list[str]:
+    """The folders at the top of ``datastore``: vCenter names its backing directory (vcsim
+    keeps a datastore as a directory of this machine), and that directory is listed."""
+    require_setup()
+    done = subprocess.run(
+        [str(MCVSPHERE_VENV / "bin" / "python"), "-c", _DATASTORE_URL_PROBE],
+        env={"PATH": "/usr/bin:/bin", "ZR_DATASTORE": datastore, **vcenter.mcvsphere_env()},
+        capture_output=True,
+        text=True,
+        timeout=_READ_BACK_TIMEOUT_S,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RealVMError(f"reading {datastore} from {vcenter.sdk_url} failed: {done.stderr}")
+    root = Path(json.loads(done.stdout))
+    return sorted(entry.name for entry in root.iterdir() if entry.is_dir())
+
+
 def power_states(vcenter: VCenter) -> dict[str, str]:
     """Every VM's power state (``poweredOn``/``poweredOff``/``suspended``) straight from vCenter.
 
