@@ -68,6 +68,7 @@ GUIDE = ROOT / "docs" / "deploy.md"
 ZERTO_REWIND = str(Path(PYTHON).parent / "zerto-rewind")
 MARKED = re.compile(r"<!-- deploy-test: (?P<marker>[^>]*?) -->\n```\w*\n(?P<body>.*?)\n```", re.S)
 REQUEST_ID = "7K2Q-9XMA"  # the guide's placeholder for a request's id
+PAGE_HASH = "scrypt$16384$8$1$<salt>$<hash>"  # the guide's placeholder for the page's hash
 PAGE_PASSWORD = "olivia-page-password-0123"  # a throwaway loopback login
 _GUIDE_PATHS = ("/etc/zerto-rewind", "/var/lib/zerto-rewind", "/var/log/zerto-rewind",
                 "/run/zerto-rewind", "/etc/systemd/system", "/opt/mcvsphere", "/home/olivia",
@@ -352,8 +353,8 @@ def _paste_page_hash(deployment: Deployment, config: Path) -> None:
     digest = done.stdout.strip().splitlines()[-1]
     assert digest.startswith("scrypt$")
     text = config.read_text()
-    assert "scrypt$PASTE-THE-HASH" in text
-    config.write_text(text.replace("scrypt$PASTE-THE-HASH", digest))
+    assert PAGE_HASH in text
+    config.write_text(text.replace(PAGE_HASH, digest))
 
 
 def _doctor_passed(deployment: Deployment, output: str) -> None:
@@ -446,5 +447,5 @@ def test_the_guide_uses_its_placeholders_only_where_the_table_says() -> None:
     table = text.split("## What the test substitutes", 1)[1]
     for placeholder in (*_GUIDE_PATHS, *_USERS, "127.0.0.1:8750", "127.0.0.1:8751",
                         "https://zvm-hq.example.com", "vc.example.com", REQUEST_ID,
-                        "scrypt$PASTE-THE-HASH", "/opt/zerto-rewind/bin/python"):  # fmt: skip
+                        PAGE_HASH, "/opt/zerto-rewind/bin/python"):  # fmt: skip
         assert f"`{placeholder}`" in table, placeholder
