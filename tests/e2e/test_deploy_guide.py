@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import re
 import secrets
 import shlex
@@ -49,6 +50,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from e2e.gateway_e2e import CONFIRMED_VPG, ESTATE, PYTHON, SIM_CADENCES, VM
 from e2e.harness import write_json
+from e2e.hosts_e2e import NODE_BIN
 from support.ports import free_port
 from support.realvm import (
     MCVSPHERE_VENV,
@@ -153,8 +155,10 @@ class Deployment:
         stdin = self.box.sim.credentials["client_secret"] if "stdin" in block.options else None
         if "as" in block.options:
             user = self.users[block.options["as"]]
+            env = {"HOME": pwd.getpwnam(user).pw_dir, "PATH": f"{NODE_BIN}:/usr/bin:/bin"}
+            env.update({"LANG": "C.UTF-8", "NO_COLOR": "1", "TERM": "dumb"})
             done: subprocess.CompletedProcess[str] = as_user(
-                user, ["/bin/bash", "-e", "-c", body], timeout=120
+                user, ["/bin/bash", "-e", "-c", body], env=env, timeout=120
             )
         else:
             env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
@@ -317,6 +321,7 @@ def test_the_guide_deploys_a_working_gateway(deployment: Deployment) -> None:
     approver_blocks = [b for b in blocks if b.options.get("as") == "olivia"]
     assert len(approver_blocks) == 1, "the guide's approver step is one block run as olivia"
     started = False
+    hosts_shown = ""
     for block in blocks:
         if block in approver_blocks:
             continue  # run below, once a call waits for it
@@ -332,6 +337,8 @@ def test_the_guide_deploys_a_working_gateway(deployment: Deployment) -> None:
         elif block.kind == "run":
             assert started or "doctor" not in block.body, "doctor comes after the service starts"
             done = deployment.run(block)
+            if block.options.get("as") == "alice":
+                hosts_shown += done.stdout
             if "doctor" in block.body:
                 _doctor_passed(deployment, done.stdout + done.stderr)
         else:
@@ -339,6 +346,8 @@ def test_the_guide_deploys_a_working_gateway(deployment: Deployment) -> None:
     assert started, "no drop-in for the gateway's unit in the guide"
 
     entries = _entries(deployment)
+    assert hosts_shown, "no block in the guide runs the hosts as alice"
+    _the_hosts_took_their_files(deployment, entries, hosts_shown)
     _read_only_and_confirmed(deployment, entries)
     _approved_by_the_approver(deployment, entries, approver_blocks[0])
     _the_page_lets_the_approver_in(deployment)
@@ -367,6 +376,22 @@ def _doctor_passed(deployment: Deployment, output: str) -> None:
     assert len(start) == 1, output
     assert "answered initialize" in start[0], output
     assert not [line for line in lines if line.lstrip().startswith("FAIL")], output
+
+
+def _the_hosts_took_their_files(
+    deployment: Deployment, entries: dict[str, tuple[str, str]], output: str
+) -> None:
+    """alice's own files (hers, 0600), as the guide's block showed them through the pinned
+    Codex and Claude Code run as alice: the gateway's URL; Claude Code connected with it."""
+    home = deployment.path("/home/alice")
+    for name in (".codex/config.toml", ".claude.json"):
+        info = (home / name).stat()
+        assert pwd.getpwuid(info.st_uid).pw_name == deployment.users["alice"], name
+        assert info.st_mode & 0o777 == 0o600, name
+    assert f"url: {entries['codex'][0]}" in output, output
+    assert f"URL: {entries['claude-code'][0]}" in output, output
+    assert "Connected" in output, output
+    assert entries["codex"][1].split()[1] not in output, "codex printed the token"
 
 
 def _read_only_and_confirmed(deployment: Deployment, entries: dict[str, tuple[str, str]]) -> None:
