@@ -212,6 +212,14 @@ class Deployment:
         override = [line for line in re.findall(r"^ExecStart=(.*)$", drop_in.read_text(), re.M)]
         assert override[0] == "", "the drop-in must clear the unit's ExecStart first"
         assert override[1].startswith(exec_start + " "), (override[1], exec_start)
+        if shutil.which("systemd-analyze"):  # reads the drop-in beside the unit too
+            unit_path = self.path("/etc/systemd/system/zerto-rewind-gateway.service")
+            verified = subprocess.run(
+                ["systemd-analyze", "verify", str(unit_path)],
+                capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            for complaint in ("Unknown key", "Invalid", "Failed to parse", "not executable"):
+                assert complaint not in verified.stderr, verified.stderr
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", **environment}
         self.path("/run/zerto-rewind").chmod(0o755)  # RuntimeDirectoryMode
         err = (self.root / "gateway.stderr").open("wb")
