@@ -130,7 +130,7 @@ class Deployment:
         """The guide's text with this deployment's paths, names, ports and addresses."""
         keys = sorted(self.replacements, key=len, reverse=True)
         words = "|".join(rf"(?<![\w/.-]){re.escape(w)}(?![\w])" for w in self.users)
-        command = r"(?<![\w/.-])zerto-rewind(?=\s)"
+        command = r"(?<![^\s;&|(])zerto-rewind(?=\s)"  # in a command's place only
         pattern = "|".join([*(re.escape(k) for k in keys), words, command])
 
         def one(match: re.Match[str]) -> str:
@@ -221,7 +221,7 @@ class Deployment:
             for complaint in ("Unknown key", "Invalid", "Failed to parse", "not executable"):
                 assert complaint not in verified.stderr, verified.stderr
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", **environment}
-        self.path("/run/zerto-rewind").chmod(0o755)  # RuntimeDirectoryMode
+        self._runtime_directory(drop_in.read_text())
         err = (self.root / "gateway.stderr").open("wb")
         self.gateway = subprocess.Popen(
             shlex.split(override[1]), env=env, cwd="/", stdin=subprocess.DEVNULL,
@@ -237,6 +237,14 @@ class Deployment:
                     return
             assert time.monotonic() < deadline, (self.root / "gateway.stderr").read_text()
             time.sleep(0.3)
+
+    def _runtime_directory(self, drop_in: str) -> None:
+        """What systemd makes before it starts the service: /run/NAME, root's, with its mode."""
+        (name,) = re.findall(r"^RuntimeDirectory=(.+)$", drop_in, re.M)
+        (mode,) = re.findall(r"^RuntimeDirectoryMode=([0-7]+)$", drop_in, re.M)
+        runtime = self.root / "run" / name
+        runtime.mkdir(mode=int(mode, 8))
+        runtime.chmod(int(mode, 8))
 
     def stop_gateway(self) -> None:
         proc, self.gateway = self.gateway, None
