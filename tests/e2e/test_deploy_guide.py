@@ -157,6 +157,8 @@ class Deployment:
             user = self.users[block.options["as"]]
             env = {"HOME": pwd.getpwnam(user).pw_dir, "PATH": f"{NODE_BIN}:/usr/bin:/bin"}
             env.update({"LANG": "C.UTF-8", "NO_COLOR": "1", "TERM": "dumb"})
+            # Loopback only: no telemetry, error reports, auto-update or release notes.
+            env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
             done: subprocess.CompletedProcess[str] = as_user(
                 user, ["/bin/bash", "-e", "-c", body], env=env, timeout=120
             )
