@@ -49,8 +49,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from e2e.gateway_e2e import CONFIRMED_VPG, ESTATE, PYTHON, SIM_CADENCES, VM
-from e2e.harness import write_json
-from e2e.hosts_e2e import NODE_BIN
+from e2e.harness import claude_path, write_json
+from e2e.hosts_e2e import HOSTS, NODE_BIN, host_path
 from support.ports import free_port
 from support.realvm import (
     MCVSPHERE_VENV,
@@ -271,6 +271,9 @@ def deployment() -> Iterator[Deployment]:
     assert not problems, f"the real VM side is not set up: {'; '.join(problems)}"
     if os.geteuid() != 0:
         pytest.skip("the guide creates users and runs the gateway as root: run as root (CI does)")
+    # The pinned hosts the guide's `as=alice` block runs: a loud error if missing.
+    assert claude_path().parent == NODE_BIN
+    assert host_path(HOSTS["codex"]).parent == NODE_BIN
     root = Path(tempfile.mkdtemp(prefix="zr-deploy-"))
     root.chmod(0o755)
     users = {name: prefix + secrets.token_hex(3) for name, prefix in _USERS.items()}
