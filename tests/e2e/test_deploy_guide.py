@@ -121,8 +121,9 @@ class Deployment:
             "vc.example.com": self.vcenter.host,
             "svc-agents@vsphere.local": VCSIM_USER,
             "CHANGE-ME-vcenter-password": VCSIM_PASSWORD,
-            '"false"': '"true"',
-            REQUEST_ID: REQUEST_ID,
+            # the simulator's certificate is self-signed
+            'VCENTER_INSECURE = "false"': 'VCENTER_INSECURE = "true"',
+            '"VCENTER_INSECURE": "false"': '"VCENTER_INSECURE": "true"',
         })  # fmt: skip
         self.replacements = values
 
