@@ -48,7 +48,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from e2e.gateway_e2e import CONFIRMED_VPG, ESTATE, PYTHON, SIM_CADENCES, VM
+from e2e.gateway_e2e import CONFIRMED_VPG, PYTHON, SIM_CADENCES, VM
 from e2e.harness import claude_path, write_json
 from e2e.hosts_e2e import HOSTS, NODE_BIN, host_path
 from support.ports import free_port
@@ -76,6 +76,14 @@ _GUIDE_PATHS = ("/etc/zerto-rewind", "/var/lib/zerto-rewind", "/var/log/zerto-re
                 "/run/zerto-rewind", "/etc/systemd/system", "/opt/mcvsphere", "/home/olivia",
                 "/home/alice")  # fmt: skip
 _ASYNC_TIMEOUT = "from asyncio import timeout, timeout_at\n\n__all__ = ['timeout', 'timeout_at']\n"
+# The guide's two sites, each with its own ZVM: the confirmed VM's VPG protected at hq,
+# recovered at dr; the VM the approver lets through is in no VPG.
+TWO_SITES: dict[str, Any] = {
+    "sites": [{"name": site, "kind": "vcenter", "zvm": True, "client_id": "zerto-rewind"}
+              for site in ("hq", "dr")],
+    "vpgs": [{"name": CONFIRMED_VPG, "site_kind": "vcenter", "protected_site": "hq",
+              "recovery_site": "dr", "vms": [VM.confirmed]}],
+}  # fmt: skip
 _USERS = {"zr-vsphere": "zrv-", "olivia": "zro-", "alice": "zra-"}
 
 
@@ -111,13 +119,13 @@ class Deployment:
     gateway: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
-        creds = self.box.sim.credentials
         values = {path: f"{self.root}{path}" for path in _GUIDE_PATHS}
         values.update({
             "/opt/zerto-rewind/bin/python": PYTHON,
             "127.0.0.1:8750": f"127.0.0.1:{self.ports['gateway']}",
             "127.0.0.1:8751": f"127.0.0.1:{self.ports['page']}",
-            "https://zvm-hq.example.com": creds["url"],
+            "https://zvm-hq.example.com": self.box.sites["hq"]["url"],
+            "https://zvm-dr.example.com": self.box.sites["dr"]["url"],
             "vc.example.com": self.vcenter.host,
             "svc-agents@vsphere.local": VCSIM_USER,
             "CHANGE-ME-vcenter-password": VCSIM_PASSWORD,
@@ -153,7 +161,8 @@ class Deployment:
         body = self.substitute(block.body)
         if request_id is not None:
             body = body.replace(REQUEST_ID, request_id)
-        stdin = self.box.sim.credentials["client_secret"] if "stdin" in block.options else None
+        site = block.options.get("stdin")
+        stdin = None if site is None else self.box.sites[site]["client_secret"]
         if "as" in block.options:
             user = self.users[block.options["as"]]
             env = {"HOME": pwd.getpwnam(user).pw_dir, "PATH": f"{NODE_BIN}:/usr/bin:/bin"}
@@ -283,7 +292,7 @@ def deployment() -> Iterator[Deployment]:
         # What every system has already, and the guide does not make.
         for base in ("etc/systemd/system", "home", "opt", "run", "var/lib", "var/log"):
             (root / base).mkdir(mode=0o755, parents=True)
-        estate = write_json(root / "estate.json", ESTATE)
+        estate = write_json(root / "estate.json", TWO_SITES)
         sim = fast_sim_config(
             cadences=dict(SIM_CADENCES), estate_file=estate, seed=7, client_id="zerto-rewind"
         )
@@ -291,7 +300,8 @@ def deployment() -> Iterator[Deployment]:
             start_vcsim(root / "vcsim") as vcsim,
             Sandbox(str(root / "zerto"), sim_config=sim) as box,
         ):
-            shutil.copy(box.sim.credentials["ca_bundle"], root / "work" / "zvm-hq-ca.pem")
+            for site, zvm in box.sites.items():
+                shutil.copy(zvm["ca_bundle"], root / "work" / f"zvm-{site}-ca.pem")
             ports = {"gateway": free_port(), "page": free_port()}
             deployed = Deployment(root, vcsim.vcenter, box, users, ports)
             try:
@@ -398,6 +408,9 @@ def _doctor_passed(deployment: Deployment, output: str) -> None:
     assert len(start) == 1, output
     assert "answered initialize" in start[0], output
     assert not [line for line in lines if line.lstrip().startswith("FAIL")], output
+    for site in ("hq", "dr"):  # each site's ZVM answered, with its own secret and CA
+        assert any(f"PASS  zvm: {site}: " in line for line in lines), output
+    assert any("PASS  pairing: hq: paired with dr" in line for line in lines), output
 
 
 def _the_hosts_took_their_files(
@@ -431,7 +444,8 @@ def _read_only_and_confirmed(deployment: Deployment, entries: dict[str, tuple[st
     assert confirmed[0]["vms"] == [VM.confirmed]
     assert confirmed[0]["checkpoint_ids"]
     assert confirmed[0]["client"] == f"{deployment.users['alice']}-claude"
-    assert deployment.box.tag_requests(CONFIRMED_VPG) >= 1
+    assert deployment.box.tag_requests(CONFIRMED_VPG, site="hq") == 1
+    assert deployment.box.tag_requests(CONFIRMED_VPG, site="dr") == 0
 
 
 def _approved_by_the_approver(
@@ -493,6 +507,7 @@ def test_the_guide_uses_its_placeholders_only_where_the_table_says() -> None:
     text = GUIDE.read_text(encoding="utf-8")
     table = text.split("## What the test substitutes", 1)[1]
     for placeholder in (*_GUIDE_PATHS, *_USERS, "127.0.0.1:8750", "127.0.0.1:8751",
-                        "https://zvm-hq.example.com", "vc.example.com", REQUEST_ID,
+                        "https://zvm-hq.example.com", "https://zvm-dr.example.com",
+                        "vc.example.com", REQUEST_ID,
                         PAGE_HASH, "/opt/zerto-rewind/bin/python"):  # fmt: skip
         assert f"`{placeholder}`" in table, placeholder
