@@ -215,10 +215,11 @@ def write_gateway_config(gateway: GatewayFile, data: Mapping[str, Any]) -> str:
 def write_host_config(
     config: HostConfig, text: str, *, backup_dir: str, private: bool = False
 ) -> str | None:
-    """Replace the host file atomically, keeping its mode; returns the backup's path.
+    """Replace the host file atomically, keeping its mode and owner; returns the backup's path.
 
     ``private`` (the file now holds a bearer token) takes group and others'
-    access away.
+    access away. Run by root on an agent user's file, the new file stays that
+    user's: the host runs as them and must still read it.
 
     The old file held the credentials that just moved, so its backup goes to
     ``backup_dir`` (made 0700, the backup 0600), beside the gateway config,
@@ -226,10 +227,14 @@ def write_host_config(
     """
     path = config.file.path
     backup = None
+    owner = None
     try:
         mode = 0o600
         if config.text is not None:
-            mode = stat.S_IMODE(os.stat(path).st_mode)
+            info = os.stat(path)
+            mode = stat.S_IMODE(info.st_mode)
+            if os.geteuid() == 0:
+                owner = (info.st_uid, info.st_gid)
             ensure_private_dir(backup_dir)
             name = f"{config.file.host.name}-{os.path.basename(path).lstrip('.')}"
             backup = backup_name(os.path.join(backup_dir, name))
@@ -237,7 +242,7 @@ def write_host_config(
         if private:
             mode &= 0o700
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        atomic_write_text(path, text, mode=mode)
+        atomic_write_text(path, text, mode=mode, owner=owner)
     except OSError as exc:
         msg = f"cannot write it ({exc.strerror})"
         raise ConfigError(msg, path=path) from None

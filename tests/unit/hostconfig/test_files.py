@@ -262,3 +262,26 @@ def test_writes_are_atomic_private_and_backed_up(tmp_path: Path) -> None:
     assert os.stat(host_path).st_mode & 0o777 == 0o644  # the host file's mode is kept
     assert PASSWORD not in host_path.read_text()
     assert sorted(os.listdir(host_path.parent)) == [".mcp.json"]  # no backup left beside it
+
+
+def test_root_rewriting_a_users_host_file_leaves_it_theirs(tmp_path: Path) -> None:
+    """An admin moving an agent user's server (as root) must not lock that user out of
+    their own host file: it keeps its owner, and with a token only they may read it."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    gw_path = write(tmp_path / "etc/gateway.json", GATEWAY)
+    os.chmod(gw_path, 0o600)
+    host_path = write(tmp_path / "home/.mcp.json", CLAUDE_PROJECT)
+    os.chmod(host_path, 0o644)
+    os.chown(host_path, 4242, 4243)
+    gateway = read_gateway_config(str(gw_path))
+    config = read_host_config(HostFile(HOSTS["claude-code"], str(host_path)))
+    moved, _ = move_to_gateway(config, "vsphere", gateway.data, via=stdio())
+    write_host_config(
+        moved, render_host_config(moved), backup_dir=str(tmp_path / "etc/host-backups"),
+        private=True,
+    )  # fmt: skip
+    info = os.stat(host_path)
+    assert (info.st_uid, info.st_gid) == (4242, 4243)
+    assert info.st_mode & 0o777 == 0o600
+    assert PASSWORD not in host_path.read_text()
