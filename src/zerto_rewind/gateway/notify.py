@@ -82,12 +82,12 @@ _NAME_MAX = 80
 _VMS_SHOWN = 5
 
 
-def make_webhook_notifier(
-    settings: ApprovalsSettings, link: Callable[[str], str | None]
-) -> Notifier | None:
-    """The webhook notifier for ``approvals.notify``, or None when no URL is configured.
+Poster = Callable[[dict[str, Any], str, str], Coroutine[Any, Any, None]]
 
-    ``link(request_id)`` is the request's address on the approvals page (or None).
+
+def _signed_poster(settings: ApprovalsSettings) -> Poster | None:
+    """Post one body to ``approvals.notify``, signed; None when no webhook is configured.
+
     Raises ConfigError for a URL that is not https:// (http:// only to a loopback
     address) or a missing secret.
     """
@@ -110,8 +110,8 @@ def make_webhook_notifier(
     # The default CAs (certifi's, as httpx's default), never from the environment.
     tls = httpx.create_ssl_context(verify=True, trust_env=False)
 
-    async def notify(event: str, request: ApprovalRequest) -> None:
-        body = _encode(webhook_body(event, request, link(request.id)))
+    async def post(payload: dict[str, Any], event: str, about: str) -> None:
+        body = _encode(payload)
         timestamp = str(int(time.time()))
         headers = {
             "Content-Type": "application/json",
@@ -119,7 +119,24 @@ def make_webhook_notifier(
             SIGNATURE_HEADER: sign(key, timestamp, body),
             "User-Agent": "zerto-rewind-approvals",
         }
-        await _deliver(url, body, headers, timeout_s, tls, event, request.id)
+        await _deliver(url, body, headers, timeout_s, tls, event, about)
+
+    return post
+
+
+def make_webhook_notifier(
+    settings: ApprovalsSettings, link: Callable[[str], str | None]
+) -> Notifier | None:
+    """The webhook notifier for ``approvals.notify``, or None when no URL is configured.
+
+    ``link(request_id)`` is the request's address on the approvals page (or None).
+    """
+    post = _signed_poster(settings)
+    if post is None:
+        return None
+
+    async def notify(event: str, request: ApprovalRequest) -> None:
+        await post(webhook_body(event, request, link(request.id)), event, request.id)
 
     return notify
 
@@ -128,28 +145,15 @@ def make_anchor_notifier(
     settings: ApprovalsSettings,
 ) -> Callable[[dict[str, Any]], Coroutine[Any, Any, None]] | None:
     """The webhook's ``log.anchor`` event: each signed anchor of the decision log, so a
-    copy of the log's head lives where the guard's host cannot rewrite it. None when no
-    webhook is configured (make_webhook_notifier has checked its URL and secret)."""
-    url, secret = settings.notify_url, settings.notify_secret()
-    if not url or not secret:
+    copy of the log's head lives where the guard's host cannot rewrite it."""
+    post = _signed_poster(settings)
+    if post is None:
         return None
-    _check_url(url)
-    key, timeout_s = secret.encode(), float(settings.notify_timeout_s)
-    import httpx
-
-    tls = httpx.create_ssl_context(verify=True, trust_env=False)
 
     async def notify(anchor: dict[str, Any]) -> None:
         text = f"zerto-rewind: decision log anchored at seq {anchor.get('seq')}"
-        body = _encode({"event": "log.anchor", "anchor": anchor, "text": text})
-        timestamp = str(int(time.time()))
-        headers = {
-            "Content-Type": "application/json",
-            TIMESTAMP_HEADER: timestamp,
-            SIGNATURE_HEADER: sign(key, timestamp, body),
-            "User-Agent": "zerto-rewind-approvals",
-        }
-        await _deliver(url, body, headers, timeout_s, tls, "log.anchor", "(log anchor)")
+        payload = {"event": "log.anchor", "anchor": anchor, "text": text}
+        await post(payload, "log.anchor", "(log anchor)")
 
     return notify
 
@@ -158,26 +162,12 @@ def make_login_notifier(
     settings: ApprovalsSettings, page_url: Callable[[], str | None]
 ) -> LoginNotifier | None:
     """The webhook's "login_failed" event: failed page logins, summarised (approvals_login)."""
-    url = settings.notify_url
-    secret = settings.notify_secret()
-    if not url or not secret:
+    post = _signed_poster(settings)
+    if post is None:
         return None
-    _check_url(url)
-    key, timeout_s = secret.encode(), float(settings.notify_timeout_s)
-    import httpx
-
-    tls = httpx.create_ssl_context(verify=True, trust_env=False)
 
     async def notify(failures: list[Failure]) -> None:
-        body = _encode(login_failures_body(failures, page_url()))
-        timestamp = str(int(time.time()))
-        headers = {
-            "Content-Type": "application/json",
-            TIMESTAMP_HEADER: timestamp,
-            SIGNATURE_HEADER: sign(key, timestamp, body),
-            "User-Agent": "zerto-rewind-approvals",
-        }
-        await _deliver(url, body, headers, timeout_s, tls, "login_failed", "-")
+        await post(login_failures_body(failures, page_url()), "login_failed", "-")
 
     return notify
 
