@@ -27,6 +27,7 @@ from ..core.catalog import READ_ONLY, classify
 from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.guard import Guard
 from ..errors import ConfigError
+from . import tracing
 from .approvals import ApprovalsService
 from .log_witness import LogWitness
 from .metrics import GatewayMetrics
@@ -66,6 +67,7 @@ class Gateway:
         )
         self.pins = PinGate(settings, self.upstreams, self.metrics)
         self.log_witness = LogWitness(settings)
+        tracing.setup()  # OTEL_* asks for traces, or nothing of OpenTelemetry is imported
         for upstream in self.upstreams.values():
             upstream.log_path = upstream.settings.log_path or os.path.join(
                 settings.state_dir, "upstreams", f"{upstream.name}.log"
@@ -124,6 +126,7 @@ class Gateway:
         self.settings.catalog = catalog  # one assignment: decisions see old or new, never half
 
     def close(self) -> None:
+        tracing.shutdown()  # the spans still batched are sent before the process ends
         self.log_witness.close()
         for upstream in self.upstreams.values():
             upstream.close()
