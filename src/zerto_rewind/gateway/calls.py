@@ -156,7 +156,7 @@ async def handle_call(
     if not forward:
         return _refusal(decision, answer, extra.get("ending"))
     try:
-        with tracing.forwarding(tool, upstream.transport) as meta:
+        with tracing.forwarding(tool, upstream) as meta:
             result = await upstream.call_tool(
                 tool, arguments, gateway.call_timeout_s(upstream), meta=meta
             )

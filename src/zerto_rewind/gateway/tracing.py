@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
     from ..core.decision import Decision
+    from .upstream import Upstream
 
 __all__ = [
     "approval_waited",
@@ -206,7 +207,7 @@ async def serving(
 
 
 @contextmanager
-def forwarding(tool: str, transport: str) -> Iterator[dict[str, str] | None]:
+def forwarding(tool: str, upstream: Upstream) -> Iterator[dict[str, str] | None]:
     """The CLIENT span of a call forwarded upstream; yields the ``_meta`` that carries it.
 
     Off, it yields None: the forwarded call carries no ``_meta`` of ours.
@@ -222,7 +223,7 @@ def forwarding(tool: str, transport: str) -> Iterator[dict[str, str] | None]:
         "mcp.method.name": TOOLS_CALL,
         "gen_ai.tool.name": tool,
         "gen_ai.operation.name": "execute_tool",
-        "network.transport": transport,
+        "network.transport": upstream.transport,
     }
     with tracer.start_as_current_span(
         f"{TOOLS_CALL} {tool}",
