@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 from integration.gateway.gateway_helpers import (
     TOKENS,
@@ -143,3 +145,29 @@ async def test_spans_parents_events_and_the_log_line_through_otlp(
     assert by_origin[("mcp__vsphere__power_off_vm", "gateway")] == CALLER_TRACE
     assert by_origin[("mcp__vsphere__power_off_vm", "service")] == HOOK_TRACE
     assert by_origin[("mcp__vsphere__mystery_tool", "gateway")] == mystery.trace_id
+
+
+async def test_a_stdio_gateway_traces_its_calls_as_a_pipe(box: Sandbox, tmp_path: Path) -> None:
+    record = tmp_path / "traced.jsonl"
+    gateway_config(box, upstream=traced_upstream(record))
+    with otlp_receiver() as receiver:
+        env = box.env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY="100")
+        args = ["-m", "zerto_rewind", "gateway", "--stdio", "--upstream", "vsphere"]
+        args.append("--allow-privileged-upstream")  # the stand-in runs as the tests' user
+        params = StdioServerParameters(command=sys.executable, args=args, env=env)
+        async with Client(params, cache=None) as c:
+            meta = {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}
+            listed = await c.call_tool("list_vms", {}, meta=meta)  # type: ignore[arg-type]
+            assert not listed.is_error, text_of(listed)
+        # The host closed the pipe: the gateway flushed its spans before it exited.
+        (served,) = receiver.wait_for(1, kind="server")
+    assert served.name == "tools/call list_vms"
+    assert served.resource["service.name"] == "zerto-rewind-gateway"
+    assert (served.trace_id, served.parent_span_id) == (CALLER_TRACE, CALLER_SPAN)
+    assert served.attributes["network.transport"] == "pipe"
+    assert (served.attributes["zerto.row"], served.attributes["zerto.decision"]) == (
+        "read_only",
+        "none",
+    )
+    (reached,) = [json.loads(line) for line in record.read_text().splitlines()]
+    assert reached["meta"]["traceparent"].startswith(f"00-{CALLER_TRACE}-")
