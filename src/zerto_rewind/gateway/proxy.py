@@ -118,7 +118,7 @@ def build_proxy(
             transport=_transport(ctx),
             request_id=ctx.request_id,
             protocol_version=ctx.protocol_version,
-            session_id=context.session_id,
+            session_id=_session_id(ctx),  # HTTP's; a stdio connection has none
         )
 
     server = _ProxyServer(

@@ -52,6 +52,7 @@ class Gateway:
     """The guard as a long-running service in front of VM MCP servers."""
 
     def __init__(self, settings: Settings, *, guard: Guard | None = None) -> None:
+        tracing.setup()  # OTEL_* asks for traces, or nothing of OpenTelemetry is imported
         self.settings = settings
         self.metrics = GatewayMetrics()
         self.upstreams = {name: Upstream(spec) for name, spec in settings.upstreams.items()}
@@ -67,7 +68,6 @@ class Gateway:
         )
         self.pins = PinGate(settings, self.upstreams, self.metrics)
         self.log_witness = LogWitness(settings)
-        tracing.setup()  # OTEL_* asks for traces, or nothing of OpenTelemetry is imported
         for upstream in self.upstreams.values():
             upstream.log_path = upstream.settings.log_path or os.path.join(
                 settings.state_dir, "upstreams", f"{upstream.name}.log"
