@@ -220,3 +220,17 @@ def test_the_approval_wait_is_an_event_of_the_span(spans: InMemorySpanExporter) 
         "zerto.approval.waited_s": 3.215,
         "zerto.approval.wait_bound_s": 30.0,
     }
+
+
+def test_the_guard_service_takes_the_bodys_meta_before_the_http_headers() -> None:
+    from starlette.requests import Request
+
+    from zerto_rewind.gateway.decide import _trace_meta
+
+    other = f"00-{'1' * 32}-{'2' * 16}-01"
+    scope = {"type": "http", "headers": [(b"traceparent", other.encode())]}
+    request = Request(scope)
+    in_body = {"tool_name": "t", "_meta": {"traceparent": TRACEPARENT}}
+    assert _trace_meta(in_body, request) == {"traceparent": TRACEPARENT}
+    assert _trace_meta({"tool_name": "t"}, request) == {"traceparent": other}
+    assert _trace_meta({"tool_name": "t"}, Request({"type": "http", "headers": []})) == {}
