@@ -48,6 +48,7 @@ from ..core.decision import Decision, Outcome, Row, ToolCall, fmt_time
 from ..core.decisions_log import write_record
 from ..core.guard import identity_unverified
 from ..errors import StateError
+from . import tracing
 from .identity import check_identity
 from .request_state import APPROVAL_FIELD, APPROVAL_KEY, APPROVAL_SCHEMA
 from .upstream import UpstreamError
@@ -149,12 +150,16 @@ async def handle_call(
             forward, answer, extra = outcome
     decision.elapsed_ms = int((time.monotonic() - started_mono) * 1000)
     gateway.metrics.decided(decision, time.monotonic() - started_mono, answer)
+    tracing.decided(decision, answer)
     if decision.row != Row.READ_ONLY:  # as the hook: read-only calls leave no log line
         _log(gateway, decision, call, ctx, answer, extra)
     if not forward:
         return _refusal(decision, answer, extra.get("ending"))
     try:
-        result = await upstream.call_tool(tool, arguments, gateway.call_timeout_s(upstream))
+        with tracing.forwarding(tool, upstream) as meta:
+            result = await upstream.call_tool(
+                tool, arguments, gateway.call_timeout_s(upstream), meta=meta
+            )
     except UpstreamError as exc:
         gateway.metrics.upstream_error(upstream.name, "call")
         return _error_result(f"{exc}; the call may not have run. {_protection_note(decision)}")
@@ -244,7 +249,8 @@ async def _wait_for(
 ) -> ApprovalRequest | None:
     """Wait for a person, with progress; show them the page over the back channel meanwhile."""
     service = gateway.approvals
-    wait_s = min(service.config.wait_s, max(0.0, request.expires - time.time()))
+    started = time.time()
+    wait_s = min(service.config.wait_s, max(0.0, request.expires - started))
     progress = ctx.progress
 
     async def tick(elapsed: float) -> None:
@@ -264,6 +270,8 @@ async def _wait_for(
             log.warning("approval wait failed: %s", type(exc).__name__)
             waited = None
         tg.cancel_scope.cancel()
+    state = waited.state if waited is not None else "failed"
+    tracing.approval_waited(request.id, state, time.time() - started, wait_s)
     return waited
 
 
@@ -496,6 +504,7 @@ def _log(
     for key in ("approval_id", "approver"):
         if extra and extra.get(key):
             record[key] = extra[key]
+    tracing.stamp(record)
     try:
         write_record(gateway.settings.log_path, record)
     except (StateError, OSError) as exc:

@@ -27,7 +27,8 @@ from ..core.approvals import (
 from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.decisions_log import write_record
 from ..errors import StateError
-from .proxy import CLIENT_SCOPE_KEY
+from . import tracing
+from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -49,6 +50,15 @@ async def decide_endpoint(gateway: Gateway, request: Request) -> Response:
     problem = _problem(payload)
     if problem:
         return JSONResponse({"error": problem}, status_code=400)
+    return await tracing.serving(
+        payload["tool_name"],
+        lambda: _answer(gateway, request, payload),
+        meta=_trace_meta(payload, request),
+        transport="unix" if PEER_USER_KEY in request.scope else "tcp",
+    )
+
+
+async def _answer(gateway: Gateway, request: Request, payload: dict[str, Any]) -> Response:
     started = time.monotonic()
     call = ToolCall(
         payload["tool_name"],
@@ -63,11 +73,13 @@ async def decide_endpoint(gateway: Gateway, request: Request) -> Response:
     if decision.outcome == Outcome.PROMPT and gateway.settings.guard.prompt_via == "approvals":
         answer = await _by_approval(gateway, call, decision, principal)
     gateway.metrics.decided(decision, time.monotonic() - started, answer)
+    tracing.decided(decision, answer)
     if decision.row != Row.READ_ONLY:  # as the standalone hook: no line for read-only calls
         record = decision.log_record(call)
         record["client"] = principal
         if answer is not None:
             record["answer"] = answer
+        tracing.stamp(record)
         # The answer matters more than its log line; /metrics still counts it.
         with contextlib.suppress(StateError, OSError):
             write_record(gateway.settings.log_path, record)
@@ -81,6 +93,15 @@ async def decide_endpoint(gateway: Gateway, request: Request) -> Response:
             "prompt_as": gateway.settings.guard.prompt_as,
         }
     )
+
+
+def _trace_meta(payload: dict[str, Any], request: Request) -> dict[str, Any]:
+    """The caller's W3C trace context: the body's ``_meta`` (as an MCP request carries
+    it), else the HTTP ``traceparent``/``tracestate`` headers."""
+    meta = payload.get("_meta")
+    if isinstance(meta, dict) and "traceparent" in meta:
+        return meta
+    return {k: v for k in ("traceparent", "tracestate") if (v := request.headers.get(k))}
 
 
 def _principal(request: Request) -> str:

@@ -20,6 +20,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from . import tracing
 from .calls import (
     APPROVAL_FIELD,
     APPROVAL_SCHEMA,
@@ -110,7 +111,15 @@ def build_proxy(
             progress=_progress(ctx),
             host=_host(ctx),
         )
-        return await handle_call(gateway, upstream, params.name, params.arguments, context)
+        return await tracing.serving(
+            params.name,
+            lambda: handle_call(gateway, upstream, params.name, params.arguments, context),
+            meta=params.meta,
+            transport=_transport(ctx),
+            request_id=ctx.request_id,
+            protocol_version=ctx.protocol_version,
+            session_id=_session_id(ctx),  # HTTP's; a stdio connection has none
+        )
 
     server = _ProxyServer(
         f"zerto-rewind-gateway/{upstream.name}",
@@ -210,6 +219,14 @@ def _tool_use_id(params: types.CallToolRequestParams) -> str | None:
     meta: Mapping[str, Any] = params.meta or {}
     value = meta.get("claudecode/toolUseId")
     return value if isinstance(value, str) else None
+
+
+def _transport(ctx: ServerRequestContext[Any]) -> str:
+    """``network.transport`` of the call's connection: stdio is a pipe."""
+    scope = getattr(ctx.request, "scope", None)
+    if not isinstance(scope, dict):
+        return "pipe"
+    return "unix" if PEER_USER_KEY in scope else "tcp"
 
 
 def _session_id(ctx: ServerRequestContext[Any]) -> str | None:

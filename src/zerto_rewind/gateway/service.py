@@ -27,6 +27,7 @@ from ..core.catalog import READ_ONLY, classify
 from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.guard import Guard
 from ..errors import ConfigError
+from . import tracing
 from .approvals import ApprovalsService
 from .log_witness import LogWitness
 from .metrics import GatewayMetrics
@@ -51,6 +52,7 @@ class Gateway:
     """The guard as a long-running service in front of VM MCP servers."""
 
     def __init__(self, settings: Settings, *, guard: Guard | None = None) -> None:
+        tracing.setup()  # OTEL_* asks for traces, or nothing of OpenTelemetry is imported
         self.settings = settings
         self.metrics = GatewayMetrics()
         self.upstreams = {name: Upstream(spec) for name, spec in settings.upstreams.items()}
@@ -124,6 +126,7 @@ class Gateway:
         self.settings.catalog = catalog  # one assignment: decisions see old or new, never half
 
     def close(self) -> None:
+        tracing.shutdown()  # the spans still batched are sent before the process ends
         self.log_witness.close()
         for upstream in self.upstreams.values():
             upstream.close()

@@ -25,7 +25,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import mcp_types as types
@@ -352,13 +352,28 @@ class Upstream:
             self.on_listed(tools)
         return tools
 
+    @property
+    def transport(self) -> str:
+        """``network.transport`` to this server (for traces): a stdio command is a pipe."""
+        return "pipe" if self.settings.command else "tcp"
+
     async def call_tool(
-        self, name: str, arguments: dict[str, Any] | None, timeout_s: float
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        timeout_s: float,
+        meta: dict[str, Any] | None = None,
     ) -> types.CallToolResult:
-        """Forward one call; UpstreamError when the server is gone or too slow."""
+        """Forward one call; UpstreamError when the server is gone or too slow.
+
+        ``meta``: the request's ``params._meta`` (the trace context, when tracing).
+        """
         client = await self._live(min(timeout_s, 10.0))
         try:
             with anyio.fail_after(timeout_s):
+                if meta:
+                    wire_meta = cast(types.RequestParamsMeta, meta)
+                    return await client.call_tool(name, arguments or {}, meta=wire_meta)
                 return await client.call_tool(name, arguments or {})
         except TimeoutError:
             await self._check_after_failure(client)

@@ -112,7 +112,9 @@ class FakeUpstream:
     def input_schema(self, name: str) -> dict[str, Any] | None:
         return self.schema
 
-    async def call_tool(self, tool: str, arguments: Any, timeout_s: float) -> types.CallToolResult:
+    async def call_tool(
+        self, tool: str, arguments: Any, timeout_s: float, meta: Any = None
+    ) -> types.CallToolResult:
         self.asked.append((tool, arguments, timeout_s))
         if self.error is not None:
             raise self.error
