@@ -23,6 +23,7 @@ from .proxy import PEER_USER_KEY, build_proxy
 from .service import Gateway
 from .socket_reach import check_trust_socket
 from .stdio_pipes import event_loop_stdio
+from .unix_listen import bind_unix
 from .upstream_probe import check_reachable
 from .upstream_user import check_upstreams
 
@@ -311,23 +312,5 @@ def _peer_protocol() -> type:
 
 
 def _unix_listener(path: str, mode: int) -> socket.socket:
-    """A unix socket at ``path`` with ``mode``; a stale socket file is replaced."""
-    import stat
-
-    try:
-        if stat.S_ISSOCK(os.lstat(path).st_mode):
-            os.unlink(path)
-    except FileNotFoundError:
-        pass
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o777 & ~mode)  # never a moment with looser permissions
-    try:
-        listener.bind(path)
-    except OSError as exc:
-        listener.close()
-        option = "--socket"
-        raise _bind_error(option, path, exc) from None
-    finally:
-        os.umask(old)
-    os.chmod(path, mode)
-    return listener
+    """A unix socket at ``path`` made with ``mode``, in a directory only root and we can change."""
+    return bind_unix(path, mode, "--socket")
