@@ -34,13 +34,15 @@ def check_socket_directory(path: str, option: str) -> None:
         return
     user, access = found
     directory = os.path.dirname(os.path.abspath(path))
+    owners = (
+        "root" if service_uid == 0 else f"root and the gateway's user {user_label(service_uid)}"
+    )
     msg = (
-        f"{option} {path}: the directory {directory} can be changed by {user.name}, not only "
-        f"by root and the gateway's user {user_label(service_uid)} ({access.why}): whoever "
-        "can write there can put their own socket in the gateway's place, or swap it while "
-        "it is made; serve the socket from a directory that only root or the gateway's user "
-        "can write, every directory above it too (e.g. /run/zerto-rewind, mode 0755, owned "
-        "by the gateway's user)"
+        f"{option} {path}: the directory {directory} can be changed by {user.name} "
+        f"({access.why}), and only {owners} should: whoever can write there can put their "
+        "own socket in the gateway's place, or swap it while it is made; serve the socket "
+        "from a directory that only root or the gateway's user can write, every directory "
+        "above it too (e.g. /run/zerto-rewind, mode 0755, owned by the gateway's user)"
     )
     raise UsageError(msg)
 
