@@ -82,10 +82,6 @@ def _opener(sock: socket.socket) -> Sender:
     return Sender(*_UCRED.unpack(raw))
 
 
-class _LineTooLong(Exception):
-    """A request line past the limit: the connection is dropped (never leaves this module)."""
-
-
 class CredentialLines:
     """Lines read from a ``SO_PASSCRED`` socket, each with the senders of its bytes.
 
@@ -100,10 +96,14 @@ class CredentialLines:
         self._ends: list[tuple[int, Sender | None]] = []  # (end offset, sender) per chunk
 
     async def next_line(self) -> tuple[bytes, set[Sender | None]] | None:
-        """The next line and who sent its bytes (None: no credentials came); None at EOF."""
+        """The next line and who sent its bytes (None: no credentials came); None at EOF.
+
+        ValueError when a line runs past the limit.
+        """
         while b"\n" not in self._buffer:
             if len(self._buffer) > _MAX_LINE:
-                raise _LineTooLong
+                msg = f"a request longer than {_MAX_LINE} bytes"
+                raise ValueError(msg)
             data, sender = await _receive(self._sock)
             if not data:
                 return None
@@ -202,10 +202,12 @@ async def _connection(service: ApprovalsService, conn: socket.socket) -> None:
                     break  # EOF, idle, or its lifetime is over: a request after it is not read
                 answer = await _answer(service, opener, *got)
                 await loop.sock_sendall(conn, json.dumps(answer).encode() + b"\n")
-        except _LineTooLong:
-            log.warning("approvals socket: a request longer than %d bytes; closed", _MAX_LINE)
+        except ValueError as exc:  # a line past the limit (next_line): the connection is dropped
+            log.warning("approvals socket: %s; closed", exc)
         except (ConnectionError, OSError) as exc:
             log.warning("approvals socket: connection failed: %s", type(exc).__name__)
+        except Exception as exc:  # one connection's failure never stops the socket
+            log.warning("approvals socket: connection dropped: %s", type(exc).__name__)
 
 
 def _sender_refusal(
