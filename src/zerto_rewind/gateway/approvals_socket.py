@@ -42,7 +42,6 @@ import anyio
 
 from ..core.approval_view import approver_json
 from ..core.approvals import ApprovalError, Approver
-from .unix_listen import bind_unix
 
 if TYPE_CHECKING:
     from .approvals import ApprovalsService
@@ -158,14 +157,14 @@ async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> Non
 
 
 async def serve_approvals_socket(
-    service: ApprovalsService, path: str, *, mode: int = 0o666
+    service: ApprovalsService, listener: socket.socket, path: str
 ) -> None:
-    """Serve the approvals socket at ``path`` until cancelled.
+    """Serve the approvals socket ``listener`` (bound at ``path``, :func:`.unix_listen.bind_unix`)
+    until cancelled; its file is removed then.
 
     The socket may be open to every local user (mode 0666 by default): who may
     do what is decided per request from the kernel's credentials, not the mode.
     """
-    listener = bind_unix(path, mode, "--approvals-socket")
     # Set before listen(): a connection accepted inherits it, and bytes sent before
     # accept() carry credentials already.
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)

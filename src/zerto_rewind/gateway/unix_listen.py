@@ -59,7 +59,8 @@ def bind_unix(path: str, mode: int, option: str) -> socket.socket:
             os.unlink(path)  # unlink does not follow a symlink: only that name goes
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     # The kernel makes the file with 0777 & ~umask: with this umask, exactly ``mode``.
-    # The umask is the process's for the one bind() call (and is put back even if it fails).
+    # The umask is the whole process's for this one bind() call, so the gateway binds
+    # before any thread of its own runs (gateway.run); it is put back even if bind fails.
     old = os.umask(0o777 & ~mode)
     try:
         listener.bind(path)
