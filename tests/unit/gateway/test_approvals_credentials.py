@@ -106,3 +106,17 @@ def test_the_sender_is_judged_and_the_opener_too() -> None:
     assert approver.name == root
     assert refused == "unix:nobody is not an approver"  # handed over by a stranger
     assert judged == [root, "nobody"]
+
+
+def test_a_line_past_the_limit_is_refused(pair: tuple[socket.socket, socket.socket]) -> None:
+    server, peer = pair
+    peer.setblocking(False)
+    sent = 0
+    try:
+        while sent <= 2 * 64 * 1024:
+            sent += peer.send(b"x" * 4096)
+    except BlockingIOError:
+        pass  # the buffer is full
+    assert sent > 64 * 1024  # more than a request may be is waiting
+    with pytest.raises(ValueError, match="a request longer than 65536 bytes"):
+        _lines(server, 1)
