@@ -16,7 +16,8 @@ An agent's user, anyone not listed in ``approvals.approvers`` and the principal
 that asked can read nothing and approve nothing. A connection also has a
 lifetime: it is closed after ``approvals.socket_max_ops`` requests or
 ``approvals.socket_max_age_s`` seconds, whichever comes first, and after 30 s
-without a request.
+without a request. One unix user may hold 16 connections at once; a 17th is
+closed at once, and other users are not affected.
 
 Protocol: one JSON object per line in, one per line out, e.g.
 ``{"op": "list"}`` → ``{"ok": true, "pending": [...]}``; ``{"op": "approve",
@@ -52,6 +53,8 @@ log = logging.getLogger("zerto_rewind.gateway")
 
 _MAX_LINE = 64 * 1024
 _IDLE_S = 30.0
+# Connections one unix user may hold open at once: one user's flood never keeps out another.
+_MAX_PER_USER = 16
 _UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
@@ -171,15 +174,44 @@ async def serve_approvals_socket(
     listener.listen(64)
     listener.setblocking(False)
     loop = asyncio.get_running_loop()
+    open_by_uid: dict[int, int] = {}
     try:
         async with anyio.create_task_group() as tg:
             while True:
-                conn, _ = await loop.sock_accept(listener)
-                tg.start_soon(_connection, service, conn)
+                try:
+                    conn, _ = await loop.sock_accept(listener)
+                except OSError as exc:  # out of descriptors: wait, never stop the gateway
+                    log.warning("approvals socket: accept failed: %s", type(exc).__name__)
+                    await anyio.sleep(0.5)
+                    continue
+                tg.start_soon(_counted, service, conn, open_by_uid)
     finally:
         listener.close()
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+async def _counted(
+    service: ApprovalsService, conn: socket.socket, open_by_uid: dict[int, int]
+) -> None:
+    """Serve ``conn`` unless its user already holds the most connections one user may."""
+    try:
+        uid = _opener(conn).uid
+    except OSError:
+        conn.close()
+        return
+    if open_by_uid.get(uid, 0) >= _MAX_PER_USER:
+        log.warning("approvals socket: uid %d holds %d connections; one more closed", uid,
+                    _MAX_PER_USER)  # fmt: skip
+        conn.close()
+        return
+    open_by_uid[uid] = open_by_uid.get(uid, 0) + 1
+    try:
+        await _connection(service, conn)
+    finally:
+        open_by_uid[uid] -= 1
+        if not open_by_uid[uid]:
+            del open_by_uid[uid]
 
 
 async def _connection(service: ApprovalsService, conn: socket.socket) -> None:
@@ -224,7 +256,12 @@ def _sender_refusal(
     refused = service.refusal(approver, None)
     if refused is None and sender.uid != opener.uid:
         # Handed over: the one who opened the connection must be an approver too.
-        refused = service.refusal(approver_of(opener.uid), None)
+        opened_by = service.refusal(approver_of(opener.uid), None)
+        if opened_by is not None:
+            refused = (
+                f"this connection was opened by another user, and {opened_by}: connect "
+                "again yourself"
+            )
     return approver, refused
 
 
@@ -246,8 +283,8 @@ async def _answer(
         who = approver.label if approver is not None else "a sender without credentials"
         pids = sorted(s.pid for s in senders if s is not None)
         log.warning(
-            "approvals socket: %s (pid %s) refused (%s) on a connection opened by uid %d "
-            "(pid %d)", who, pids, op, opener.uid, opener.pid,
+            "approvals socket: %s (pid %s) refused (%r) on a connection opened by uid %d "
+            "(pid %d)", who, pids, op[:40], opener.uid, opener.pid,
         )  # fmt: skip
         return {"ok": False, "error": refused}
     try:
@@ -255,7 +292,7 @@ async def _answer(
     except ApprovalError as exc:
         return {"ok": False, "error": str(exc)}
     except Exception as exc:  # the store is down: say so, change nothing
-        log.warning("approvals socket: %s failed: %s", op, type(exc).__name__)
+        log.warning("approvals socket: %r failed: %s", op[:40], type(exc).__name__)
         return {"ok": False, "error": f"the approvals store failed ({type(exc).__name__})"}
 
 

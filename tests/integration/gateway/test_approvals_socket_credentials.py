@@ -25,6 +25,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -242,3 +243,31 @@ async def test_a_connection_closes_after_its_operations_or_its_age(
             conn.settimeout(20)
             conn.connect(str(sock))
             assert json.loads(_ask(conn))["ok"] is True
+
+
+async def test_one_users_flood_of_connections_keeps_no_one_else_out(
+    box: Sandbox, tmp_path: Path, actions_log: Path, open_dir: Path, people: tuple[Any, Any]
+) -> None:
+    approver, _ = people
+    sock = open_dir / "approvals.sock"
+    with _gateway(box, tmp_path, actions_log, sock, approver.pw_name), ExitStack() as held:
+        flood = []
+        for _ in range(16):  # root's: each answered, so each is counted
+            conn = held.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+            conn.settimeout(20)
+            conn.connect(str(sock))
+            assert json.loads(_ask(conn))["ok"] is True
+            flood.append(conn)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as extra:
+            extra.settimeout(20)
+            extra.connect(str(sock))
+            assert extra.recv(1) == b""  # the 17th is closed at once
+        mine = _cli(approver.pw_name, sock, "whoami")
+        assert mine.returncode == 0, mine.stderr
+        assert "may approve" in mine.stdout
+        flood.pop().close()
+        time.sleep(0.5)  # the service sees the close
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as again:
+            again.settimeout(20)
+            again.connect(str(sock))
+            assert json.loads(_ask(again))["ok"] is True

@@ -104,7 +104,10 @@ def test_the_sender_is_judged_and_the_opener_too() -> None:
     approver, refused = approvals_socket._sender_refusal(service, sender, {opener})  # type: ignore[arg-type]
     assert approver is not None
     assert approver.name == root
-    assert refused == "unix:nobody is not an approver"  # handed over by a stranger
+    assert refused == (  # handed over by a stranger
+        "this connection was opened by another user, and unix:nobody is not an approver: "
+        "connect again yourself"
+    )
     assert judged == [root, "nobody"]
 
 
