@@ -9,9 +9,9 @@ The install: ``install_plan`` (what install will write and say, planned without
 touching a file), ``install`` (reads what a plan needs and applies it),
 ``settings_file`` (our entry in ``settings.json``), ``install_managed`` (managed
 settings and a root-owned config), ``install_socket`` (whether the service's socket
-can be trusted), ``service`` (what the guard service tells an installer),
-``fsaccess`` (what another user can do to a path), ``plugin`` (the hook and the MCP
-server as a Claude Code plugin). Their command lines are in ``cli``.
+can be trusted; what another user can do to a path is the base module
+``fsaccess``), ``service`` (what the guard service tells an installer), ``plugin``
+(the hook and the MCP server as a Claude Code plugin). Their command lines are in ``cli``.
 
 May import: ``core``, ``config``, ``zvm``, ``hostconfig`` (install paths only) and the
 base modules. Never another door or ``cli``. Import-free itself: the hook's read-only

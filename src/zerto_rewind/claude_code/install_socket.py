@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import pwd
 
-from .fsaccess import User, access_of, lookup_user, uid_of, user_label, users_except
+from ..fsaccess import User, directory_writer, lookup_user, uid_of, user_label, users_except
 from .install_plan import InstallRefused
 
 __all__ = ["socket_identity", "user_name"]
@@ -61,21 +61,19 @@ def socket_identity(
             "socket the agent made"
         )
         raise InstallRefused(msg)
-    directories = dict.fromkeys([os.path.dirname(path), os.path.dirname(os.path.realpath(path))])
-    for directory in directories:
-        for agent in agents:
-            access = access_of(directory, agent)
-            if access.write:
-                msg = (
-                    f"the socket {path} is in a directory that {agent.name} (the agent's user) "
-                    f"can change: {access.why}. Whoever can write there can put its own socket "
-                    "in the guard service's place and answer allow (a sticky directory such as "
-                    "/tmp does not help: the agent can create the path before the service "  # noqa: S108
-                    "starts), so --force does not override this. Serve the socket from a "
-                    "directory only root or the service's user can write, every directory "
-                    "above it too (e.g. /run/zerto-rewind, 0755), and install again"
-                )
-                raise InstallRefused(msg)
+    found = directory_writer(path, agents)
+    if found is not None:
+        agent, access = found
+        msg = (
+            f"the socket {path} is in a directory that {agent.name} (the agent's user) "
+            f"can change: {access.why}. Whoever can write there can put its own socket "
+            "in the guard service's place and answer allow (a sticky directory such as "
+            "/tmp does not help: the agent can create the path before the service "  # noqa: S108
+            "starts), so --force does not override this. Serve the socket from a "
+            "directory only root or the service's user can write, every directory "
+            "above it too (e.g. /run/zerto-rewind, 0755), and install again"
+        )
+        raise InstallRefused(msg)
     summary = (
         f"{path} must be served by {label} (--service-user {uid}): the hook sends nothing to "
         f"any other listener; no directory at or above it can be changed by {who}"

@@ -1,8 +1,9 @@
 """``zerto-rewind approvals``: list, show, approve and deny the calls waiting for a person.
 
 With ``--service unix:PATH`` (or ``ZERTO_REWIND_APPROVALS``) it asks the guard
-service's approvals socket, which knows who you are from the kernel
-(``SO_PEERCRED``) and refuses anyone who is not an approver. The CLI checks the
+service's approvals socket, which knows who you are from the kernel (who
+connected, ``SO_PEERCRED``, and who sent each request, ``SCM_CREDENTIALS``: the
+CLI sends its own with every request) and refuses anyone who is not an approver. The CLI checks the
 other way too, before it sends or shows anything: the socket must be served by
 the guard service's user (``--service-user``, ``ZERTO_REWIND_SERVICE_USER``, or
 else the owner of the socket's directory when only that owner may write in it),
@@ -25,7 +26,7 @@ from typing import Any
 
 from ..errors import ZertoRewindError
 
-__all__ = ["main"]
+__all__ = ["main", "send_with_credentials"]
 
 _TIMEOUT_S = 10.0
 # A request carries its whole arguments: the answer may be long.
@@ -130,7 +131,7 @@ def _over_socket(service: str, message: dict[str, Any], service_user: str | None
             msg = f"cannot connect to the approvals socket {path} ({exc.strerror or exc})"
             raise ApprovalsCliError(msg) from None
         _check_service(sock, path, expected)  # before a byte is sent or shown
-        sock.sendall(json.dumps(message).encode() + b"\n")
+        send_with_credentials(sock, json.dumps(message).encode() + b"\n")
         with sock.makefile("rb") as reader:
             line = reader.readline(_MAX_ANSWER)
     except TimeoutError:
@@ -147,6 +148,23 @@ def _over_socket(service: str, message: dict[str, Any], service_user: str | None
         msg = f"the approvals socket {path} answered something that is not a JSON object"
         raise ApprovalsCliError(msg)
     return answer
+
+
+def send_with_credentials(sock: socket.socket, data: bytes) -> None:
+    """Send ``data`` with this process's credentials (``SCM_CREDENTIALS``) on every piece.
+
+    The kernel checks them (a process may name only its own pid, uid and gid unless
+    privileged), and the service decides each request by them, not only by who
+    connected: docs/approvals.md.
+    """
+    import struct
+
+    creds = struct.pack("3i", os.getpid(), os.getuid(), os.getgid())
+    ancillary = [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, creds)]
+    view = memoryview(data)
+    while view:
+        sent = sock.sendmsg([view], ancillary)
+        view = view[sent:]
 
 
 def _directory_owner(path: str) -> str:

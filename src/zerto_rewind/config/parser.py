@@ -262,6 +262,7 @@ class Parser:
         keys = (
             "approvers", "agent_users", "web_approvers", "wait_s", "expires_s",
             "trust_client_answers", "page_url", "notify", "max_open_per_principal",
+            "socket_max_ops", "socket_max_age_s",
         )  # fmt: skip
         spec = self.obj(raw, "approvals", keys)
         values: dict[str, Any] = {}
@@ -300,6 +301,18 @@ class Parser:
                     f"must be a whole number from 1 to 1000, not {cap!r}",
                 )
             values["max_open_per_principal"] = cap
+        if "socket_max_ops" in spec:
+            ops = spec["socket_max_ops"]
+            if not isinstance(ops, int) or isinstance(ops, bool) or not 1 <= ops <= 10000:
+                self.fail(
+                    "approvals.socket_max_ops",
+                    f"must be a whole number from 1 to 10000, not {ops!r}",
+                )
+            values["socket_max_ops"] = ops
+        if "socket_max_age_s" in spec:
+            values["socket_max_age_s"] = self.number(
+                spec["socket_max_age_s"], "approvals.socket_max_age_s"
+            )
         if "trust_client_answers" in spec:
             values["trust_client_answers"] = self.boolean(
                 spec["trust_client_answers"], "approvals.trust_client_answers"

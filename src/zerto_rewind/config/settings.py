@@ -454,6 +454,8 @@ class ApprovalsSettings:
         "notify_timeout_s",
         "notify_url",
         "page_url",
+        "socket_max_age_s",
+        "socket_max_ops",
         "trust_client_answers",
         "wait_s",
         "web_approvers",
@@ -480,6 +482,9 @@ class ApprovalsSettings:
         self.notify_url: str | None = values.get("notify_url")
         self.notify_secret_source: tuple[str, str] | None = values.get("notify_secret_source")
         self.notify_timeout_s: float = values.get("notify_timeout_s", 5.0)
+        # An approvals-socket connection is closed after this many requests or seconds.
+        self.socket_max_ops: int = values.get("socket_max_ops", 100)
+        self.socket_max_age_s: float = values.get("socket_max_age_s", 60.0)
 
     def notify_secret(self, env: Mapping[str, str] | None = None) -> str | None:
         """The webhook's HMAC key, or None when no notification is configured."""

@@ -1,16 +1,29 @@
-"""The approvals socket: a unix socket where an approver, known by ``SO_PEERCRED``, answers.
+"""The approvals socket: a unix socket where an approver, known from the kernel, answers.
 
 Separate from the decide socket (which agents' hooks use), and authenticated by
-the kernel, not by anything the client says: the peer's uid is read from the
-connection, its user and groups are looked up here, and
-:meth:`ApprovalsService.refusal` decides. An agent's user, anyone not listed in
-``approvals.approvers`` and the principal that asked can read nothing and
-approve nothing.
+the kernel, not by anything the client says. Two credentials count, and both
+must be an approver's (:meth:`ApprovalsService.refusal`):
+
+* the connection's (``SO_PEERCRED``): the process that called ``connect()``;
+* each request's (``SCM_CREDENTIALS``, with ``SO_PASSCRED`` on): the process that
+  sent *that* request, as the kernel vouches for it at send time. A connection may
+  be handed to another process (``SCM_RIGHTS``) long after it was opened; its
+  ``SO_PEERCRED`` still names the opener, so it alone would let whoever holds the
+  descriptor act as the approver who connected. The request is decided, and
+  recorded, as its sender.
+
+An agent's user, anyone not listed in ``approvals.approvers`` and the principal
+that asked can read nothing and approve nothing. A connection also has a
+lifetime: it is closed after ``approvals.socket_max_ops`` requests or
+``approvals.socket_max_age_s`` seconds, whichever comes first, and after 30 s
+without a request. One unix user may hold 16 connections at once; a 17th is
+closed at once, and other users are not affected.
 
 Protocol: one JSON object per line in, one per line out, e.g.
 ``{"op": "list"}`` → ``{"ok": true, "pending": [...]}``; ``{"op": "approve",
 "id": "7K2Q-9XMA"}`` → ``{"ok": true, "request": {...}}``; any failure →
-``{"ok": false, "error": "what failed"}``. ``zerto-rewind approvals`` is its client.
+``{"ok": false, "error": "what failed"}``. ``zerto-rewind approvals`` is its
+client: it sends each request with ``sendmsg`` and its own ``SCM_CREDENTIALS``.
 """
 
 from __future__ import annotations
@@ -23,9 +36,10 @@ import logging
 import os
 import pwd
 import socket
-import stat
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import anyio
 
 from ..core.approval_view import approver_json
 from ..core.approvals import ApprovalError, Approver
@@ -33,18 +47,27 @@ from ..core.approvals import ApprovalError, Approver
 if TYPE_CHECKING:
     from .approvals import ApprovalsService
 
-__all__ = ["peer_approver", "serve_approvals_socket"]
+__all__ = ["Sender", "approver_of", "serve_approvals_socket"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
 _MAX_LINE = 64 * 1024
 _IDLE_S = 30.0
+# Connections one unix user may hold open at once: one user's flood never keeps out another.
+_MAX_PER_USER = 16
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
-def peer_approver(sock: socket.socket) -> Approver:
-    """The unix user at the other end of ``sock``, as the kernel reports it."""
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", raw)
+class Sender(NamedTuple):
+    """A process as the kernel names it: on a connection (SO_PEERCRED) or a message."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+def approver_of(uid: int) -> Approver:
+    """The unix user ``uid`` and its groups, from the user database."""
     try:
         entry = pwd.getpwuid(uid)
     except KeyError:
@@ -55,57 +78,196 @@ def peer_approver(sock: socket.socket) -> Approver:
     return Approver("unix", entry.pw_name, tuple(sorted(groups)))
 
 
+def _opener(sock: socket.socket) -> Sender:
+    """The process that connected, as the kernel recorded it at ``connect()``."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    return Sender(*_UCRED.unpack(raw))
+
+
+class CredentialLines:
+    """Lines read from a ``SO_PASSCRED`` socket, each with the senders of its bytes.
+
+    With ``SO_PASSCRED`` on, the kernel attaches the sender's credentials to every
+    write and never returns bytes of two senders in one ``recvmsg``; so each chunk
+    read has one sender, and a line whose bytes came from two is known as such.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._buffer = bytearray()
+        self._ends: list[tuple[int, Sender | None]] = []  # (end offset, sender) per chunk
+
+    async def next_line(self) -> tuple[bytes, set[Sender | None]] | None:
+        """The next line and who sent its bytes (None: no credentials came); None at EOF.
+
+        ValueError when a line runs past the limit.
+        """
+        while b"\n" not in self._buffer:
+            if len(self._buffer) > _MAX_LINE:
+                msg = f"a request longer than {_MAX_LINE} bytes"
+                raise ValueError(msg)
+            data, sender = await _receive(self._sock)
+            if not data:
+                return None
+            self._buffer += data
+            self._ends.append((len(self._buffer), sender))
+        end = self._buffer.index(b"\n") + 1
+        line = bytes(self._buffer[:end])
+        del self._buffer[:end]
+        senders: set[Sender | None] = set()
+        kept: list[tuple[int, Sender | None]] = []
+        start = 0
+        for stop, sender in self._ends:
+            if start < end:
+                senders.add(sender)
+            if stop > end:
+                kept.append((stop - end, sender))
+            start = stop
+        self._ends = kept
+        return line, senders
+
+
+async def _receive(sock: socket.socket) -> tuple[bytes, Sender | None]:
+    """One ``recvmsg``: the bytes and the credentials the kernel attached to them."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            # Room for the credentials only: descriptors sent along are not installed.
+            data, ancillary, _flags, _addr = sock.recvmsg(_MAX_LINE, socket.CMSG_SPACE(_UCRED.size))
+        except BlockingIOError:
+            await _readable(loop, sock)
+            continue
+        sender = None
+        for level, kind, payload in ancillary:
+            ours = level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS
+            if ours and len(payload) >= _UCRED.size:
+                sender = Sender(*_UCRED.unpack_from(payload))
+        return data, sender
+
+
+async def _readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(sock.fileno(), wake)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(sock.fileno())
+
+
 async def serve_approvals_socket(
-    service: ApprovalsService, path: str, *, mode: int = 0o666
+    service: ApprovalsService, listener: socket.socket, path: str
 ) -> None:
-    """Serve the approvals socket at ``path`` until cancelled.
+    """Serve the approvals socket ``listener`` (bound at ``path``, :func:`.unix_listen.bind_unix`)
+    until cancelled; its file is removed then.
 
     The socket may be open to every local user (mode 0666 by default): who may
-    do what is decided per connection from its peer credentials, not the mode.
+    do what is decided per request from the kernel's credentials, not the mode.
     """
-    with contextlib.suppress(FileNotFoundError):
-        if stat.S_ISSOCK(os.lstat(path).st_mode):
-            os.unlink(path)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o777 & ~mode)
-    try:
-        listener.bind(path)
-    finally:
-        os.umask(old)
-    os.chmod(path, mode)
+    # Set before listen(): a connection accepted inherits it, and bytes sent before
+    # accept() carry credentials already.
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     listener.listen(64)
     listener.setblocking(False)
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            approver = peer_approver(writer.get_extra_info("socket"))
+    loop = asyncio.get_running_loop()
+    open_by_uid: dict[int, int] = {}
+    try:
+        async with anyio.create_task_group() as tg:
             while True:
                 try:
-                    line = await asyncio.wait_for(reader.readline(), _IDLE_S)
-                except (TimeoutError, ValueError):
-                    break
-                if not line:
-                    break
-                answer = await _answer(service, approver, line)
-                writer.write(json.dumps(answer).encode() + b"\n")
-                await writer.drain()
-        except (ConnectionError, OSError) as exc:
-            log.warning("approvals socket: connection failed: %s", type(exc).__name__)
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
-
-    server = await asyncio.start_unix_server(handle, sock=listener, limit=_MAX_LINE)
-    try:
-        async with server:
-            await server.serve_forever()
+                    conn, _ = await loop.sock_accept(listener)
+                except OSError as exc:  # out of descriptors: wait, never stop the gateway
+                    log.warning("approvals socket: accept failed: %s", type(exc).__name__)
+                    await anyio.sleep(0.5)
+                    continue
+                tg.start_soon(_counted, service, conn, open_by_uid)
     finally:
+        listener.close()
         with contextlib.suppress(OSError):
             os.unlink(path)
 
 
-async def _answer(service: ApprovalsService, approver: Approver, line: bytes) -> dict[str, Any]:
+async def _counted(
+    service: ApprovalsService, conn: socket.socket, open_by_uid: dict[int, int]
+) -> None:
+    """Serve ``conn`` unless its user already holds the most connections one user may."""
+    try:
+        uid = _opener(conn).uid
+    except OSError:
+        conn.close()
+        return
+    if open_by_uid.get(uid, 0) >= _MAX_PER_USER:
+        log.warning("approvals socket: uid %d holds %d connections; one more closed", uid,
+                    _MAX_PER_USER)  # fmt: skip
+        conn.close()
+        return
+    open_by_uid[uid] = open_by_uid.get(uid, 0) + 1
+    try:
+        await _connection(service, conn)
+    finally:
+        open_by_uid[uid] -= 1
+        if not open_by_uid[uid]:
+            del open_by_uid[uid]
+
+
+async def _connection(service: ApprovalsService, conn: socket.socket) -> None:
+    """Answer one connection's requests until EOF, idleness, or the end of its lifetime."""
+    loop = asyncio.get_running_loop()
+    config = service.config
+    deadline = loop.time() + config.socket_max_age_s
+    with conn:
+        try:
+            conn.setblocking(False)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+            opener = _opener(conn)
+            lines = CredentialLines(conn)
+            for _ in range(config.socket_max_ops):
+                got = None
+                with anyio.move_on_after(min(_IDLE_S, deadline - loop.time())):
+                    got = await lines.next_line()
+                if got is None:
+                    break  # EOF, idle, or its lifetime is over: a request after it is not read
+                answer = await _answer(service, opener, *got)
+                await loop.sock_sendall(conn, json.dumps(answer).encode() + b"\n")
+        except ValueError as exc:  # a line past the limit (next_line): the connection is dropped
+            log.warning("approvals socket: %s; closed", exc)
+        except (ConnectionError, OSError) as exc:
+            log.warning("approvals socket: connection failed: %s", type(exc).__name__)
+        except Exception as exc:  # one connection's failure never stops the socket
+            log.warning("approvals socket: connection dropped: %s", type(exc).__name__)
+
+
+def _sender_refusal(
+    service: ApprovalsService, opener: Sender, senders: set[Sender | None]
+) -> tuple[Approver | None, str | None]:
+    """(the approver who sent this request, why it may not act); the approver None if unknown."""
+    sender = next(iter(senders)) if len(senders) == 1 else None
+    if sender is None:
+        why = (
+            "the request did not come with one sender's credentials (SCM_CREDENTIALS): nothing "
+            "was done; send each request in one piece, as zerto-rewind approvals does"
+        )
+        return None, why
+    approver = approver_of(sender.uid)
+    refused = service.refusal(approver, None)
+    if refused is None and sender.uid != opener.uid:
+        # Handed over: the one who opened the connection must be an approver too.
+        opened_by = service.refusal(approver_of(opener.uid), None)
+        if opened_by is not None:
+            refused = (
+                f"this connection was opened by another user, and {opened_by}: connect "
+                "again yourself"
+            )
+    return approver, refused
+
+
+async def _answer(
+    service: ApprovalsService, opener: Sender, line: bytes, senders: set[Sender | None]
+) -> dict[str, Any]:
     try:
         message = json.loads(line)
     except ValueError:
@@ -113,20 +275,24 @@ async def _answer(service: ApprovalsService, approver: Approver, line: bytes) ->
     if not isinstance(message, dict) or not isinstance(message.get("op"), str):
         return {"ok": False, "error": 'each line must be a JSON object with an "op"'}
     op = message["op"]
-    if op == "whoami":
-        refused = service.refusal(approver, None)
+    approver, refused = _sender_refusal(service, opener, senders)
+    if approver is not None and op == "whoami":
         return {"ok": True, "approver": approver.label, "may_approve": refused is None,
                 "why_not": refused}  # fmt: skip
-    refused = service.refusal(approver, None)
-    if refused is not None:
-        log.warning("approvals socket: %s refused (%s)", approver.label, op)
+    if approver is None or refused is not None:
+        who = approver.label if approver is not None else "a sender without credentials"
+        pids = sorted(s.pid for s in senders if s is not None)
+        log.warning(
+            "approvals socket: %s (pid %s) refused (%r) on a connection opened by uid %d "
+            "(pid %d)", who, pids, op[:40], opener.uid, opener.pid,
+        )  # fmt: skip
         return {"ok": False, "error": refused}
     try:
         return await _op(service, approver, op, message)
     except ApprovalError as exc:
         return {"ok": False, "error": str(exc)}
     except Exception as exc:  # the store is down: say so, change nothing
-        log.warning("approvals socket: %s failed: %s", op, type(exc).__name__)
+        log.warning("approvals socket: %r failed: %s", op[:40], type(exc).__name__)
         return {"ok": False, "error": f"the approvals store failed ({type(exc).__name__})"}
 
 

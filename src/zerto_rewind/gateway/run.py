@@ -23,6 +23,7 @@ from .proxy import PEER_USER_KEY, build_proxy
 from .service import Gateway
 from .socket_reach import check_trust_socket
 from .stdio_pipes import event_loop_stdio
+from .unix_listen import bind_unix
 from .upstream_probe import check_reachable
 from .upstream_user import check_upstreams
 
@@ -56,6 +57,17 @@ class ApprovalChannels:
         self.listen = listen
         self.socket_mode = socket_mode
         self.ready = ready if ready is not None else {}
+        self.listener: socket.socket | None = None
+
+    def bind_socket(self) -> socket.socket | None:
+        """The approvals socket, made on the first call; None when none is asked for.
+
+        Called before any thread runs: the umask set around its bind() then changes no
+        other file's mode (and a directory others can change stops the start at once).
+        """
+        if self.socket_path and self.listener is None:
+            self.listener = bind_unix(self.socket_path, self.socket_mode, "--approvals-socket")
+        return self.listener
 
 
 def check_trust(settings: Settings, *, http_with_tokens: bool) -> None:
@@ -83,10 +95,11 @@ async def start_approvals(
         service.login_notifier = make_login_notifier(settings.approvals, lambda: service.page_url)
     if channels is None:
         return
-    if channels.socket_path:
+    listener = channels.bind_socket()
+    if listener is not None and channels.socket_path:
         from .approvals_socket import serve_approvals_socket
 
-        tg.start_soon(serve_approvals_socket, service, channels.socket_path)
+        tg.start_soon(serve_approvals_socket, service, listener, channels.socket_path)
         channels.ready["approvals_socket"] = f"unix:{channels.socket_path}"
     if channels.listen is not None:
         url = await _serve_page(gateway, tg, *channels.listen)
@@ -173,6 +186,8 @@ async def serve_stdio(
     _upstream(settings, name)
     check_upstreams(settings, [name], allow_privileged=allow_privileged_upstream)
     check_reachable(settings, [name])  # its user can run it: else say why, now
+    if approvals is not None:
+        approvals.bind_socket()
     gateway = Gateway(settings)
     try:
         async with anyio.create_task_group() as tg:
@@ -222,6 +237,8 @@ async def serve_http(
     check_trust(settings, http_with_tokens=host is not None and bool(g.clients))
     check_upstreams(settings, settings.upstreams, allow_privileged=allow_privileged_upstream)
     check_reachable(settings, settings.upstreams)  # each user can run its server: else why, now
+    if approvals is not None:
+        approvals.bind_socket()
     gateway = Gateway(settings)
     app = build_app(gateway, host=host or "127.0.0.1", unix_only=host is None)
     sockets = []
@@ -311,23 +328,5 @@ def _peer_protocol() -> type:
 
 
 def _unix_listener(path: str, mode: int) -> socket.socket:
-    """A unix socket at ``path`` with ``mode``; a stale socket file is replaced."""
-    import stat
-
-    try:
-        if stat.S_ISSOCK(os.lstat(path).st_mode):
-            os.unlink(path)
-    except FileNotFoundError:
-        pass
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o777 & ~mode)  # never a moment with looser permissions
-    try:
-        listener.bind(path)
-    except OSError as exc:
-        listener.close()
-        option = "--socket"
-        raise _bind_error(option, path, exc) from None
-    finally:
-        os.umask(old)
-    os.chmod(path, mode)
-    return listener
+    """A unix socket at ``path`` made with ``mode``, in a directory only root and we can change."""
+    return bind_unix(path, mode, "--socket")

@@ -19,6 +19,8 @@ One module per concern:
 * :mod:`.gateway`: host configs that reach a VM server around the gateway (every
   host's files; with no hook installed and a gateway entry found, these and the
   gateway config's checks replace the Claude Code hook checks);
+* :mod:`.sockets`: who can change a guard service socket's directory (a hook's
+  ``--service unix:PATH``, ``ZERTO_REWIND_APPROVALS``);
 * :mod:`.upstreams`: who each stdio VM server runs as, and what of the guard it can reach;
 * :mod:`.live`: the catalog against a server's live ``tools/list``, and pattern ties;
 * :mod:`.files` and :mod:`.access`: ``--as-user``, which guard files the agent's user
@@ -58,6 +60,7 @@ from .host_hooks import find_host_hooks, host_hook_checks
 from .live import live_checks, tie_check
 from .mcp import mcp_server_checks
 from .redis_state import redis_checks
+from .sockets import socket_directory_checks
 from .thin import thin_hook_checks
 from .upstreams import upstream_checks, upstream_start_checks
 
@@ -156,6 +159,10 @@ def run_checks(
         checks += [tie_check(settings), pattern_check(settings.catalog)]
     for hook in host_hooks:
         checks += host_hook_checks(hook)
+    approvals_socket = env.get("ZERTO_REWIND_APPROVALS", "").strip()
+    if approvals_socket.startswith("unix:"):  # the approvals CLI's socket
+        where = f"ZERTO_REWIND_APPROVALS {approvals_socket}"
+        checks += socket_directory_checks(approvals_socket[5:], where)
     checks += hook_file_problems
     if gateway_mode:
         checks.append(_gateway_setup_check(through, host, host_hooks))

@@ -3,7 +3,7 @@
 The guard is only as strong as the files it trusts. ``doctor --as-user NAME``
 answers, for the user that runs the agent, from the files' owners, groups and
 mode bits (POSIX permissions; ACLs and capabilities are not read, and say so;
-the logic itself is :mod:`..claude_code.fsaccess`, shared with ``install``):
+the logic itself is :mod:`...fsaccess`, shared with ``install``):
 
 * a guard file (config, hook settings, state, log, venv, socket) is writable if
   the file is, or if any directory above it is (a writable directory lets the
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
-from ...claude_code.fsaccess import Access, User, access_of, lookup_user
+from ...fsaccess import Access, User, access_of, lookup_user
 from .check import Check
 
 __all__ = ["Access", "User", "access_checks", "access_of", "lookup_user"]

@@ -20,6 +20,7 @@ from ...errors import ConfigError
 from ...hostconfig.hooks import HOOK_HOSTS, InstalledHook, hook_file, installed_hooks
 from ...hostconfig.specs import HOSTS
 from .check import Check
+from .sockets import socket_directory_checks
 from .thin import identity_check
 
 __all__ = ["find_host_hooks", "host_hook_checks"]
@@ -77,6 +78,7 @@ def host_hook_checks(hook: InstalledHook) -> list[Check]:
     if service.startswith("unix:"):
         identity, ask = identity_check(hook.path, service[5:], opts, reinstall)
         checks.append(identity)
+        checks += socket_directory_checks(service[5:], f"{hook.path}: the hook's {service}")
     remote: ServiceCatalog | None = None
     try:
         remote = fetch_catalog(ask)

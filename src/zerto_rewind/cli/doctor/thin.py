@@ -22,13 +22,13 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from ...claude_code.fsaccess import uid_of, user_label
 from ...claude_code.matcher import compile_matcher
 from ...claude_code.service import THIN_MARGIN_S, ServiceCatalog, fetch_catalog
 from ...claude_code.thin_hook import DEFAULT_BUDGET_S
 from ...config.settings import CatalogSettings
 from ...core.catalog import MUTATING, classify
 from ...errors import ConfigError
+from ...fsaccess import uid_of, user_label
 from .check import Check
 from .hook import (
     COMMAND_PROBE_TIMEOUT_S,
@@ -37,6 +37,7 @@ from .hook import (
     timeout_check,
     unlisted_past_matcher,
 )
+from .sockets import socket_directory_checks
 
 __all__ = ["identity_check", "thin_hook_checks", "thin_options"]
 
@@ -74,6 +75,7 @@ def thin_hook_checks(path: str, entry: dict[str, Any], handler: dict[str, Any]) 
     if service and service.startswith("unix:"):
         identity, ask = identity_check(path, service[5:], opts)
         checks.append(identity)
+        checks += socket_directory_checks(service[5:], f"{path}: the hook's {service}")
     if service:
         try:
             remote = fetch_catalog(ask)

@@ -6,7 +6,7 @@ runs as (:mod:`zerto_rewind.gateway.upstream_user`, as the gateway resolves them
 failure when that is root or the owner of the guard's files without the
 allowance; a failure when that user, with no supplementary groups (as the
 launcher starts it), can read the guard's config or ZVM secret file, or change
-its state dir or decision log (:func:`~zerto_rewind.claude_code.fsaccess.access_of`,
+its state dir or decision log (:func:`~zerto_rewind.fsaccess.access_of`,
 POSIX modes only); and a trial start as that user (:func:`upstream_start_checks`),
 which names the first path it cannot reach.
 """
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 
-from ...claude_code.fsaccess import User, access_of
 from ...config.settings import Settings
 from ...errors import ConfigError
+from ...fsaccess import User, access_of
 from ...gateway.upstream_probe import probe_start
 from ...gateway.upstream_user import ALLOW_FLAG, privileged_reason, upstream_identity
 from .check import Check

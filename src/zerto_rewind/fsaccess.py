@@ -4,8 +4,10 @@ Pure and POSIX-only, from the files' owners, groups and mode bits (ACLs and
 capabilities are not read): a path is *writable* by a user if the path is, or if
 any directory above it lets the user rename it, or the directory, away and put
 its own in place (the sticky bit respected). ``install claude-code --service``
-refuses a socket whose directory the agent's user could change this way;
-``doctor --as-user`` reports every guard file it could (:mod:`..cli.doctor.access`).
+refuses a socket whose directory the agent's user could change this way, and the
+gateway a directory for its own sockets that any user but root and its own could
+(:func:`directory_writer`); ``doctor --as-user`` reports every guard file it could
+(:mod:`.cli.doctor.access`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ __all__ = [
     "Access",
     "User",
     "access_of",
+    "directory_writer",
     "lookup_user",
     "uid_of",
     "user_label",
@@ -146,3 +149,19 @@ def access_of(path: str, user: User) -> Access:
         if target.write and not write:
             write, why = True, f"{path} leads to {real}: {target.why}"
     return Access(read and search_ok, write, why)
+
+
+def directory_writer(path: str, users: Collection[User]) -> tuple[User, Access] | None:
+    """The first of ``users`` who may change the directory holding ``path``, and how.
+
+    Both the directory named and the one ``path`` really leads to count, each with
+    every directory above it (:func:`access_of`). None when no one of them may.
+    """
+    named = os.path.dirname(os.path.abspath(path))
+    real = os.path.dirname(os.path.realpath(path))
+    for directory in dict.fromkeys([named, real]):
+        for user in users:
+            access = access_of(directory, user)
+            if access.write:
+                return user, access
+    return None
