@@ -381,3 +381,35 @@ def test_healthz_and_metrics_check_host_and_keep_details_for_a_metrics_token(
     assert metrics_agent.status_code == 401
     assert metrics.status_code == 200
     assert "zerto_rewind_connections " in metrics.text
+
+
+def test_on_the_unix_socket_a_user_is_one_source(
+    box: Sandbox, tmp_path: Path, actions_log: Path
+) -> None:
+    """The guard service's socket: one user's 10 half-sent heads, with a per-source cap
+    of 4, leave 6 refused at once with 503; TCP clients are served meanwhile, and the
+    held ones are cut off at the header timeout."""
+    gateway_config(
+        box, actions_log, gateway={"max_connections_per_source": 4, "header_timeout_s": 4}
+    )
+    sock_path = str(tmp_path / "guard.sock")
+    with gateway_process(box, tmp_path, extra_args=("--also-socket", sock_path)) as gw:
+        wait_ready(gw)
+        socks: list[socket.socket] = []
+        try:
+            for _ in range(10):
+                unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                unix.settimeout(5)
+                unix.connect(sock_path)
+                unix.sendall(HALF_HEAD)
+                socks.append(unix)
+            refused = closed_by_gateway(socks, 1.5)
+            over_tcp = health_from(gw, "127.0.0.4")
+            held = closed_by_gateway([s for n, s in enumerate(socks) if n not in refused], 6.0)
+        finally:
+            for unix in socks:
+                unix.close()
+    assert len(refused) == 6
+    assert all(b"gateway.max_connections_per_source" in data for data in refused.values() if data)
+    assert over_tcp.status_code == 200
+    assert len(held) == 4
