@@ -35,6 +35,7 @@ import socket
 import struct
 from typing import TYPE_CHECKING, Any
 
+import h11
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 if TYPE_CHECKING:
@@ -237,81 +238,87 @@ def _refuse_ambiguous_framing(app: Any) -> Any:
     return guarded
 
 
+# Uvicorn's protocol class is chosen at run time (the gateway's adds the unix peer's user).
+_ProtocolBase: Any = object
+
+
+class _Guarded(_ProtocolBase):  # type: ignore[misc]
+    """The caps and deadlines, mixed in before uvicorn's h11 protocol (:func:`guarded_protocol`)."""
+
+    gate: ConnectionGate
+    app: Any  # uvicorn's protocol's, wrapped once admitted
+    _source: str | None = None
+    _deadline: asyncio.TimerHandle | None = None
+    _phase = ""
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        source = source_of(transport)
+        why = self.gate.admit(source)
+        if why is not None:
+            transport.write(_raw_response(503, "Service Unavailable", f"refused: {why}"))
+            transport.close()
+            return
+        self._source = source
+        self.app = _refuse_ambiguous_framing(self.app)
+        self._arm("header", self.gate.header_timeout_s)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        if self._source is not None:
+            self.gate.release(self._source)
+            self._source = None
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._source is None:  # refused: read nothing
+            return
+        if self._deadline is None and self.conn.their_state is h11.IDLE:
+            self._arm("header", self.gate.header_timeout_s)  # a next request begins
+        super().data_received(data)
+        self._track()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._track()
+
+    def _track(self) -> None:
+        """Move the deadline along as the request head and body arrive."""
+        state = self.conn.their_state
+        if state is h11.SEND_BODY:
+            if self._phase != "body":
+                self._arm("body", self.gate.body_timeout_s)
+        elif state is not h11.IDLE or self._phase == "body":
+            self._disarm()  # the request is in: the app and keep-alive take over
+
+    def _arm(self, phase: str, seconds: float) -> None:
+        self._disarm()
+        self._phase = phase
+        self._deadline = self.loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline = None
+        self._phase = ""
+
+    def _expired(self) -> None:
+        phase, self._deadline = self._phase, None
+        if self.transport is None or self.transport.is_closing():
+            return
+        self.gate.refused.labels(phase).inc()
+        if phase == "header" and self.conn.our_state is h11.IDLE:
+            text = f"no complete request head within {self.gate.header_timeout_s:g} s"
+            self.transport.write(_raw_response(408, "Request Timeout", text))
+        self.transport.close()
+
+
 def guarded_protocol(gate: ConnectionGate, base: type | None = None) -> type:
     """``base`` (uvicorn's h11 protocol by default) with the gate's caps and deadlines."""
-    import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    parent: Any = base if base is not None else H11Protocol
-
-    class GuardedProtocol(parent):  # type: ignore[misc]
-        _source: str | None = None
-        _deadline: asyncio.TimerHandle | None = None
-        _phase = ""
-
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            source = source_of(transport)
-            why = gate.admit(source)
-            if why is not None:
-                transport.write(_raw_response(503, "Service Unavailable", f"refused: {why}"))
-                transport.close()
-                return
-            self._source = source
-            me: Any = self  # uvicorn's protocol types its app loosely
-            me.app = _refuse_ambiguous_framing(me.app)
-            self._arm("header", gate.header_timeout_s)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            if self._source is not None:
-                gate.release(self._source)
-                self._source = None
-            super().connection_lost(exc)
-
-        def data_received(self, data: bytes) -> None:
-            if self._source is None:  # refused: read nothing
-                return
-            if self._deadline is None and self.conn.their_state is h11.IDLE:
-                self._arm("header", gate.header_timeout_s)  # a next request begins
-            super().data_received(data)
-            self._track()
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._track()
-
-        def _track(self) -> None:
-            """Move the deadline along as the request head and body arrive."""
-            state = self.conn.their_state
-            if state is h11.SEND_BODY:
-                if self._phase != "body":
-                    self._arm("body", gate.body_timeout_s)
-            elif state is not h11.IDLE or self._phase == "body":
-                self._disarm()  # the request is in: the app and keep-alive take over
-
-        def _arm(self, phase: str, seconds: float) -> None:
-            self._disarm()
-            self._phase = phase
-            self._deadline = self.loop.call_later(seconds, self._expired)
-
-        def _disarm(self) -> None:
-            if self._deadline is not None:
-                self._deadline.cancel()
-            self._deadline = None
-            self._phase = ""
-
-        def _expired(self) -> None:
-            phase, self._deadline = self._phase, None
-            if self.transport is None or self.transport.is_closing():
-                return
-            gate.refused.labels(phase).inc()
-            if phase == "header" and self.conn.our_state is h11.IDLE:
-                text = f"no complete request head within {gate.header_timeout_s:g} s"
-                self.transport.write(_raw_response(408, "Request Timeout", text))
-            self.transport.close()
-
-    return GuardedProtocol
+    parent = base if base is not None else H11Protocol
+    return type("GuardedProtocol", (_Guarded, parent), {"gate": gate})
 
 
 def uvicorn_options(gate: ConnectionGate, base: type | None = None) -> dict[str, Any]:
