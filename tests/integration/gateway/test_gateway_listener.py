@@ -413,3 +413,47 @@ def test_on_the_unix_socket_a_user_is_one_source(
     assert all(b"gateway.max_connections_per_source" in data for data in refused.values() if data)
     assert over_tcp.status_code == 200
     assert len(held) == 4
+
+
+def test_the_approvals_page_shares_the_bounds_and_the_count(
+    box: Sandbox, tmp_path: Path, actions_log: Path
+) -> None:
+    """The approvals page (``--approvals-listen``) runs in the same process, so it shares
+    the descriptor limit: its connections count against the same per-source cap as the
+    MCP listener's, and a head sent there a byte at a time is cut off with 408 too."""
+    from zerto_rewind.gateway.approvals_web import hash_password
+
+    gateway_config(
+        box,
+        actions_log,
+        approvals={
+            "approvers": {"users": ["root"]},
+            "web_approvers": {"olivia": hash_password("pw")},
+        },
+        gateway={"max_connections_per_source": 3, "header_timeout_s": 2},
+    )
+    with gateway_process(box, tmp_path, extra_args=("--approvals-listen", "127.0.0.1:0")) as gw:
+        assert gw.info is not None
+        page_port = urlsplit(gw.info["approvals_url"]).port
+        assert page_port is not None
+        socks: list[socket.socket] = []
+        try:
+            for _ in range(2):  # two on the MCP listener, then two on the page: cap 3
+                socks.append(connect(gw, "127.0.0.5"))
+            for _ in range(2):
+                socks.append(
+                    socket.create_connection(
+                        ("127.0.0.1", page_port), timeout=5, source_address=("127.0.0.5", 0)
+                    )
+                )
+            for sock in socks:
+                sock.sendall(HALF_HEAD)
+            refused = closed_by_gateway(socks, 1.0)
+            cut = closed_by_gateway([socks[2]], 4.0)
+        finally:
+            for sock in socks:
+                sock.close()
+    assert list(refused) == [3]
+    assert b"gateway.max_connections_per_source" in refused[3] or refused[3] == b""
+    assert list(cut) == [0]
+    assert cut[0].startswith(b"HTTP/1.1 408 ")
