@@ -55,7 +55,7 @@ log = logging.getLogger("zerto_rewind.gateway")
 # Descriptors kept out of the connection cap: upstream pipes, Redis and ZVM pools,
 # the log, the approvals socket, the process's own files.
 FD_RESERVE = 256
-# Largest request head h11 buffers before answering 400 (uvicorn's default, said here).
+# Largest request head h11 buffers before answering 400 (uvicorn's default, stated here).
 MAX_HEAD_BYTES = 16 * 1024
 
 
