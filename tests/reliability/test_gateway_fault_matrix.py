@@ -142,7 +142,11 @@ def fault_gw(
         extra["state"] = {"url": url, "password_file": str(password_file)}
     box.write_config(
         upstreams={"vsphere": upstream},
-        gateway={"clients": {"matrix": token_digest(TOKEN)}, "max_body_bytes": MAX_BODY},
+        gateway={
+            "clients": {"matrix": token_digest(TOKEN)},
+            "metrics_clients": {"matrix": token_digest(TOKEN)},
+            "max_body_bytes": MAX_BODY,
+        },
         state_dir=str(root / "state"),
         log=str(root / "decisions.log"),
         **extra,
@@ -182,7 +186,9 @@ def _wait_ready(proc: subprocess.Popen[bytes], ready: Path, root: Path) -> dict[
         time.sleep(0.05)
     info: dict[str, Any] = json.loads(ready.read_text())
     while time.monotonic() < deadline:
-        health = httpx.get(f"{info['url']}/healthz", timeout=10).json()
+        health = httpx.get(
+            f"{info['url']}/healthz", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
+        ).json()
         if health["upstreams"].get("vsphere") == "connected":
             return info
         time.sleep(0.1)

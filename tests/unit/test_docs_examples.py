@@ -36,7 +36,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(json|bash|sh|console)\n(.*?)^```", re.M | re.S)
 CONFIG_KEYS = {
     "zvm", "zvms", "read_only_tools", "tools", "guard", "vm_map", "unknown_tools", "recovery",
-    "approvals", "upstreams", "log_anchor", "state",
+    "approvals", "upstreams", "log_anchor", "state", "gateway",
 }  # fmt: skip
 STAND_IN_ZVM = {"url": "https://zvm.example.com", "client_id": "c", "client_secret_env": "S"}
 

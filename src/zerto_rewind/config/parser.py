@@ -232,6 +232,9 @@ class Parser:
             "allow_insecure_bind",
             "max_body_bytes",
             "elicit_timeout_s",
+            *_LISTENER_TIMEOUTS,
+            *_LISTENER_CAPS,
+            "metrics_clients",
         )
         spec = self.obj(raw, "gateway", allowed)
         values: dict[str, Any] = {}
@@ -240,6 +243,7 @@ class Parser:
             if len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest.lower()):
                 self.fail(f"gateway.clients.{who}", "must be the SHA-256 hex digest of a token")
         values["clients"] = {who: digest.lower() for who, digest in clients.items()}
+        values.update(self._listener(spec))
         if ("tls_cert" in spec) != ("tls_key" in spec):
             self.fail("gateway.tls_cert", "give both tls_cert and tls_key, or neither")
         if "tls_cert" in spec:
@@ -257,6 +261,25 @@ class Parser:
                 spec["elicit_timeout_s"], "gateway.elicit_timeout_s"
             )
         return GatewaySettings(**values)
+
+    def _listener(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The HTTP listener's bounds and who may read its details (gateway/listener.py)."""
+        values: dict[str, Any] = {}
+        for key in _LISTENER_TIMEOUTS:
+            if key in spec:
+                values[key] = self.number(spec[key], f"gateway.{key}", minimum=0.1, inclusive=True)
+        for key in _LISTENER_CAPS:
+            if key in spec:
+                count = self.number(spec[key], f"gateway.{key}", minimum=1.0, inclusive=True)
+                values[key] = int(count)
+        readers = self.string_map(spec.get("metrics_clients", {}), "gateway.metrics_clients")
+        for who, digest in readers.items():
+            if len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest.lower()):
+                self.fail(
+                    f"gateway.metrics_clients.{who}", "must be the SHA-256 hex digest of a token"
+                )
+        values["metrics_clients"] = {who: digest.lower() for who, digest in readers.items()}
+        return values
 
     def approvals(self, raw: Any) -> ApprovalsSettings:
         keys = (
@@ -890,6 +913,8 @@ def _kind(value: Any) -> str:
 
 
 # state.url first: the others apply to a Redis only.
+_LISTENER_TIMEOUTS = ("header_timeout_s", "body_timeout_s", "idle_timeout_s")
+_LISTENER_CAPS = ("max_connections", "max_connections_per_source")
 _STATE_KEYS = ("url", "password_env", "password_file", "allow_unauthenticated_redis", "ca_file")
 
 

@@ -409,9 +409,15 @@ class GatewaySettings:
 
     __slots__ = (
         "allow_insecure_bind",
+        "body_timeout_s",
         "clients",
         "elicit_timeout_s",
+        "header_timeout_s",
+        "idle_timeout_s",
         "max_body_bytes",
+        "max_connections",
+        "max_connections_per_source",
+        "metrics_clients",
         "tls_cert",
         "tls_key",
     )
@@ -424,6 +430,14 @@ class GatewaySettings:
         self.allow_insecure_bind: bool = values.get("allow_insecure_bind", False)
         self.max_body_bytes: int = values.get("max_body_bytes", 1_000_000)
         self.elicit_timeout_s: float = values.get("elicit_timeout_s", 120.0)
+        # the listener's bounds (gateway/listener.py)
+        self.header_timeout_s: float = values.get("header_timeout_s", 10.0)
+        self.body_timeout_s: float = values.get("body_timeout_s", 20.0)
+        self.idle_timeout_s: float = values.get("idle_timeout_s", 15.0)
+        self.max_connections: int = values.get("max_connections", 4096)
+        self.max_connections_per_source: int = values.get("max_connections_per_source", 128)
+        # name -> token digest: may read /metrics and /healthz's details
+        self.metrics_clients: dict[str, str] = values.get("metrics_clients", {})
 
 
 class LogAnchorSettings:

@@ -3,8 +3,8 @@
 Every request to ``/mcp/…`` needs ``Authorization: Bearer <token>``; the config
 lists each client's token as a SHA-256 digest. A missing or unknown token gets
 401 and reaches no upstream. ``/healthz`` (for load balancers) and ``/metrics``
-(for Prometheus) carry no secret and no argument value; they are open unless
-``gateway.clients`` protects them too (see docs/gateway.md).
+(for Prometheus) carry no secret and no argument value; who reads how much of
+them is :mod:`.probes`' to say.
 
 A handshake-era session (``Mcp-Session-Id``) is bound to the client that opened
 it: another client presenting its id gets 404, as if it did not exist, and never
@@ -37,6 +37,7 @@ from starlette.routing import Route
 
 from ..errors import ConfigError
 from ..netutil import is_loopback, token_digest
+from . import probes
 from .decide import decide_endpoint
 from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY, build_proxy
 
@@ -371,7 +372,7 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
         # bearer token is what keeps strangers out.
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", f"{host}:*"],
+            allowed_hosts=probes.allowed_hosts(host),
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "https://127.0.0.1:*"],
         )
     managers: list[StreamableHTTPSessionManager] = []
@@ -387,11 +388,10 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
         routes.append(Route(f"/mcp/{name}", endpoint=StreamableHTTPASGIApp(manager)))
 
     async def healthz(request: Request) -> Response:
-        report = await gateway.health()
-        return JSONResponse(report, status_code=200 if report["ready"] else 503)
+        return await probes.healthz(gateway, request, host)
 
     async def metrics(request: Request) -> Response:
-        return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
+        return await probes.metrics(gateway, request, host)
 
     async def decide(request: Request) -> Response:
         """The decision endpoint for thin hooks: a PreToolUse payload in, the decision out."""

@@ -19,6 +19,7 @@ import anyio
 from ..errors import ConfigError, UsageError
 from ..fsutil import atomic_write_text
 from .http import build_app, check_bind
+from .listener import process_gate, uvicorn_options
 from .proxy import PEER_USER_KEY, build_proxy
 from .service import Gateway
 from .socket_reach import check_trust_socket
@@ -133,6 +134,7 @@ async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port
         ssl_keyfile=g.tls_key,
         lifespan="off",
         timeout_graceful_shutdown=2,
+        **uvicorn_options(process_gate(g, gateway.metrics.registry)),
     )
     server = uvicorn.Server(config)
     tg.start_soon(lambda: server.serve(sockets=[tcp]))
@@ -241,8 +243,9 @@ async def serve_http(
         approvals.bind_socket()
     gateway = Gateway(settings)
     app = build_app(gateway, host=host or "127.0.0.1", unix_only=host is None)
+    gate = process_gate(g, gateway.metrics.registry)  # raises the descriptor limit
     sockets = []
-    info: dict[str, object] = {"pid": os.getpid()}
+    info: dict[str, object] = {"pid": os.getpid(), "limits": gate.describe()}
     if host is not None:
         tcp = _tcp_listener(host, port, "--listen")
         scheme = "https" if tls else "http"
@@ -263,7 +266,7 @@ async def serve_http(
         ssl_keyfile=g.tls_key,
         lifespan="on",
         timeout_graceful_shutdown=5,
-        http=_peer_protocol(),
+        **uvicorn_options(gate, _peer_protocol()),
     )
     server = uvicorn.Server(config)
     try:

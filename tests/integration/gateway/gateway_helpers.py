@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +24,9 @@ from zerto_rewind.testing import Sandbox
 
 STAND_IN = Path(__file__).resolve().parents[2] / "e2e" / "vm_mcp_server.py"
 TOKENS = {"agent-a": "token-a-0123456789", "agent-b": "token-b-0123456789"}
+# A gateway.metrics_clients token: reads /metrics and /healthz's details.
+METRICS_TOKEN = "token-metrics-0123456789"
+METRICS_HEADERS = {"Authorization": f"Bearer {METRICS_TOKEN}"}
 
 
 def stand_in_upstream(box: Sandbox, actions_log: Path) -> dict[str, Any]:
@@ -64,7 +67,10 @@ def gateway_config(
     if upstream is None:
         assert actions_log is not None, "the stand-in upstream records to actions_log"
         upstream = stand_in_upstream(box, actions_log)
-    gateway = {"clients": {name: token_digest(tok) for name, tok in TOKENS.items()}}
+    gateway: dict[str, Any] = {
+        "clients": {name: token_digest(tok) for name, tok in TOKENS.items()},
+        "metrics_clients": {"prometheus": token_digest(METRICS_TOKEN)},
+    }
     gateway.update(extra.pop("gateway", {}))
     return box.write_config(
         upstreams={"vsphere": upstream},
@@ -109,6 +115,7 @@ def gateway_process(
     listen: str = "127.0.0.1:0",
     extra_args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
+    preexec: Callable[[], None] | None = None,
 ) -> Iterator[GatewayProcess]:
     """`zerto-rewind gateway --listen` as a child process, until the block ends."""
     ready = tmp / "gateway-ready.json"
@@ -131,6 +138,7 @@ def gateway_process(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
+            preexec_fn=preexec,  # e.g. a lower descriptor limit for the child alone
         )
     try:
         deadline = time.monotonic() + 30

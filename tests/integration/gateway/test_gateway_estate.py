@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from integration.gateway.gateway_helpers import (
+    METRICS_HEADERS,
     TOKENS,
     GatewayProcess,
     actions,
@@ -43,7 +44,9 @@ def gw(estate_box: Sandbox, tmp_path: Path, actions_log: Path) -> Iterator[Gatew
 
 
 def health(gw: GatewayProcess) -> dict[str, object]:
-    answer: dict[str, object] = httpx.get(f"{gw.url}/healthz", timeout=30).json()
+    answer: dict[str, object] = httpx.get(
+        f"{gw.url}/healthz", headers=METRICS_HEADERS, timeout=30
+    ).json()
     return answer
 
 

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from integration.gateway.gateway_helpers import (
+    METRICS_HEADERS,
     TOKENS,
     GatewayProcess,
     actions,
@@ -96,8 +97,8 @@ async def test_metrics_and_health(gw: GatewayProcess) -> None:
     """/healthz is ready with a live ZVM and upstream; /metrics counts decisions by row."""
     async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
         await c.call_tool("list_vms", {})
-    health = httpx.get(f"{gw.url}/healthz", timeout=10)
+    health = httpx.get(f"{gw.url}/healthz", headers=METRICS_HEADERS, timeout=10)
     assert health.status_code == 200, health.text
     assert health.json()["upstreams"] == {"vsphere": "connected"}
-    metrics = httpx.get(f"{gw.url}/metrics", timeout=10).text
+    metrics = httpx.get(f"{gw.url}/metrics", headers=METRICS_HEADERS, timeout=10).text
     assert 'zerto_rewind_decisions_total{outcome="none",row="read_only"} 1.0' in metrics

@@ -22,12 +22,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from integration.gateway.gateway_helpers import TOKENS, gateway_config, gateway_process
+from integration.gateway.gateway_helpers import (
+    METRICS_HEADERS,
+    TOKENS,
+    gateway_config,
+    gateway_process,
+)
 from support.users import reachable_command, unix_user
 from zerto_rewind.cli.doctor.gateway_health import gateway_health_checks
 from zerto_rewind.cli.doctor.upstreams import upstream_start_checks
 from zerto_rewind.config.loader import load_config
 from zerto_rewind.hostconfig.specs import HOSTS, HostFile
+from zerto_rewind.netutil import token_digest
 from zerto_rewind.testing import Sandbox
 
 PROBE = Path(__file__).with_name("confined_server.py")
@@ -126,23 +132,34 @@ def test_an_upstream_that_fails_says_why_once_and_healthz_names_it_and_its_log(
 ) -> None:
     """A server whose interpreter is missing: the gateway still serves, retries, and says
     on its stderr once (not per retry) what failed and where the server's log is;
-    /healthz says the same, and doctor reports the gateway not ready, and why."""
+    /healthz says the same to a gateway.metrics_clients token, and doctor reports the
+    gateway not ready: and why with a host token that may read it, else where to look."""
     server = base / "mcvsphere"
     server.write_text("#!/nonexistent/venv/bin/python\n")
     server.chmod(0o755)
-    gateway_config(box, upstream={"command": [str(server)], "timeout_s": 2})
+    readers = {"doctor": token_digest(TOKENS["agent-a"])}
+    upstream = {"command": [str(server)], "timeout_s": 2}
+    gateway_config(box, upstream=upstream, gateway={"metrics_clients": readers})
     upstream_log = Path(box.state_dir) / "upstreams" / "vsphere.log"
     with gateway_process(box, tmp_path) as gw:
         wait_for(
             lambda: upstream_log.exists() and upstream_log.read_text().count("cannot run") >= 3
         )
-        health = httpx.get(f"{gw.url}/healthz", timeout=10)
+        health = httpx.get(f"{gw.url}/healthz", headers=header_of("agent-a"), timeout=10)
+        bare = httpx.get(f"{gw.url}/healthz", timeout=10)
         host_file = tmp_path / "mcp.json"
-        header = {"Authorization": f"Bearer {TOKENS['agent-a']}"}
-        entry = {"url": gw.endpoint(), "headers": header}
-        host_file.write_text(json.dumps({"mcpServers": {"vsphere": entry}}))
-        (check,) = gateway_health_checks([HostFile(HOSTS["cursor"], str(host_file))])
+        checks = []
+        for name in ("agent-a", "agent-b"):
+            entry = {"url": gw.endpoint(), "headers": header_of(name)}
+            host_file.write_text(json.dumps({"mcpServers": {"vsphere": entry}}))
+            checks += gateway_health_checks([HostFile(HOSTS["cursor"], str(host_file))])
         stderr = gw.stderr.read_text()
+    check, unread = checks
+    assert (bare.status_code, bare.json()) == (503, {"ready": False})
+    assert unread.status == "fail"
+    assert "not ready" in unread.detail
+    assert "gateway.metrics_clients" in unread.detail + unread.fix
+    assert "cannot run" not in unread.detail
     assert health.status_code == 503
     status = health.json()["upstreams"]["vsphere"]
     cause = (
@@ -156,6 +173,10 @@ def test_an_upstream_that_fails_says_why_once_and_healthz_names_it_and_its_log(
     assert check.status == "fail"
     assert f"upstream vsphere: not connected ({cause}" in check.detail
     assert TOKENS["agent-a"] not in check.detail + check.fix
+
+
+def header_of(client: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKENS[client]}"}
 
 
 def test_doctor_asks_the_gateway_with_the_hosts_token(
@@ -176,7 +197,12 @@ def test_doctor_asks_the_gateway_with_the_hosts_token(
         )
 
     with gateway_process(box, tmp_path) as gw:
-        wait_for(lambda: httpx.get(f"{gw.url}/healthz", timeout=10).status_code == 200)
+        wait_for(
+            lambda: (
+                httpx.get(f"{gw.url}/healthz", headers=METRICS_HEADERS, timeout=10).status_code
+                == 200
+            )
+        )
         entry(TOKENS["agent-a"], gw.endpoint())
         (ready,) = gateway_health_checks([file])
         entry("not-a-token-of-this-gateway", gw.endpoint())

@@ -6,6 +6,9 @@ entry's own ``Authorization`` header to ``/v1/catalog`` (which refuses a wrong
 token: ``/healthz`` takes any caller) and then reads ``/healthz``. One check
 per gateway and token: ready, not ready and why, token refused, or nothing
 listening. The token is sent as the host would send it and never printed.
+``/healthz`` says why only to a token ``gateway.metrics_clients`` lists (or on the
+gateway's socket); to any other token the doctor reports "not ready" and where to
+read why.
 """
 
 from __future__ import annotations
@@ -91,6 +94,13 @@ def _health(label: str, base: str, where: str, health: Any) -> Check:
         return Check(label, "fail", detail, f"check the URL in {where}")
     if report["ready"]:
         return Check(label, "pass", f"the token in {where} is accepted, and the gateway is ready")
+    if set(report) == {"ready"}:  # this token may not read why (gateway/probes.py)
+        detail = f"the token in {where} is accepted; the gateway is not ready"
+        fix = (
+            "read why on the gateway's stderr, or at /healthz with a token "
+            "gateway.metrics_clients lists (or over the gateway's --socket)"
+        )
+        return Check(label, "fail", detail, fix)
     problems = [f"{k}: {v}" for k, v in report.items() if k not in ("ready", "upstreams")]
     problems = [p for p in problems if not p.endswith(": ok")]
     upstreams = report.get("upstreams")
