@@ -31,6 +31,15 @@ from zerto_rewind.testing import Sandbox
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "deploy.md"
 ZERTO_REWIND = str(Path(PYTHON).parent / "zerto-rewind")
+
+
+def _console_python() -> str:
+    """The interpreter the ``zerto-rewind`` command runs under (its ``#!`` line): what
+    ``install mcp-host`` writes into the unit, so what the guide's ``bin/python`` stands for."""
+    first = Path(ZERTO_REWIND).read_text(encoding="utf-8").splitlines()[0]
+    return first[2:].strip() if first.startswith("#!") else PYTHON
+
+
 MARKED = re.compile(r"<!-- deploy-test: (?P<marker>[^>]*?) -->\n```\w*\n(?P<body>.*?)\n```", re.S)
 REQUEST_ID = "7K2Q-9XMA"  # the guide's placeholder for a request's id
 PAGE_HASH = "scrypt$16384$8$1$<salt>$<hash>"  # the guide's placeholder for the page's hash
@@ -84,7 +93,7 @@ class Deployment:
     def __post_init__(self) -> None:
         values = {path: f"{self.root}{path}" for path in GUIDE_PATHS}
         values.update({
-            "/opt/zerto-rewind/bin/python": PYTHON,
+            "/opt/zerto-rewind/bin/python": _console_python(),
             "127.0.0.1:8750": f"127.0.0.1:{self.ports['gateway']}",
             "127.0.0.1:8751": f"127.0.0.1:{self.ports['page']}",
             "https://zvm-hq.example.com": self.box.sites["hq"]["url"],
