@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,13 +44,14 @@ from ..core.approvals import (
     approved_context,
     waiting_reason,
 )
-from ..core.decision import Decision, Outcome, Row, ToolCall, fmt_time
+from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.decisions_log import write_record
 from ..core.guard import identity_unverified
 from ..errors import StateError
 from . import tracing
 from .identity import check_identity
 from .request_state import APPROVAL_FIELD, APPROVAL_KEY, APPROVAL_SCHEMA
+from .result_notes import annotated, error_result, protection_note
 from .upstream import UpstreamError
 
 if TYPE_CHECKING:
@@ -162,25 +163,9 @@ async def handle_call(
             )
     except UpstreamError as exc:
         gateway.metrics.upstream_error(upstream.name, "call")
-        return _error_result(f"{exc}; the call may not have run. {_protection_note(decision)}")
+        return error_result(f"{exc}; the call may not have run. {protection_note(decision)}")
     gateway.metrics.forwarded(upstream.name, decision.row)
-    return _annotated(result, decision, extra, upstream.output_schema(tool))
-
-
-def _annotated(
-    result: types.CallToolResult,
-    decision: Decision,
-    extra: Mapping[str, Any],
-    output_schema: Mapping[str, Any] | None,
-) -> types.CallToolResult:
-    """A forwarded call's result, with the guard's note: its checkpoint, or its approval."""
-    if decision.outcome == Outcome.CONTEXT:
-        return _with_checkpoint(result, decision, output_schema)
-    if decision.outcome == Outcome.PROMPT:  # a person approved it: nothing to rewind it to
-        note = extra.get("note") or _CLIENT_APPROVED
-        meta = {"zerto-rewind/approval": _approval_meta(extra)}
-        return _with_note(result, note, meta, closed=_closed(output_schema))
-    return result
+    return annotated(result, decision, extra, upstream.output_schema(tool))
 
 
 # --------------------------------------------------------------------------- approvals
@@ -307,23 +292,6 @@ def _approved_by(request: ApprovalRequest) -> dict[str, Any]:
     }
 
 
-def _approval_meta(extra: Mapping[str, Any]) -> dict[str, Any]:
-    at = extra.get("approved_at")
-    return {
-        "approval_id": extra.get("approval_id"),
-        "approver": extra.get("approver") or "the person at the MCP client",
-        "approved_at": fmt_time(at) if isinstance(at, float | int) else None,
-        "rewind_point": None,
-    }
-
-
-# An approval given through the MCP client's own question (approvals.trust_client_answers).
-_CLIENT_APPROVED = (
-    "zerto-rewind: this call ran with no rewind point: no Zerto checkpoint was in front of "
-    "it, so there is nothing to rewind it to. The person at the MCP client approved it."
-)
-
-
 def _approval_text(decision: Decision, request: ApprovalRequest) -> str:
     """The URL elicitation's message: a client shows it to a person, so nothing interpreted."""
     return visible(
@@ -407,84 +375,6 @@ _PROMPT_ENDINGS = {
     "failed": "The approval request failed; the call was not run.",
     "no_elicitation": ("This MCP client cannot ask a person to approve, so the call was not run."),
 }
-
-
-def _error_result(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-
-
-def _with_checkpoint(
-    result: types.CallToolResult,
-    decision: Decision,
-    output_schema: Mapping[str, Any] | None = None,
-) -> types.CallToolResult:
-    """The upstream's result, plus a text block and ``_meta`` naming the checkpoint.
-
-    Codex shows its model a result's structuredContent instead of its text, so when
-    the result has an object there, the note goes into it too, under ``zerto-rewind``
-    — unless the tool's output schema forbids keys it does not name.
-    """
-    checkpoints = [
-        {
-            "vm": ",".join(o.vms),
-            "vpg": o.vpg_name,
-            "vpg_id": o.vpg_id,
-            "checkpoint_id": o.checkpoint_id,
-            "tag": o.tag,
-        }
-        for o in decision.vpgs
-    ]
-    meta = dict(result.meta or {})
-    meta["zerto-rewind/checkpoints"] = checkpoints
-    content = [*result.content, types.TextContent(type="text", text=_added_text(result, decision))]
-    update: dict[str, Any] = {"content": content, "meta": meta}
-    structured = result.structured_content
-    closed = output_schema is not None and output_schema.get("additionalProperties") is False
-    if isinstance(structured, dict) and STRUCTURED_KEY not in structured and not closed:
-        note = {"note": decision.context, "checkpoints": checkpoints}
-        update["structured_content"] = {**structured, STRUCTURED_KEY: note}
-    return result.model_copy(update=update)
-
-
-def _closed(output_schema: Mapping[str, Any] | None) -> bool:
-    """The tool's output schema forbids keys it does not name (no note in structuredContent)."""
-    return output_schema is not None and output_schema.get("additionalProperties") is False
-
-
-def _with_note(
-    result: types.CallToolResult, note: str, meta_extra: Mapping[str, Any], *, closed: bool
-) -> types.CallToolResult:
-    """The upstream's result, plus the guard's note: a text block, ``_meta`` and, when the
-    result has an object there, structuredContent (as :func:`_with_checkpoint` does)."""
-    meta = {**(result.meta or {}), **meta_extra}
-    added = f"{BLOCK_SEPARATOR}{note}" if result.content else note
-    content = [*result.content, types.TextContent(type="text", text=added)]
-    update: dict[str, Any] = {"content": content, "meta": meta}
-    structured = result.structured_content
-    if isinstance(structured, dict) and STRUCTURED_KEY not in structured and not closed:
-        update["structured_content"] = {**structured, STRUCTURED_KEY: {"note": note}}
-    return result.model_copy(update=update)
-
-
-# Where the note goes in a result's structuredContent (see _with_checkpoint).
-STRUCTURED_KEY = "zerto-rewind"
-
-
-# Some hosts (Copilot CLI) join a result's text blocks with nothing between them; a
-# block the guard adds starts with a blank line, so the joined text still reads as two
-# paragraphs. Hosts that show blocks one by one trim it.
-BLOCK_SEPARATOR = "\n\n"
-
-
-def _added_text(result: types.CallToolResult, decision: Decision) -> str:
-    """The guard's text block after the upstream's content: separated when there is any."""
-    return f"{BLOCK_SEPARATOR}{decision.context}" if result.content else decision.context
-
-
-def _protection_note(decision: Decision) -> str:
-    if decision.outcome != Outcome.CONTEXT:
-        return ""
-    return decision.context
 
 
 def _log(
