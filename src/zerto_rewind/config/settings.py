@@ -411,6 +411,7 @@ class GatewaySettings:
         "allow_insecure_bind",
         "clients",
         "elicit_timeout_s",
+        "limits",
         "max_body_bytes",
         "tls_cert",
         "tls_key",
@@ -424,6 +425,35 @@ class GatewaySettings:
         self.allow_insecure_bind: bool = values.get("allow_insecure_bind", False)
         self.max_body_bytes: int = values.get("max_body_bytes", 1_000_000)
         self.elicit_timeout_s: float = values.get("elicit_timeout_s", 120.0)
+        self.limits: LimitsSettings = values.get("limits") or LimitsSettings()
+
+
+class LimitsSettings:
+    """``gateway.limits``: what one token, and all tokens, may hold (gateway.limits)."""
+
+    __slots__ = (
+        "argument_bytes",
+        "argument_bytes_per_token",
+        "calls_per_token",
+        "handshake_s",
+        "idle_s",
+        "retry_after_s",
+        "sessions",
+        "sessions_per_token",
+    )
+
+    def __init__(self, **values: Any) -> None:
+        self.sessions_per_token: int = values.get("sessions_per_token", 64)
+        self.sessions: int = values.get("sessions", 1024)
+        self.calls_per_token: int = values.get("calls_per_token", 32)
+        self.argument_bytes_per_token: int = values.get("argument_bytes_per_token", 8_000_000)
+        self.argument_bytes: int = values.get("argument_bytes", 64_000_000)
+        # a session that does nothing past initialize this long is ended
+        self.handshake_s: float = values.get("handshake_s", 30.0)
+        # a session with no request in flight this long is ended (the SDK's idle timeout)
+        self.idle_s: float = values.get("idle_s", 1800.0)
+        # what Retry-After says past the calls and bytes caps
+        self.retry_after_s: int = values.get("retry_after_s", 5)
 
 
 class LogAnchorSettings:
