@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,7 +27,6 @@ from ..core.approvals import (
     ApprovalRequest,
     ApprovalStore,
     Approver,
-    arguments_digest,
     new_request,
     record_event,
     refusal_to_approve,
@@ -102,9 +102,8 @@ class ApprovalsService:
 
     async def consume(self, call: ToolCall, principal: str) -> ApprovalRequest | None:
         """An approval of this exact call for this principal, used now; else None."""
-        digest = arguments_digest(call.tool_input)
         used = await anyio.to_thread.run_sync(
-            self.store.consume, principal, call.tool_name, digest, None
+            self.store.consume, principal, call.tool_name, call.args_digest, None
         )
         if used is not None:
             self._log(used, "used")
@@ -138,6 +137,7 @@ class ApprovalsService:
             host_paths=decision.host_paths,
             secret_paths=secret_paths or (),
             wait_s=self.config.wait_s,
+            args_digest=call.args_digest,
         )
         request, created = await anyio.to_thread.run_sync(
             self.store.open_request, template, self.config.max_open_per_principal
@@ -145,7 +145,9 @@ class ApprovalsService:
         if created:
             self._log(request, "requested")
             await self._notify("requested", request)
-        return request, created
+        # The caller waits with the request's facts, not a second copy of the arguments:
+        # the store keeps them for the approver, and the call holds its own.
+        return replace(request, call_arguments=None), created
 
     async def wait(
         self,
@@ -169,6 +171,7 @@ class ApprovalsService:
             now = time.monotonic()
             if now >= deadline:
                 return request
+            del request  # not held while waiting: a copy of the call's arguments
             if on_tick is not None and now >= next_tick:
                 next_tick = now + tick_s
                 await on_tick(now - started)
