@@ -149,12 +149,20 @@ class Ledger:
             self.sessions_total += 1
         else:
             slot.session_id = session_id
-        self._sessions[session_id] = _Session(client, self._clock())
+        # Its handshake time starts once the opening is answered (settle): an initialize
+        # that waits for the upstream is not an abandoned session.
+        bound = slot is not None and slot.session_id == session_id
+        opened = math.inf if bound else self._clock()
+        self._sessions[session_id] = _Session(client, opened)
 
     def settle(self, slot: Slot) -> None:
         """The opening request ended; a slot the SDK did not use frees its room."""
         if slot.session_id is None:
             self._uncount(slot.client)
+            return
+        session = self._sessions.get(slot.session_id)
+        if session is not None:
+            session.opened = self._clock()
 
     def closed(self, session_id: str) -> None:
         session = self._sessions.pop(session_id, None)
