@@ -264,7 +264,15 @@ class TokenLimits:
         ledger = self.ledger
         hold = ledger.hold(client)
         try:
-            body = await self._read(receive, hold)
+            # A body whose length is announced is counted before it is read: refused at
+            # once, a large one costs the gateway its headers, not its bytes.
+            announced = _length(_header(scope, b"content-length"))
+            if announced is not None and announced <= self.max_body:
+                refused = ledger.grow(hold, announced)
+                if refused is not None:
+                    await _limited(send, refused, None)
+                    return
+            body = await self._read(receive, hold, counted=announced is not None)
             if isinstance(body, Refusal):
                 await _limited(send, body, None)
             elif body is _TOO_LARGE:
@@ -307,20 +315,26 @@ class TokenLimits:
             _OPENING.reset(token)
             self.ledger.settle(slot)
 
-    async def _read(self, receive: Receive, hold: Hold) -> bytes | Refusal | object | None:
-        """The whole body, counted against the caps as it arrives; None if the client left."""
+    async def _read(
+        self, receive: Receive, hold: Hold, *, counted: bool
+    ) -> bytes | Refusal | object | None:
+        """The whole body, counted against the caps as it arrives (unless its announced
+        length was); None if the client left."""
         chunks: list[bytes] = []
+        size = 0
         while True:
             message = await receive()
             if message["type"] != "http.request":
                 return None
             chunk = message.get("body", b"")
             if chunk:
-                if hold.size + len(chunk) > self.max_body:  # no Content-Length said so first
+                size += len(chunk)
+                if size > self.max_body:  # no Content-Length said so first
                     return _TOO_LARGE
-                refused = self.ledger.grow(hold, len(chunk))
-                if refused is not None:
-                    return refused
+                if not counted:
+                    refused = self.ledger.grow(hold, len(chunk))
+                    if refused is not None:
+                        return refused
                 chunks.append(chunk)
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -358,6 +372,13 @@ def _jsonrpc(body: bytes, scope: Scope) -> tuple[str | None, Any]:
     if "id" not in message or not isinstance(method, str):
         return None, None
     return method, message.get("id")
+
+
+def _length(raw: str | None) -> int | None:
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
