@@ -268,7 +268,9 @@ async def run(args: argparse.Namespace) -> int:
             with Peaks(gateway.pid) as peaks:
                 await good_calls(url, 20)  # warm: the upstream's list, the caches
                 _, rss_start = peaks.sample()
+                cpu_before, phase_started = cpu_s(gateway.pid), time.monotonic()
                 alone = await good_calls(url, args.calls)
+                cpu_alone = (cpu_s(gateway.pid) - cpu_before) / (time.monotonic() - phase_started)
                 abuser = subprocess.Popen(
                     [sys.executable, __file__, "--abuser", url, "--abuse-s", str(args.abuse_s),
                      "--arg-bytes", str(args.arg_bytes), "--workers", str(args.workers),
@@ -292,8 +294,9 @@ async def run(args: argparse.Namespace) -> int:
             report(args, alone, beside, json.loads(out.splitlines()[-1]), peaks,
                    (rss_start, rss_during, rss_after), (fds_during, fds_after))  # fmt: skip
             print(
-                f"CPU while the good token ran beside the abuser: gateway {cpu[0]:.0%} "
-                f"of a core, abuser {cpu[1]:.0%} (the machine has {os.cpu_count()} cores)"
+                f"gateway CPU: {cpu_alone:.0%} of a core serving the good token alone, "
+                f"{cpu[0]:.0%} beside the abuser; the abuser's own process {cpu[1]:.0%} "
+                f"(the machine has {os.cpu_count()} cores)"
             )
         finally:
             gateway.terminate()
