@@ -270,11 +270,11 @@ class TokenLimits:
             if announced is not None and announced <= self.max_body:
                 refused = ledger.grow(hold, announced)
                 if refused is not None:
-                    await _limited(send, refused, None)
+                    await _limited(send, refused, None, scope)
                     return
             body = await self._read(receive, hold, counted=announced is not None)
             if isinstance(body, Refusal):
-                await _limited(send, body, None)
+                await _limited(send, body, None, scope)
             elif body is _TOO_LARGE:
                 await _too_large(send, self.max_body)
             elif isinstance(body, bytes):
@@ -294,7 +294,7 @@ class TokenLimits:
             return
         refused = self.ledger.call(hold)
         if refused is not None:
-            await _limited(send, refused, request_id)
+            await _limited(send, refused, request_id, scope)
             return
         if session is not None:
             if method != "initialize":
@@ -306,7 +306,7 @@ class TokenLimits:
             return
         slot = self.ledger.reserve(hold.client)
         if isinstance(slot, Refusal):
-            await _limited(send, slot, request_id)
+            await _limited(send, slot, request_id, scope)
             return
         token = _OPENING.set(slot)
         try:
@@ -388,13 +388,16 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _limited(send: Send, refusal: Refusal, request_id: Any) -> None:
-    error = {
-        "code": LIMITED,
-        "message": refusal.message(),
-        "data": {"cap": f"gateway.limits.{refusal.key}", "limit": refusal.limit},
-    }
-    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+async def _limited(send: Send, refusal: Refusal, request_id: Any, scope: Scope) -> None:
+    """429: a JSON-RPC error on ``/mcp``; on ``/v1/decide`` the service's own error shape,
+    which the thin hook shows in its refusal."""
+    cap = {"cap": f"gateway.limits.{refusal.key}", "limit": refusal.limit}
+    if str(scope.get("path", "")).startswith("/mcp"):
+        error = {"code": LIMITED, "message": refusal.message(), "data": cap}
+        answer: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "error": error}
+    else:
+        answer = {"error": refusal.message(), **cap}
+    body = json.dumps(answer).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

@@ -201,6 +201,14 @@ async def test_calls_in_flight_per_token(start: Any, recorded: Path) -> None:
                 url, json=_call("get_vm", {"name": "a-over-cap"}), headers=_headers(A, session)
             )
             _assert_limited(third, "calls_per_token")
+            # the decide endpoint counts the same calls; its error is the service's shape
+            payload = {"tool_name": "mcp__vsphere__get_vm", "tool_input": {"name": "a-hook"}}
+            hook = await http.post(
+                f"{gw.url}/v1/decide", json=payload, headers={"Authorization": f"Bearer {A}"}
+            )
+            assert hook.status_code == 429, hook.text
+            assert hook.json()["cap"] == "gateway.limits.calls_per_token"
+            assert "gateway.limits.calls_per_token: 2" in hook.json()["error"]
             await _b_still_served(url, "b-beside-a")
         # the waits ended (the client hung up): once the gateway sees it, agent-a is
         # served again
