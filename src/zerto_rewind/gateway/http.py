@@ -377,7 +377,9 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
         )
     managers: list[StreamableHTTPSessionManager] = []
     routes: list[Route] = []
-    ledger = Ledger(settings.limits)  # one for every upstream: a token's caps span them all
+    # One for every upstream: a token's caps span them all.
+    ledger = Ledger(settings.limits, on_refused=gateway.metrics.limited_by)
+    gateway.metrics.track_limits(lambda: ledger.sessions_total, lambda: ledger.held_total)
     for name, upstream in gateway.upstreams.items():
         manager = BoundedSessionManager(
             app=build_proxy(gateway, upstream),

@@ -116,8 +116,15 @@ _OPENING: contextvars.ContextVar[Slot | None] = contextvars.ContextVar(
 class Ledger:
     """Counts per token and in all; refuses past a cap. No IO: the doors call it."""
 
-    def __init__(self, caps: LimitsSettings, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        caps: LimitsSettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        on_refused: Callable[[str], None] | None = None,
+    ) -> None:
         self.caps = caps
+        self.on_refused = on_refused  # the cap's key: a metric counts refusals by cap
         self._clock = clock
         self._sessions: dict[str, _Session] = {}
         self.session_count: Counter[str] = Counter()  # live and being opened, per token
@@ -232,6 +239,8 @@ class Ledger:
             hold.size = 0
 
     def _refused(self, key: str, limit: int, client: str, wait: int, what: str) -> Refusal:
+        if self.on_refused is not None:
+            self.on_refused(key)
         now = self._clock()
         if now - self._logged.get((client, key), -_LOG_EVERY_S) >= _LOG_EVERY_S:
             if len(self._logged) > 4096:  # bounded, like everything else here

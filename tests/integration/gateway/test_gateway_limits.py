@@ -165,6 +165,11 @@ async def test_one_token_at_its_session_cap_does_not_shut_the_others_out(
             _assert_limited(await _open(http, url, B), "sessions")
             result = await b.call_tool("get_vm", {"name": "b-in-a-full-gateway"})
             assert not result.is_error
+            metrics = (await http.get(f"{gw.url}/metrics", headers=_headers(A))).text
+        assert 'zerto_rewind_limited_total{cap="sessions_per_token"} 5.0' in metrics
+        assert 'zerto_rewind_limited_total{cap="sessions"} 1.0' in metrics
+        assert "zerto_rewind_sessions_open 5.0" in metrics
+        assert "agent-a" not in metrics  # counted by cap, never by token
     assert [c["arg"] for c in _calls(recorded)] == ["b-first", "b-in-a-full-gateway"]
     assert "refused agent-a: gateway.limits.sessions_per_token (3) reached" in gw.stderr.read_text()
 
