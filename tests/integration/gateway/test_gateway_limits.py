@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -260,3 +261,39 @@ async def test_argument_bytes_per_token_and_in_all(start: Any, recorded: Path) -
     stderr = gw.stderr.read_text()
     assert "gateway.limits.argument_bytes (1200000) reached" in stderr
     assert "xxxx" not in stderr  # no argument value in the log
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+async def test_a_flood_of_sessions_at_the_defaults_leaves_room_and_memory(
+    start: Any, recorded: Path
+) -> None:
+    """Issue 28's attack at the default caps, 10,000 openings: 64 open, the rest 429,
+    and the other token is served before, during and after."""
+    gw = start()
+    url = gw.endpoint()
+    statuses: Counter[int] = Counter()
+    async with httpx2.AsyncClient(timeout=60) as http:
+        await _b_still_served(url, "b-before")
+        before = _rss_mb(gw.proc.pid)
+
+        async def flood(n: int) -> None:
+            for _ in range(n):
+                opened = await http.post(url, json=_initialize(), headers=_headers(A))
+                statuses[opened.status_code] += 1
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(25):
+                tg.start_soon(flood, 400)
+            await anyio.sleep(1.0)
+            await _b_still_served(url, "b-during")
+        await _b_still_served(url, "b-after")
+        grown = _rss_mb(gw.proc.pid) - before
+    assert statuses == {200: 64, 429: 9936}
+    assert grown < 60, f"the gateway grew {grown:.0f} MB for 64 sessions"
+    assert [c["arg"] for c in _calls(recorded)] == ["b-before", "b-during", "b-after"]
