@@ -287,17 +287,20 @@ class TokenLimits:
             elif body is _TOO_LARGE:
                 await _too_large(send, self.max_body)
             elif isinstance(body, bytes):
-                await self._dispatch(scope, receive, send, hold, body)
+                # Handed over in a box this frame lets go of: while the call waits, the
+                # SDK's read of the body is the only copy held.
+                box, body = [body], None
+                await self._dispatch(scope, receive, send, hold, box)
             # else the client went away before its body was whole: nothing to answer
         finally:
             ledger.release(hold)
 
     async def _dispatch(
-        self, scope: Scope, receive: Receive, send: Send, hold: Hold, body: bytes
+        self, scope: Scope, receive: Receive, send: Send, hold: Hold, box: list[bytes]
     ) -> None:
-        method, request_id = _jsonrpc(body, scope)
+        method, request_id = _jsonrpc(box[0], scope)
         session = _header(scope, _SESSION_HEADER)
-        replay = _replay(body, receive)
+        replay = _replay(box, receive)
         if method is None:  # a notification or a response: answered at once, not a call
             await self.app(scope, replay, send)
             return
@@ -349,15 +352,13 @@ class TokenLimits:
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that gives ``body`` once, then what the connection says (disconnect)."""
-    sent = False
+def _replay(box: list[bytes], receive: Receive) -> Receive:
+    """A ``receive`` that gives the boxed body once (keeping no reference to it), then
+    what the connection says (disconnect)."""
 
     async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
+        if box:
+            return {"type": "http.request", "body": box.pop(), "more_body": False}
         return await receive()
 
     return replay

@@ -117,3 +117,24 @@ def test_the_config_refuses_limits_that_bound_nothing(
     parser = Parser("/tmp/config.json", "/tmp")
     with pytest.raises(ConfigError, match=message):
         parser.gateway_limits(limits)
+
+
+def test_the_replayed_body_is_handed_over_not_kept() -> None:
+    """The middleware's receive gives the body once and drops it: the SDK's is the copy."""
+    import anyio
+
+    from zerto_rewind.gateway.limits import _replay
+
+    async def disconnect() -> dict[str, object]:
+        return {"type": "http.disconnect"}
+
+    async def run() -> None:
+        body = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+        box = [body]
+        receive = _replay(box, disconnect)  # type: ignore[arg-type]
+        first = await receive()
+        assert first == {"type": "http.request", "body": body, "more_body": False}
+        assert box == []
+        assert await receive() == {"type": "http.disconnect"}
+
+    anyio.run(run)
