@@ -28,6 +28,7 @@ SCRIPTS = {
     "bench_approvals.py": ["--rounds", "40", "--waiting", "10", "--runs", "2"],
     "bench_mac.py": ["--rounds", "60", "--runs", "2"],
     "bench_ready.py": ["--rounds", "2"],
+    "bench_abuse.py": ["--calls", "100", "--abuse-s", "15"],
     "bench_tracing.py": ["--blocks", "2"],
 }
 

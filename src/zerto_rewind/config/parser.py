@@ -24,6 +24,7 @@ from .settings import (
     CatalogSettings,
     GatewaySettings,
     GuardSettings,
+    LimitsSettings,
     LogAnchorSettings,
     ResolverSpec,
     Settings,
@@ -230,6 +231,7 @@ class Parser:
             "tls_cert",
             "tls_key",
             "allow_insecure_bind",
+            "limits",
             "max_body_bytes",
             "elicit_timeout_s",
             *_LISTENER_TIMEOUTS,
@@ -260,6 +262,8 @@ class Parser:
             values["elicit_timeout_s"] = self.number(
                 spec["elicit_timeout_s"], "gateway.elicit_timeout_s"
             )
+        if "limits" in spec:
+            values["limits"] = self.gateway_limits(spec["limits"])
         return GatewaySettings(**values)
 
     def _listener(self, spec: dict[str, Any]) -> dict[str, Any]:
@@ -280,6 +284,41 @@ class Parser:
                 )
         values["metrics_clients"] = {who: digest.lower() for who, digest in readers.items()}
         return values
+
+    def gateway_limits(self, raw: Any) -> LimitsSettings:
+        """``gateway.limits``: whole numbers of at least 1; seconds within their bounds."""
+        counts = (
+            "sessions_per_token", "sessions", "calls_per_token",
+            "argument_bytes_per_token", "argument_bytes", "retry_after_s",
+        )  # fmt: skip
+        spec = self.obj(raw, "gateway.limits", (*counts, "handshake_s", "idle_s"))
+        values: dict[str, Any] = {}
+        for name in counts:
+            if name in spec:
+                key = f"gateway.limits.{name}"
+                number = self.number(spec[name], key, minimum=1.0, inclusive=True)
+                if number != int(number):
+                    self.fail(key, f"must be a whole number, not {spec[name]!r}")
+                values[name] = int(number)
+        # Within a minute: a longer wait lets abandoned sessions fill the gateway again.
+        if "handshake_s" in spec:
+            values["handshake_s"] = self.number(spec["handshake_s"], "gateway.limits.handshake_s")
+            if values["handshake_s"] > 60:
+                self.fail("gateway.limits.handshake_s", "must be at most 60 seconds")
+        if "idle_s" in spec:
+            values["idle_s"] = self.number(spec["idle_s"], "gateway.limits.idle_s")
+            if values["idle_s"] > 86400:
+                self.fail("gateway.limits.idle_s", "must be at most 86400 seconds (a day)")
+        limits = LimitsSettings(**values)
+        if limits.sessions_per_token > limits.sessions:
+            key = "gateway.limits.sessions_per_token"
+            self.fail(key, "must not exceed gateway.limits.sessions")
+        if limits.argument_bytes_per_token > limits.argument_bytes:
+            self.fail(
+                "gateway.limits.argument_bytes_per_token",
+                "must not exceed gateway.limits.argument_bytes",
+            )
+        return limits
 
     def approvals(self, raw: Any) -> ApprovalsSettings:
         keys = (

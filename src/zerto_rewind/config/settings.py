@@ -414,6 +414,7 @@ class GatewaySettings:
         "elicit_timeout_s",
         "header_timeout_s",
         "idle_timeout_s",
+        "limits",
         "max_body_bytes",
         "max_connections",
         "max_connections_per_source",
@@ -438,6 +439,35 @@ class GatewaySettings:
         self.max_connections_per_source: int = values.get("max_connections_per_source", 128)
         # name -> token digest: may read /metrics and /healthz's details
         self.metrics_clients: dict[str, str] = values.get("metrics_clients", {})
+        self.limits: LimitsSettings = values.get("limits") or LimitsSettings()
+
+
+class LimitsSettings:
+    """``gateway.limits``: what one token, and all tokens, may hold (gateway.limits)."""
+
+    __slots__ = (
+        "argument_bytes",
+        "argument_bytes_per_token",
+        "calls_per_token",
+        "handshake_s",
+        "idle_s",
+        "retry_after_s",
+        "sessions",
+        "sessions_per_token",
+    )
+
+    def __init__(self, **values: Any) -> None:
+        self.sessions_per_token: int = values.get("sessions_per_token", 64)
+        self.sessions: int = values.get("sessions", 1024)
+        self.calls_per_token: int = values.get("calls_per_token", 32)
+        self.argument_bytes_per_token: int = values.get("argument_bytes_per_token", 8_000_000)
+        self.argument_bytes: int = values.get("argument_bytes", 64_000_000)
+        # a session that does nothing past initialize this long is ended
+        self.handshake_s: float = values.get("handshake_s", 30.0)
+        # a session with no request in flight this long is ended (the SDK's idle timeout)
+        self.idle_s: float = values.get("idle_s", 1800.0)
+        # what Retry-After says past the calls and bytes caps
+        self.retry_after_s: int = values.get("retry_after_s", 5)
 
 
 class LogAnchorSettings:

@@ -27,7 +27,6 @@ that does not verify is absent, so nobody without the guard's key approves one.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import secrets
@@ -40,6 +39,7 @@ from typing import Any, Protocol
 from ..errors import StateError, ZertoRewindError
 from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
 from .approval_secrets import mask_secrets
+from .decision import arguments_digest
 from .record_mac import RecordMac
 
 __all__ = [
@@ -239,14 +239,6 @@ class ApprovalStore(Protocol):
 # --------------------------------------------------------------------------- the rules
 
 
-def arguments_digest(tool_input: Any) -> str:
-    """SHA-256 of the canonical JSON of a call's arguments (sorted keys, no spaces)."""
-    body = json.dumps(
-        tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-    )
-    return hashlib.sha256(body.encode()).hexdigest()
-
-
 def new_request(
     *,
     tool: str,
@@ -263,13 +255,15 @@ def new_request(
     host_paths: Mapping[str, str] | None = None,
     secret_paths: Iterable[str] = (),
     wait_s: float | None = None,
+    args_digest: str | None = None,
 ) -> ApprovalRequest:
     """A fresh pending request for one call (not yet stored), its whole arguments kept
     (secret-looking values as their masks: ``approval_view.mask_secrets``).
 
     ``host_paths``: the arguments that name files on the VM server's host (shown
     resolved too); ``secret_paths``: arguments masked for the approver;
-    ``wait_s``: how long the caller waits for the decision (None: it does not).
+    ``wait_s``: how long the caller waits for the decision (None: it does not);
+    ``args_digest``: the arguments' digest, if the caller has it already.
     """
     now = time.time() if now is None else now
     vm_list = list(vms)
@@ -278,7 +272,7 @@ def new_request(
     return ApprovalRequest(
         id=_new_id(),
         tool=tool,
-        args_digest=arguments_digest(tool_input),
+        args_digest=args_digest or arguments_digest(tool_input),
         vms=vm_list,
         row=row,
         why=why,

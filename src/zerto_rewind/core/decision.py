@@ -7,9 +7,12 @@ nothing on stdout, ``additionalContext``, ``deny``, ``ask``, ``defer``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 __all__ = [
@@ -73,6 +76,20 @@ class ToolCall:
     tool_use_id: str | None = None
     origin: str = "hook"  # hook | mcp | demo
     started_at: float = field(default_factory=time.time)
+
+    @cached_property
+    def args_digest(self) -> str:
+        """The arguments' digest (:func:`arguments_digest`), computed once per call:
+        a call of large arguments pays for its canonical JSON once, not per step."""
+        return arguments_digest(self.tool_input)
+
+
+def arguments_digest(tool_input: Any) -> str:
+    """SHA-256 of the canonical JSON of a call's arguments (sorted keys, no spaces)."""
+    body = json.dumps(
+        tool_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    return hashlib.sha256(body.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

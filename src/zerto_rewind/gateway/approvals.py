@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,7 +27,6 @@ from ..core.approvals import (
     ApprovalRequest,
     ApprovalStore,
     Approver,
-    arguments_digest,
     new_request,
     record_event,
     refusal_to_approve,
@@ -102,10 +102,11 @@ class ApprovalsService:
 
     async def consume(self, call: ToolCall, principal: str) -> ApprovalRequest | None:
         """An approval of this exact call for this principal, used now; else None."""
-        digest = arguments_digest(call.tool_input)
-        used = await anyio.to_thread.run_sync(
-            self.store.consume, principal, call.tool_name, digest, None
-        )
+
+        def consume() -> ApprovalRequest | None:  # the digest of large arguments: off the loop
+            return self.store.consume(principal, call.tool_name, call.args_digest, None)
+
+        used = await anyio.to_thread.run_sync(consume)
         if used is not None:
             self._log(used, "used")
         return used
@@ -124,7 +125,29 @@ class ApprovalsService:
         ``secret_paths``: arguments the tool's schema marks secret, masked for the approver.
         The caller waits ``approvals.wait_s``: the request says until when.
         """
-        template = new_request(
+
+        # Built in the worker thread: copying and hashing large arguments stalls no one else.
+        def store() -> tuple[ApprovalRequest, bool]:
+            template = self._template(call, decision, principal, host, secret_paths)
+            return self.store.open_request(template, self.config.max_open_per_principal)
+
+        request, created = await anyio.to_thread.run_sync(store)
+        if created:
+            self._log(request, "requested")
+            await self._notify("requested", request)
+        # The caller waits with the request's facts, not a second copy of the arguments:
+        # the store keeps them for the approver, and the call holds its own.
+        return replace(request, call_arguments=None), created
+
+    def _template(
+        self,
+        call: ToolCall,
+        decision: Decision,
+        principal: str,
+        host: str | None,
+        secret_paths: list[str] | None,
+    ) -> ApprovalRequest:
+        return new_request(
             tool=call.tool_name,
             tool_input=call.tool_input,
             vms=decision.vms,
@@ -138,14 +161,8 @@ class ApprovalsService:
             host_paths=decision.host_paths,
             secret_paths=secret_paths or (),
             wait_s=self.config.wait_s,
+            args_digest=call.args_digest,
         )
-        request, created = await anyio.to_thread.run_sync(
-            self.store.open_request, template, self.config.max_open_per_principal
-        )
-        if created:
-            self._log(request, "requested")
-            await self._notify("requested", request)
-        return request, created
 
     async def wait(
         self,
@@ -169,6 +186,7 @@ class ApprovalsService:
             now = time.monotonic()
             if now >= deadline:
                 return request
+            del request  # not held while waiting: a copy of the call's arguments
             if on_tick is not None and now >= next_tick:
                 next_tick = now + tick_s
                 await on_tick(now - started)

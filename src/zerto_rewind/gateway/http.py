@@ -39,6 +39,7 @@ from ..errors import ConfigError
 from ..netutil import is_loopback, token_digest
 from . import probes
 from .decide import decide_endpoint
+from .limits import BoundedSessionManager, Ledger, TokenLimits
 from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY, build_proxy
 
 if TYPE_CHECKING:
@@ -377,11 +378,17 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
         )
     managers: list[StreamableHTTPSessionManager] = []
     routes: list[Route] = []
+    # One for every upstream: a token's caps span them all.
+    ledger = Ledger(settings.limits, on_refused=gateway.metrics.limited_by)
+    gateway.metrics.track_limits(lambda: ledger.sessions_total, lambda: ledger.held_total)
     for name, upstream in gateway.upstreams.items():
-        manager = StreamableHTTPSessionManager(
+        manager = BoundedSessionManager(
             app=build_proxy(gateway, upstream),
             security_settings=security,
             max_request_body_size=settings.max_body_bytes,
+            session_idle_timeout=settings.limits.idle_s,
+            max_sessions=settings.limits.sessions,
+            ledger=ledger,
         )
         managers.append(manager)
         # A Route, not a Mount: /mcp/<name> itself is the endpoint, with no redirect.
@@ -429,7 +436,8 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
             yield {}
 
     app = Starlette(routes=routes, lifespan=lifespan)
-    return _BearerAuth(app, settings.clients, settings.max_body_bytes, _bindings_for(managers))
+    limited = TokenLimits(app, ledger, settings.max_body_bytes)
+    return _BearerAuth(limited, settings.clients, settings.max_body_bytes, _bindings_for(managers))
 
 
 def _bindings_for(managers: list[StreamableHTTPSessionManager]) -> SessionBindings:

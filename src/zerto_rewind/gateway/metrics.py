@@ -7,6 +7,7 @@ client token or an argument value.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -74,6 +75,22 @@ class GatewayMetrics:
             ["upstream"],
             registry=self.registry,
         )
+        self.limited = Counter(
+            "zerto_rewind_limited",
+            "Requests refused with 429 past a gateway.limits cap, by cap (never by token).",
+            ["cap"],
+            registry=self.registry,
+        )
+        self.sessions_open = Gauge(
+            "zerto_rewind_sessions_open",
+            "Handshake-era sessions open (and being opened), every token together.",
+            registry=self.registry,
+        )
+        self.argument_bytes_held = Gauge(
+            "zerto_rewind_argument_bytes_held",
+            "Bytes of request bodies held by calls in flight, every token together.",
+            registry=self.registry,
+        )
         self._landed: OrderedDict[str, None] = OrderedDict()
         # One child per label set, looked up once: labels() takes a lock and
         # checks its arguments on every call. The label values are few (rows,
@@ -116,6 +133,14 @@ class GatewayMetrics:
 
     def forwarded(self, upstream: str, row: str) -> None:
         self._child(self.forwarded_calls, upstream, row).inc()
+
+    def limited_by(self, cap: str) -> None:
+        self._child(self.limited, cap).inc()
+
+    def track_limits(self, sessions: Callable[[], float], held: Callable[[], float]) -> None:
+        """Read the gateway.limits ledger's totals at each scrape."""
+        self.sessions_open.set_function(sessions)
+        self.argument_bytes_held.set_function(held)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

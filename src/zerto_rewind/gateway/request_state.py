@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..core.approvals import arguments_digest
-
 if TYPE_CHECKING:
     from ..core.decision import ToolCall
 
@@ -70,7 +68,7 @@ class RequestStates:
             "p": ctx.client,
             "s": ctx.session_id,
             "t": call.tool_name,
-            "d": arguments_digest(call.tool_input),
+            "d": call.args_digest,
             "r": request_id,
             "n": secrets.token_urlsafe(12),
             "e": round(self._clock() + self.ttl_s, 3),
@@ -93,7 +91,7 @@ class RequestStates:
             "p": ctx.client,
             "s": ctx.session_id,
             "t": call.tool_name,
-            "d": arguments_digest(call.tool_input),
+            "d": call.args_digest,
             "r": request_id,
         }
         if not isinstance(body, dict) or any(body.get(k) != v for k, v in expected.items()):
