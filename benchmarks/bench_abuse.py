@@ -162,6 +162,11 @@ def pct(values: list[float], q: float) -> float:
 # ---------------------------------------------------------------------- the abuser
 
 
+# The abuser's own loopback address: another machine, as the listener counts sources
+# (the good token calls from 127.0.0.1).
+ABUSER_SOURCE = "127.0.0.2"
+
+
 def _headers(session: str | None = None) -> dict[str, str]:
     headers = {
         "Authorization": f"Bearer {TOKENS['abuser']}",
@@ -192,8 +197,11 @@ async def flood_sessions(
     """Open sessions and abandon them, one each ``every_s`` (this worker's share)."""
     due = time.monotonic()
     while time.monotonic() < until:
-        response = await http.post(url, json=INIT, headers=_headers())
-        seen[f"initialize {response.status_code}"] += 1
+        try:
+            response = await http.post(url, json=INIT, headers=_headers())
+            seen[f"initialize {response.status_code}"] += 1
+        except httpx2.HTTPError as exc:  # closed at once past the listener's caps
+            seen[f"initialize {type(exc).__name__}"] += 1
         due += every_s
         await anyio.sleep(max(0.0, due - time.monotonic()))
 
@@ -208,12 +216,29 @@ async def wait_large(
     headers = _headers(session)
     while time.monotonic() < until:
         with anyio.move_on_after(max(0.1, until - time.monotonic())):
-            async with http.stream("POST", url, content=body, headers=headers) as response:
-                seen[f"large call {response.status_code}"] += 1
-                if response.status_code == 200:  # waiting for an approver: held
-                    await response.aread()
-                    continue
+            try:
+                async with http.stream("POST", url, content=body, headers=headers) as response:
+                    seen[f"large call {response.status_code}"] += 1
+                    if response.status_code == 200:  # waiting for an approver: held
+                        await response.aread()
+                        continue
+            except httpx2.HTTPError as exc:  # closed at once past the listener's caps
+                seen[f"large call {type(exc).__name__}"] += 1
         await anyio.sleep(1.0)  # refused: again a second later, whatever Retry-After says
+
+
+async def _one_session(http: httpx2.AsyncClient, url: str) -> str:
+    """A session for the large calls; "" if the gateway keeps refusing this source."""
+    for _ in range(50):
+        try:
+            opened = await http.post(url, json=INIT, headers=_headers())
+            session = opened.headers.get("mcp-session-id", "")
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await http.post(url, json=note, headers=_headers(session))
+            return session
+        except httpx2.HTTPError:
+            await anyio.sleep(0.1)
+    return ""
 
 
 def slow_headers(host: str, port: int, count: int) -> list[socket.socket]:
@@ -224,7 +249,10 @@ def slow_headers(host: str, port: int, count: int) -> list[socket.socket]:
     """
     held = []
     for _ in range(count):
-        sock = socket.create_connection((host, port))
+        try:
+            sock = socket.create_connection((host, port), source_address=(ABUSER_SOURCE, 0))
+        except OSError:  # refused at once past the listener's per-source cap
+            continue
         sock.sendall(b"POST /mcp/vsphere HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         held.append(sock)
     return held
@@ -238,11 +266,9 @@ async def abuse(
     host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
     sockets = slow_headers(host, int(port), slow)
     limits = httpx2.Limits(max_connections=workers + 16)
-    async with httpx2.AsyncClient(timeout=180, limits=limits) as http:
-        opened = await http.post(url, json=INIT, headers=_headers())
-        session = opened.headers.get("mcp-session-id", "")
-        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        await http.post(url, json=note, headers=_headers(session))
+    transport = httpx2.AsyncHTTPTransport(limits=limits, local_address=ABUSER_SOURCE)
+    async with httpx2.AsyncClient(timeout=180, transport=transport) as http:
+        session = await _one_session(http, url)
         print("abuser: ready", file=sys.stderr, flush=True)
         async with anyio.create_task_group() as tg:
             for _ in range(FLOODERS):
