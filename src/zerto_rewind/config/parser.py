@@ -465,9 +465,19 @@ class Parser:
             "url", "client_id", "client_secret", "client_secret_env", "client_secret_file",
             "username", "password", "password_env", "password_file",
             "ca_bundle", "verify_tls", "connect_timeout_s", "read_timeout_s", "scope",
+            "allow_insecure_http",
         )  # fmt: skip
         zvm = self.obj(raw, key, keys)
         url = self.url(zvm.get("url"), f"{key}.url")
+        insecure = self.boolean(zvm.get("allow_insecure_http", False), f"{key}.allow_insecure_http")
+        if url.startswith("http://") and not insecure:
+            # The ZVM is the trust root for "did the tag land": in clear text, anyone on the
+            # path can move a tag or forge a checkpoint unseen.
+            self.fail(
+                f"{key}.url",
+                f"is plain http:// ({url!r}); the guard talks to a ZVM over https:// only "
+                f"(for a test simulator without TLS, set {key}.allow_insecure_http: true)",
+            )
         password_keys: list[str] = [
             k for k in ("password", "password_env", "password_file") if k in zvm
         ]

@@ -59,7 +59,8 @@ def site_unknown_reason(
 ) -> str:
     """Why a VM some sites list is not checkpointed while another site is dark (a prompt)."""
     where = "; ".join(
-        f"{shown_vm(vm)} is listed by site {', '.join(sites)}" for vm, sites in listed.items()
+        f"{shown_vm(vm)} is listed by site{'s' if len(sites) > 1 else ''} {', '.join(sites)}"
+        for vm, sites in listed.items()
     )
     found = f"{where}, but " if where else ""
     return (
