@@ -614,7 +614,8 @@ class Parser:
 
     def resolver(self, server: str, raw: Any, tools: dict[str, ToolSpec]) -> ResolverSpec:
         key = f"catalog.resolvers.{server}"
-        keys = ("tool", "arg", "id_path", "zerto_field", "zerto_pattern", "timeout_s")
+        keys = ("tool", "arg", "id_path", "zerto_field", "zerto_pattern", "timeout_s",
+                "vcenter", "vcenter_path")  # fmt: skip
         spec = self.obj(raw, key, keys)
         for required in ("tool", "arg", "id_path"):
             if required not in spec:
@@ -635,7 +636,14 @@ class Parser:
         )
         pattern = self.id_pattern(spec.get("zerto_pattern"), f"{key}.zerto_pattern")
         timeout = self.number(spec.get("timeout_s", 10.0), f"{key}.timeout_s")
-        extra = {"zerto_pattern": pattern} if pattern is not None else {}
+        extra: dict[str, Any] = {"zerto_pattern": pattern} if pattern is not None else {}
+        if "vcenter" in spec:
+            extra["vcenter"] = self.string(spec["vcenter"], f"{key}.vcenter")
+        if "vcenter_path" in spec:
+            vcenter_path = self.arg_path(spec["vcenter_path"], f"{key}.vcenter_path")
+            if "[]" in vcenter_path:
+                self.fail(f"{key}.vcenter_path", "must name one value (no '[]' fan-out)")
+            extra["vcenter_path"] = vcenter_path
         return ResolverSpec(
             server, tool, arg, id_path, zerto_field=field, timeout_s=timeout, **extra
         )
