@@ -63,9 +63,10 @@ def site_unknown_reason(
         for vm, sites in listed.items()
     )
     found = f"{where}, but " if where else ""
+    what = "which VM" if listed else "which VPG"  # a catalog-named VPG and no VM argument
     return (
-        f"zerto-rewind cannot tell which VM {tool} changes: {found}{dark}. That site may "
-        f"have a VM of the same name, so the name may not be unique; no checkpoint was made "
+        f"zerto-rewind cannot tell {what} {tool} changes: {found}{dark}. That site may "
+        f"have one of the same name, so the name may not be unique; no checkpoint was made "
         "and no VPG was tagged. Approve only if you know which VM the call changes and "
         "accept it without a rewind point; else retry the same call once that site's ZVM "
         "answers (`zerto-rewind doctor` shows each site's ZVM)."

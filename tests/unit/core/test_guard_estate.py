@@ -280,6 +280,32 @@ def test_caches_are_per_zvm(rig: EstateRig) -> None:
     assert not any(c.startswith("find_vms") for c in rig.zvms["dr"].calls[before["dr"] :])
 
 
+def test_a_cache_entry_made_while_a_site_was_dark_is_not_served(rig: EstateRig) -> None:
+    """hq's answer for web-01 was stored while dr was dark, and says so; once dr answers
+    again, web-01 is asked of hq afresh (never served from that entry) and confirmed."""
+    rig.zvms["dr"].fault = ZvmConnectionError("connection refused")
+    assert rig.decide("web-01").row == Row.SITE_UNKNOWN
+    entry = rig.state.cached("vms", "https://hq.zvm.test|web-01", 60)
+    assert entry["dark"] == ["dr"]
+    rig.zvms["dr"].fault = None
+    for mark in (Path(rig.settings.state_dir) / "cache").glob("sitedown-*"):
+        mark.unlink()  # dr's mark ends (as after guard.site_down_s)
+    assert rig.decide("web-01", session="s2").row == Row.CONFIRMED
+    assert rig.zvms["hq"].calls.count("find_vms web-01") == 2
+    assert rig.state.cached("vms", "https://hq.zvm.test|web-01", 60)["dark"] == []
+
+
+def test_a_catalog_named_vpg_found_while_a_site_is_dark_is_site_unknown(tmp_path: Path) -> None:
+    rig = EstateRig(tmp_path)
+    rig.guard().sites().local_id("dr", rig.zvms["dr"], None)
+    rig.zvms["hq"].fault = ZvmConnectionError("connection refused")
+    decision = rig.decide(tool=HOST_TOOL)
+    assert (decision.row, decision.outcome) == (Row.SITE_UNKNOWN, Outcome.PROMPT)
+    assert "which VPG" in decision.reason
+    assert "site hq" in decision.reason
+    assert rig.tags("dr") == []
+
+
 def test_an_unknown_vm_is_asked_of_every_zvm_afresh(rig: EstateRig) -> None:
     rig.decide("nowhere-01")
     rig.decide("nowhere-01", session="s2")
