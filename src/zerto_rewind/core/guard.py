@@ -84,6 +84,7 @@ class _Resolved:
     problems: dict[str, tuple[str, str]] = field(default_factory=dict)  # vpg id -> name, why
     failed: dict[str, str] = field(default_factory=dict)  # site -> why it did not answer
     listed: dict[str, list[str]] = field(default_factory=dict)  # VM name -> sites listing it
+    listed_by: dict[str, list[str]] = field(default_factory=dict)  # vpg id -> sites listing it
 
 
 class Guard:
@@ -249,6 +250,7 @@ class Guard:
                 break
             # Another call used the tag between its landing and now: tag again.
             inspected = [(vpg, _reset(outcome)) for vpg, outcome in inspected]
+        self._witness(outcomes, found.listed_by, deadline)
         decision = self._combine(call, vms, outcomes)
         if decision.row == Row.CONFIRMED:
             decision.identities = {vm: ids[0] for vm, ids in identities.items()}
@@ -268,6 +270,7 @@ class Guard:
                 found.groups.setdefault(vpg.vpg_id, []).append(vm)
                 sites = found.listed.setdefault(vm, [])
                 sites.extend(s for s in vpg.listed_by if s not in sites)
+                found.listed_by[vpg.vpg_id] = list(vpg.listed_by)
                 ref = vpg.rows[vm]
                 seen.setdefault(ref.vm_id, VmIdentity(ref.vm_id, ref.instance_id or None))
                 if vpg.vpg_id in found.sites or vpg.vpg_id in found.problems:
@@ -340,6 +343,18 @@ class Guard:
             "`zerto-rewind doctor`; retry the same call once it answers."
         )
         return Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason, vms=vms)
+
+    def _witness(
+        self, outcomes: list[VpgOutcome], listed_by: dict[str, list[str]], deadline: float
+    ) -> None:
+        """A confirmed tag is checked with every other ZVM that lists its VPG."""
+        for out in outcomes:
+            others = [s for s in listed_by.get(out.vpg_id, ()) if s != out.site]
+            if out.row != Row.CONFIRMED or out.site is None or not others:
+                continue
+            problem = self.sites().cross_check(out, others, deadline)
+            if problem:
+                out.row, out.reason = Row.FAILED, problem
 
     def _inspect(
         self, groups: dict[str, list[str]], sites: dict[str, str], deadline: float

@@ -31,6 +31,7 @@ from .decision import shown_vm
 if TYPE_CHECKING:
     from ..errors import ZertoRewindError, ZvmError
     from ..zvm.client import ZvmClient
+    from .decision import VpgOutcome
     from .state import GuardStateLike
 
 __all__ = ["Lookup", "SiteView", "dark_reason", "site_unknown_reason"]
@@ -244,6 +245,37 @@ class SiteView:
             if is_dark(exc):
                 self.mark_down(site, exc)
             dark[site] = f"{type(exc).__name__}: {exc}"
+
+    # ------------------------------------------------------------ a second witness
+
+    def cross_check(self, outcome: VpgOutcome, others: list[str], deadline: float) -> str:
+        """Why another ZVM that lists the VPG disagrees with the confirmed tag ("" if none
+        does). One journal, two ZVMs: a tag one ZVM shows must be on the same checkpoint
+        in the other's listing. A ZVM that does not answer now is no witness either way."""
+        from ..errors import ZertoRewindError
+        from .tagging import tag_in_journal
+
+        estate = self._estate()
+        if not outcome.tag or outcome.requested_at is None:
+            return ""
+        for other in others:
+            try:
+                found, _listed = tag_in_journal(
+                    estate.client(other), outcome.vpg_id, outcome.tag, outcome.requested_at,
+                    deadline=deadline,
+                )  # fmt: skip
+            except ZertoRewindError:
+                continue
+            if found is None or found.cp_id != outcome.checkpoint_id:
+                seen = f"checkpoint {found.cp_id}" if found is not None else "no such checkpoint"
+                return (
+                    f"site {outcome.site}'s ZVM ({estate.url(str(outcome.site))}) shows tag "
+                    f"{outcome.tag!r} on checkpoint {outcome.checkpoint_id}, but site {other}'s "
+                    f"ZVM ({estate.url(other)}), which lists the same VPG, shows {seen}: the "
+                    "two ZVMs disagree, so the checkpoint cannot be trusted (a proxy or a fault "
+                    "between the guard and one ZVM)"
+                )
+        return ""
 
     # ------------------------------------------------------------ where to tag
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from support.config import sim_zvm
-from support.sim import PAIRED_ESTATES, estate_sims
+from support.sim import PAIRED_ESTATES, estate_sims, share_journals
 from zerto_rewind.sim import SimServer
 from zerto_rewind.testing import Sandbox, fast_sim_config
 
@@ -28,6 +28,7 @@ def estate(tmp_path: Path) -> Iterator[tuple[Sandbox, SimServer]]:
         estate_sims(tmp_path, {"dr": PAIRED_ESTATES["dr"]}) as sims,
         Sandbox(str(tmp_path / "box"), sim_config=config, guard={"timeout_s": 10}) as box,
     ):
+        share_journals(box.sim, sims["dr"])
         data = box.config()
         data["zvms"] = {"hq": data.pop("zvm"), "dr": sim_zvm(sims["dr"])}
         fd = os.open(box.config_path, os.O_WRONLY | os.O_TRUNC, 0o600)

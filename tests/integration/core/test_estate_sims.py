@@ -251,3 +251,24 @@ def test_a_cache_entry_made_under_a_dark_site_is_not_a_unique_answer(
         assert stats(sims["hq"])["requests"].get("GET vms.list", 0) == hq_lists + 1
         assert (decision.row, decision.outcome) == (Row.VM_AMBIGUOUS, Outcome.PROMPT)
         assert stats(sims["hq"])["tag_requests"] == {"web-vpg": 1}  # the warm-up's alone
+
+
+def test_a_tag_the_second_zvm_does_not_show_is_denied_naming_both(tmp_path: Path) -> None:
+    """web-vpg is listed by hq and dr. dr's view of its journal is made to part from hq's
+    (as a proxy on hq's path that moved the tag would): hq confirms the tag, dr, asked as
+    a second witness, shows no such checkpoint: deny naming both sites."""
+    import copy
+
+    with estate_sims(tmp_path) as sims:
+        settings = settings_for(sims, tmp_path)
+        vpg_id = next(i for i, v in sims["dr"].world.vpgs.items() if v.name == "web-vpg")
+        with sims["dr"].world.lock:
+            vpg = sims["dr"].world.vpgs[vpg_id]
+            vpg.journal = copy.deepcopy(vpg.journal)  # dr's listing no longer sees hq's tag
+        decision = decide(settings, "web-01")
+        hq_tags = stats(sims["hq"])["tag_requests"]
+    assert (decision.row, decision.outcome) == (Row.FAILED, Outcome.DENY)
+    assert "site hq's ZVM" in decision.reason
+    assert "site dr's ZVM" in decision.reason
+    assert "no such checkpoint" in decision.reason
+    assert hq_tags == {"web-vpg": 1}  # the tag was taken on hq; the call was not allowed

@@ -4,6 +4,7 @@ of a dark site (fake per-site clients over the simulator's backends, a fake cloc
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -367,3 +368,37 @@ def test_a_tag_requested_through_another_sites_zvm_has_its_task_asked_there(
     assert "the VRA did not answer" in joined.outcome.reason
     assert "get_task" in hq.calls
     assert "get_task" not in dr.calls
+
+
+def test_a_tag_one_zvm_confirms_and_the_other_does_not_show_is_denied_naming_both(
+    rig: EstateRig,
+) -> None:
+    """web-vpg is listed by hq and dr (one journal). hq shows the landed tag; dr's listing
+    has no checkpoint with it (a proxy on hq's path moved the tag): deny naming both."""
+    dr = rig.zvms["dr"]
+    listed = dr.list_checkpoints
+
+    def without_tags(vpg_id: str, **kw: object) -> list[object]:
+        return [replace(c, tag=None) for c in listed(vpg_id, **kw)]  # type: ignore[arg-type]
+
+    dr.list_checkpoints = without_tags  # type: ignore[method-assign]
+    decision = rig.decide("web-01")
+    assert (decision.row, decision.outcome) == (Row.FAILED, Outcome.DENY)
+    assert "site hq's ZVM (https://hq.zvm.test) shows tag" in decision.reason
+    assert "site dr's ZVM (https://dr.zvm.test)" in decision.reason
+    assert "no such checkpoint" in decision.reason
+    assert "disagree" in decision.reason
+
+
+def test_a_witness_that_does_not_answer_changes_nothing(rig: EstateRig) -> None:
+    """dr answered the lookup but fails on the checkpoint listing: no witness either way,
+    the tag hq confirmed stands."""
+    dr = rig.zvms["dr"]
+
+    def dark(vpg_id: str, **kw: object) -> list[object]:
+        raise ZvmConnectionError("connection refused")
+
+    dr.list_checkpoints = dark  # type: ignore[method-assign]
+    decision = rig.decide("web-01")
+    assert decision.row == Row.CONFIRMED
+    assert rig.tags("hq") == ["web-vpg"]
