@@ -40,6 +40,7 @@ __all__ = [
     "estate_sims",
     "launch_sim",
     "set_site_fault",
+    "share_journals",
     "sim_config",
     "sim_fixture",
     "sim_settings",
@@ -230,6 +231,20 @@ _DR: dict[str, Any] = {
 PAIRED_ESTATES: dict[str, dict[str, Any]] = {"hq": _HQ, "dr": _DR}
 
 
+def share_journals(*sims: SimServer) -> None:
+    """One journal per VPG, as in Zerto: a VPG several simulators hold (same identifier)
+    gets the first one's journal in every other, and all take one lock, so a tag taken
+    through one site's ZVM is in the other's listing (the guard's second witness)."""
+    first_lock = sims[0].world.lock
+    journals: dict[str, Any] = {}
+    for sim in sims:
+        sim.world.lock = first_lock
+        for view in sim.world.views:
+            view.lock = first_lock
+        for vpg_id, vpg in sim.world.vpgs.items():
+            vpg.journal = journals.setdefault(vpg_id, vpg.journal)
+
+
 @contextmanager
 def estate_sims(
     directory: Path, estates: Mapping[str, Mapping[str, Any]] | None = None, **overrides: Any
@@ -237,9 +252,8 @@ def estate_sims(
     """One simulator per site (default :data:`PAIRED_ESTATES`), each over TLS with its own
     CA, credentials and estate file; all stopped on exit.
 
-    Until the simulator runs paired sites itself, each site's ZVM is its own process-less
-    server: a tag on one is not in the other's journal, which the guard never needs (a
-    VPG is tagged and confirmed on one ZVM).
+    Each site's ZVM is its own process-less server; a VPG both hold shares one journal
+    (:func:`share_journals`), as in Zerto, so a tag taken on one is listed by the other.
     """
     estates = estates or PAIRED_ESTATES
     with ExitStack() as stack:
@@ -248,4 +262,5 @@ def estate_sims(
             path = directory / f"estate-{site}.json"
             path.write_text(json.dumps(estate))
             sims[site] = stack.enter_context(SimServer(sim_config(estate_file=path, **overrides)))
+        share_journals(*sims.values())
         yield sims

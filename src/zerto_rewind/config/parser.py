@@ -540,9 +540,19 @@ class Parser:
             "url", "client_id", "client_secret", "client_secret_env", "client_secret_file",
             "username", "password", "password_env", "password_file",
             "ca_bundle", "verify_tls", "connect_timeout_s", "read_timeout_s", "scope",
+            "allow_insecure_http",
         )  # fmt: skip
         zvm = self.obj(raw, key, keys)
         url = self.url(zvm.get("url"), f"{key}.url")
+        insecure = self.boolean(zvm.get("allow_insecure_http", False), f"{key}.allow_insecure_http")
+        if url.startswith("http://") and not insecure:
+            # The ZVM is the trust root for "did the tag land": in clear text, anyone on the
+            # path can move a tag or forge a checkpoint unseen.
+            self.fail(
+                f"{key}.url",
+                f"is plain http:// ({url!r}); the guard talks to a ZVM over https:// only "
+                f"(for a test simulator without TLS, set {key}.allow_insecure_http: true)",
+            )
         password_keys: list[str] = [
             k for k in ("password", "password_env", "password_file") if k in zvm
         ]
@@ -679,7 +689,8 @@ class Parser:
 
     def resolver(self, server: str, raw: Any, tools: dict[str, ToolSpec]) -> ResolverSpec:
         key = f"catalog.resolvers.{server}"
-        keys = ("tool", "arg", "id_path", "zerto_field", "zerto_pattern", "timeout_s")
+        keys = ("tool", "arg", "id_path", "zerto_field", "zerto_pattern", "timeout_s",
+                "vcenter", "vcenter_path")  # fmt: skip
         spec = self.obj(raw, key, keys)
         for required in ("tool", "arg", "id_path"):
             if required not in spec:
@@ -700,7 +711,14 @@ class Parser:
         )
         pattern = self.id_pattern(spec.get("zerto_pattern"), f"{key}.zerto_pattern")
         timeout = self.number(spec.get("timeout_s", 10.0), f"{key}.timeout_s")
-        extra = {"zerto_pattern": pattern} if pattern is not None else {}
+        extra: dict[str, Any] = {"zerto_pattern": pattern} if pattern is not None else {}
+        if "vcenter" in spec:
+            extra["vcenter"] = self.string(spec["vcenter"], f"{key}.vcenter")
+        if "vcenter_path" in spec:
+            vcenter_path = self.arg_path(spec["vcenter_path"], f"{key}.vcenter_path")
+            if "[]" in vcenter_path:
+                self.fail(f"{key}.vcenter_path", "must name one value (no '[]' fan-out)")
+            extra["vcenter_path"] = vcenter_path
         return ResolverSpec(
             server, tool, arg, id_path, zerto_field=field, timeout_s=timeout, **extra
         )

@@ -219,10 +219,10 @@ class ToolSpec:
         self.host_paths = host_paths
 
 
-# The vCenter part of a Zerto VM identifier (``<server id>.vm-42``, documented as
-# ``serverid.moref``); UNCONFIRMED on real ZVMs, so ``catalog.resolvers.*.zerto_pattern``
-# can replace it.
-DEFAULT_ZERTO_ID_PATTERN = r"^.+\.(?P<id>vm-[0-9]+)$"
+# A Zerto VM identifier (``<server id>.vm-42``, documented as ``serverid.moref``): the
+# vCenter and the moref, compared whole, since a moref is unique only within one vCenter.
+# UNCONFIRMED on real ZVMs, so ``catalog.resolvers.*.zerto_pattern`` can replace it.
+DEFAULT_ZERTO_ID_PATTERN = r"^(?P<vcenter>.+)\.(?P<id>vm-[0-9]+)$"
 ZERTO_ID_FIELDS = ("vm_identifier", "instance_identifier")
 
 
@@ -231,10 +231,15 @@ class ResolverSpec:
 
     ``tool`` (read-only) is called with ``{arg: <the call's VM argument>}``; the
     value at ``id_path`` of its JSON result must equal group ``id`` of
-    ``zerto_pattern`` applied to Zerto's ``zerto_field`` for that VM.
+    ``zerto_pattern`` applied to Zerto's ``zerto_field`` for that VM. For a
+    ``vm_identifier`` the vCenter is compared too: group ``vcenter`` of the pattern
+    against the value at ``vcenter_path`` of the answer, else the fixed ``vcenter``.
     """
 
-    __slots__ = ("arg", "id_path", "server", "timeout_s", "tool", "zerto_field", "zerto_pattern")
+    __slots__ = (
+        "arg", "id_path", "server", "timeout_s", "tool", "vcenter", "vcenter_path",
+        "zerto_field", "zerto_pattern",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -246,8 +251,12 @@ class ResolverSpec:
         zerto_field: str = "vm_identifier",
         zerto_pattern: str = DEFAULT_ZERTO_ID_PATTERN,
         timeout_s: float = 10.0,
+        vcenter: str | None = None,
+        vcenter_path: str | None = None,
     ) -> None:
         self.server = server
+        self.vcenter = vcenter
+        self.vcenter_path = vcenter_path
         self.tool = tool
         self.arg = arg
         self.id_path = id_path

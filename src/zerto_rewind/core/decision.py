@@ -37,6 +37,7 @@ class Row:
     VM_UNKNOWN = "vm_unknown"
     VM_AMBIGUOUS = "vm_ambiguous"  # Zerto lists several VMs (identifiers) of that exact name
     VM_IDENTITY = "vm_identity"  # the gateway's identity check: the server means another VM
+    SITE_UNKNOWN = "site_unknown"  # found on some sites while another site did not answer
     NO_VM = "no_vm"
     UNLISTED = "unlisted"
     CONFIG_ERROR = "config_error"
@@ -62,6 +63,7 @@ SEVERITY = {
     Row.PENDING: 3,
     Row.VM_UNKNOWN: 2,
     Row.VM_AMBIGUOUS: 2,
+    Row.SITE_UNKNOWN: 2,
     Row.CONFIRMED: 1,
 }
 

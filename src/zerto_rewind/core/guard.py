@@ -9,6 +9,7 @@
 | mutating, VM unknown to Zerto     | vm_unknown  | prompt                          |
 | mutating, Zerto has several VMs of that name | vm_ambiguous | prompt               |
 | mutating, no VM in the arguments  | no_vm       | prompt                          |
+| mutating, found while a site is dark | site_unknown | prompt                       |
 | names a file on the VM server's host | host_path | prompt (``decision: deny``: deny) |
 | unlisted tool                     | unlisted    | ``ZERTO_HOOK_UNKNOWN``          |
 | config or ZVM error               | config_error / error | deny                   |
@@ -82,6 +83,8 @@ class _Resolved:
     sites: dict[str, str] = field(default_factory=dict)  # vpg id -> the site that tags it
     problems: dict[str, tuple[str, str]] = field(default_factory=dict)  # vpg id -> name, why
     failed: dict[str, str] = field(default_factory=dict)  # site -> why it did not answer
+    listed: dict[str, list[str]] = field(default_factory=dict)  # VM name -> sites listing it
+    listed_by: dict[str, list[str]] = field(default_factory=dict)  # vpg id -> sites listing it
 
 
 class Guard:
@@ -224,6 +227,15 @@ class Guard:
                 return denied
         if found.problems:
             return self._combine(call, vms, self._unreachable(found))
+        if found.failed:  # silence is not absence: a dark site may hold a twin of the name
+            from .sites import site_unknown_reason
+
+            reason = site_unknown_reason(
+                call.tool_name, vms, found.listed, self._dark_words(found.failed)
+            )
+            return Decision(
+                Row.SITE_UNKNOWN, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms
+            )
         inspected = self._inspect(groups, found.sites, deadline)
         outcomes = [outcome for _vpg, outcome in inspected]
         if any(o.row == Row.FAILED for o in outcomes):
@@ -238,6 +250,7 @@ class Guard:
                 break
             # Another call used the tag between its landing and now: tag again.
             inspected = [(vpg, _reset(outcome)) for vpg, outcome in inspected]
+        self._witness(outcomes, found.listed_by, deadline)
         decision = self._combine(call, vms, outcomes)
         if decision.row == Row.CONFIRMED:
             decision.identities = {vm: ids[0] for vm, ids in identities.items()}
@@ -255,6 +268,9 @@ class Guard:
             seen: dict[str, VmIdentity] = {}
             for vpg in merged:
                 found.groups.setdefault(vpg.vpg_id, []).append(vm)
+                sites = found.listed.setdefault(vm, [])
+                sites.extend(s for s in vpg.listed_by if s not in sites)
+                found.listed_by[vpg.vpg_id] = list(vpg.listed_by)
                 ref = vpg.rows[vm]
                 seen.setdefault(ref.vm_id, VmIdentity(ref.vm_id, ref.instance_id or None))
                 if vpg.vpg_id in found.sites or vpg.vpg_id in found.problems:
@@ -327,6 +343,18 @@ class Guard:
             "`zerto-rewind doctor`; retry the same call once it answers."
         )
         return Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason, vms=vms)
+
+    def _witness(
+        self, outcomes: list[VpgOutcome], listed_by: dict[str, list[str]], deadline: float
+    ) -> None:
+        """A confirmed tag is checked with every other ZVM that lists its VPG."""
+        for out in outcomes:
+            others = [s for s in listed_by.get(out.vpg_id, ()) if s != out.site]
+            if out.row != Row.CONFIRMED or out.site is None or not others:
+                continue
+            problem = self.sites().cross_check(out, others, deadline)
+            if problem:
+                out.row, out.reason = Row.FAILED, problem
 
     def _inspect(
         self, groups: dict[str, list[str]], sites: dict[str, str], deadline: float

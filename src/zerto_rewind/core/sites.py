@@ -5,6 +5,10 @@ sites are dark right now.
   ``localsite`` identifier a day (``localsite``): two sites never share an entry.
   An empty answer is only trusted from the cache while another site's answer is not
   empty; a VM the estate would call *unknown* is always asked of every ZVM afresh.
+* Each entry records the sites that did not answer when it was made. An entry made
+  while any site was dark is never served: that silence is not "no such VM there",
+  so the name is asked of every site afresh, and a site still dark makes the call
+  ``site_unknown`` (a prompt), never a unique answer.
 * A site whose ZVM failed (down, hanging past its timeout, 401, TLS, 5xx) is marked
   down for ``guard.site_down_s`` (``sitedown`` cache, shared by every process): until
   then it is not asked again, so a hanging site costs its own timeout once, and the
@@ -22,13 +26,15 @@ from typing import TYPE_CHECKING, Any
 from ..config.settings import GuardSettings
 from ..zvm.estate import Estate, EstateVpg, SiteAnswer, is_dark, merge_vpgs, tag_site
 from ..zvm.models import VmRef
+from .decision import shown_vm
 
 if TYPE_CHECKING:
     from ..errors import ZertoRewindError, ZvmError
     from ..zvm.client import ZvmClient
+    from .decision import VpgOutcome
     from .state import GuardStateLike
 
-__all__ = ["Lookup", "SiteView", "dark_reason"]
+__all__ = ["Lookup", "SiteView", "dark_reason", "site_unknown_reason"]
 
 _LOCAL_SITE_TTL_S = 86_400.0
 _ROW_FIELDS = 5
@@ -47,6 +53,25 @@ class Lookup:
 def dark_reason(site: str, url: str, why: str) -> str:
     """How a dark site is named to the approver."""
     return f"site {site} (the ZVM at {url}) did not answer: {why}"
+
+
+def site_unknown_reason(
+    tool: str, vms: tuple[str, ...], listed: Mapping[str, list[str]], dark: str
+) -> str:
+    """Why a VM some sites list is not checkpointed while another site is dark (a prompt)."""
+    where = "; ".join(
+        f"{shown_vm(vm)} is listed by site{'s' if len(sites) > 1 else ''} {', '.join(sites)}"
+        for vm, sites in listed.items()
+    )
+    found = f"{where}, but " if where else ""
+    what = "which VM" if listed else "which VPG"  # a catalog-named VPG and no VM argument
+    return (
+        f"zerto-rewind cannot tell {what} {tool} changes: {found}{dark}. That site may "
+        f"have one of the same name, so the name may not be unique; no checkpoint was made "
+        "and no VPG was tagged. Approve only if you know which VM the call changes and "
+        "accept it without a rewind point; else retry the same call once that site's ZVM "
+        "answers (`zerto-rewind doctor` shows each site's ZVM)."
+    )
 
 
 class SiteView:
@@ -146,11 +171,12 @@ class SiteView:
         result = estate.ask(work, ask, deadline)
         if not multi and result.failed:
             raise next(iter(result.failed.values()))  # one ZVM: its error, as before
+        self._note_failures(result.failed, dark)
         for site, found in result.ok.items():
             for vm, answer in found.items():
                 answers[vm][site] = answer
-                state.store("vms", _vm_key(estate.url(site), vm), _rows(answer))
-        self._note_failures(result.failed, dark)
+                entry = {"rows": _rows(answer), "dark": sorted(dark)}
+                state.store("vms", _vm_key(estate.url(site), vm), entry)
 
     def local_id(self, site: str, client: ZvmClient, deadline: float | None) -> str | None:
         """The site's own identifier (``GET /v1/localsite``), cached a day per ZVM."""
@@ -169,7 +195,9 @@ class SiteView:
     ) -> SiteAnswer | None:
         url = estate.url(site)
         raw = state.cached("vms", _vm_key(url, vm), self.vm_ttl_s)
-        refs = _refs(raw, vm)
+        if not isinstance(raw, dict) or raw.get("dark") != []:
+            return None  # made while a site was dark (or an older shape): asked afresh
+        refs = _refs(raw.get("rows"), vm)
         if refs is None:
             return None
         local: str | None = None
@@ -217,6 +245,37 @@ class SiteView:
             if is_dark(exc):
                 self.mark_down(site, exc)
             dark[site] = f"{type(exc).__name__}: {exc}"
+
+    # ------------------------------------------------------------ a second witness
+
+    def cross_check(self, outcome: VpgOutcome, others: list[str], deadline: float) -> str:
+        """Why another ZVM that lists the VPG disagrees with the confirmed tag ("" if none
+        does). One journal, two ZVMs: a tag one ZVM shows must be on the same checkpoint
+        in the other's listing. A ZVM that does not answer now is no witness either way."""
+        from ..errors import ZertoRewindError
+        from .tagging import tag_in_journal
+
+        estate = self._estate()
+        if not outcome.tag or outcome.requested_at is None:
+            return ""
+        for other in others:
+            try:
+                found, _listed = tag_in_journal(
+                    estate.client(other), outcome.vpg_id, outcome.tag, outcome.requested_at,
+                    deadline=deadline,
+                )  # fmt: skip
+            except ZertoRewindError:
+                continue
+            if found is None or found.cp_id != outcome.checkpoint_id:
+                seen = f"checkpoint {found.cp_id}" if found is not None else "no such checkpoint"
+                return (
+                    f"site {outcome.site}'s ZVM ({estate.url(str(outcome.site))}) shows tag "
+                    f"{outcome.tag!r} on checkpoint {outcome.checkpoint_id}, but site {other}'s "
+                    f"ZVM ({estate.url(other)}), which lists the same VPG, shows {seen}: the "
+                    "two ZVMs disagree, so the checkpoint cannot be trusted (a proxy or a fault "
+                    "between the guard and one ZVM)"
+                )
+        return ""
 
     # ------------------------------------------------------------ where to tag
 

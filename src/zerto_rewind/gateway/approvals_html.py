@@ -46,6 +46,7 @@ _ROWS = {
     "vm_unknown": "VM unknown to Zerto",
     "vm_ambiguous": "several VMs of that name",
     "vm_identity": "the VM server means another VM",
+    "site_unknown": "a ZVM site did not answer",
     "no_vm": "no VM in the arguments",
     "host_path": "it touches files on the VM server's host",
     "unlisted": "tool not in the catalog",

@@ -6,7 +6,8 @@ different VMs (a twin in another folder, a rename, a name Zerto knows from
 another vCenter), the checkpoint protects the wrong VM. So before a call the
 guard confirmed is forwarded, the gateway asks the server's read-only resolver
 tool (``catalog.resolvers.<server>``) which VM the name means, and compares the
-vCenter identity it answers with the one in Zerto's VM record.
+vCenter identity it answers with the one in Zerto's VM record, whole: the vCenter
+and the moref (a moref is unique only within one vCenter), or the instance UUID.
 
 One resolver call per confirmed decision, at most. Every failure (the resolver
 errs, times out, answers without the identity, or names another VM) turns the
@@ -86,27 +87,76 @@ async def check_identity(
     if found is None:
         why = f"its resolver {resolver.tool!r} answered without a value at {resolver.id_path!r}"
         return _prompt(decision, why)
-    if found != expected:
-        why = (
-            f"the VM server's {vm!r} is {found}, but the VM Zerto protects under that name "
-            f"is {expected}: they are different VMs"
+    why = _differs(vm, expected, _found_whole(found, result, resolver), resolver, upstream.name)
+    return _prompt(decision, why) if why else decision
+
+
+def _found_whole(
+    found: str, result: types.CallToolResult, resolver: ResolverSpec
+) -> tuple[str, str | None]:
+    """The VM server's (identity, vCenter): a whole Zerto-style identifier in the answer is
+    taken apart as Zerto's is; else the vCenter at ``vcenter_path``, else ``vcenter``."""
+    whole = _groups(resolver.zerto_pattern, found)
+    if whole is not None and whole[1] is not None:
+        return whole
+    if resolver.vcenter_path is not None:
+        return found, resolver_identity(result, resolver.vcenter_path)
+    return found, resolver.vcenter
+
+
+def _differs(
+    vm: str,
+    expected: tuple[str, str | None],
+    found: tuple[str, str | None],
+    resolver: ResolverSpec,
+    server: str,
+) -> str:
+    """Why the two identities are not one VM ("" when they are). A moref is unique only
+    within one vCenter, so a ``vm_identifier`` is compared whole: vCenter and moref."""
+    (want, want_vc), (got, got_vc) = expected, found
+    whole = resolver.zerto_field == "vm_identifier" or want_vc is not None
+    key = f"catalog.resolvers.{server}"
+    if whole and want_vc is None:
+        return (
+            f"{key}.zerto_pattern has no group (?P<vcenter>...), and a moref alone "
+            f"({want}) may be a VM of any vCenter"
         )
-        return _prompt(decision, why)
-    return decision
+    if whole and got_vc is None:
+        source = (
+            f"its resolver {resolver.tool!r} answered without a value at {resolver.vcenter_path!r}"
+            if resolver.vcenter_path is not None
+            else f"{key} names no vCenter (vcenter or vcenter_path)"
+        )
+        return f"{source}, and a moref alone ({got}) may be a VM of any vCenter"
+    if got != want or (whole and got_vc != want_vc):
+        shown_got = f"{got} in vCenter {got_vc}" if whole else got
+        shown_want = f"{want} in vCenter {want_vc}" if whole else want
+        return (
+            f"the VM server's {vm!r} is {shown_got}, but the VM Zerto protects under that "
+            f"name is {shown_want}: they are different VMs"
+        )
+    return ""
 
 
-def zerto_identity(identity: VmIdentity | None, resolver: ResolverSpec) -> str | None:
-    """Group ``id`` of the resolver's ``zerto_pattern`` on Zerto's chosen field, or None."""
+def zerto_identity(
+    identity: VmIdentity | None, resolver: ResolverSpec
+) -> tuple[str, str | None] | None:
+    """Groups ``id`` and ``vcenter`` (None if the pattern has none) of the resolver's
+    ``zerto_pattern`` on Zerto's chosen field, or None."""
     if identity is None:
         return None
     value = (
         identity.instance_id if resolver.zerto_field == "instance_identifier" else identity.vm_id
     )
-    if not value:
+    return _groups(resolver.zerto_pattern, value) if value else None
+
+
+def _groups(pattern: str, value: str) -> tuple[str, str | None] | None:
+    match = re.search(pattern, value)
+    if match is None or not match.group("id"):
         return None
-    match = re.search(resolver.zerto_pattern, value)
-    found = match.group("id") if match else None
-    return found or None
+    vcenter = match.groupdict().get("vcenter")
+    return match.group("id"), vcenter or None
 
 
 def resolver_identity(result: types.CallToolResult, id_path: str) -> str | None:

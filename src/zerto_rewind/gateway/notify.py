@@ -66,6 +66,7 @@ _ROWS = {
     Row.VM_UNKNOWN: "VM unknown to Zerto",
     Row.VM_AMBIGUOUS: "several VMs of that name",
     Row.VM_IDENTITY: "the VM server means another VM",
+    Row.SITE_UNKNOWN: "a ZVM site did not answer",
     Row.NO_VM: "no VM in the arguments",
     Row.HOST_PATH: "it touches files on the VM server's host",
     Row.UNLISTED: "tool not in the catalog",

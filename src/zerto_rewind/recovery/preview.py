@@ -98,7 +98,8 @@ class ToolCheck(BaseModel):
     catalog_entry: str | None = Field(description="the catalog name or pattern that matched")
     row: str = Field(
         description=(
-            "read_only, confirmed, pending, failed, vm_unknown, vm_ambiguous, no_vm or unlisted; "
+            "read_only, confirmed, pending, failed, vm_unknown, vm_ambiguous, site_unknown, no_vm "
+            "or unlisted; "
             "confirmed means the guard would confirm a checkpoint and allow the call"
         )
     )
@@ -224,6 +225,7 @@ class _Found:
     ambiguous: list[str] = field(default_factory=list)
     denied: str | None = None  # a fail-closed reason (dark site, no ZVM can tag)
     denied_row: str = Row.FAILED  # Row.ERROR when the VM may be a dark site's
+    silent: str = ""  # the dark sites, when some site answered for the call's names
 
 
 def _find(
@@ -282,6 +284,7 @@ def _find_in_estate(
 
     dark = "; ".join(dark_reason(s, estate.url(s), why) for s, why in lookup.failed.items())
     problems: list[str] = []
+    silent = dict(lookup.failed)
     for vm in check.vms:
         vpgs = lookup.vpgs[vm]
         if not vpgs and lookup.failed:
@@ -306,6 +309,7 @@ def _find_in_estate(
         _group(found, vm, refs)
     for vpg_name in fixed:
         fixed_vpg, failed = sites.find_vpg(vpg_name, until)
+        silent.update(failed)
         if fixed_vpg is None:
             words = "; ".join(dark_reason(s, estate.url(s), w) for s, w in failed.items())
             found.denied = (
@@ -323,6 +327,8 @@ def _find_in_estate(
     if problems:
         found.denied = "no checkpoint could be made, so the call would be denied: "
         found.denied += "; ".join(problems)
+    elif silent:  # as the guard: a dark site may hold a twin of a name others answered for
+        found.silent = "; ".join(dark_reason(s, estate.url(s), w) for s, w in silent.items())
 
 
 def _mutating(
@@ -345,6 +351,14 @@ def _mutating(
         check.summary = (
             f"the ZVM lists several VMs named {', '.join(map(repr, ambiguous))}: the guard cannot "
             "tell which one the VM server would change, so the host would ask a human."
+        )
+        return check
+    if found.silent and not check.unknown_vms:
+        check.row, check.outcome = Row.SITE_UNKNOWN, Outcome.PROMPT
+        check.summary = (
+            f"{found.silent}: that site may have a VM of the same name, so the guard cannot "
+            "tell which VM the server would change; no tag would be made and the host would "
+            "ask a human."
         )
         return check
     if check.unknown_vms:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from support.config import sim_zvm
-from support.sim import PAIRED_ESTATES, estate_sims
+from support.sim import PAIRED_ESTATES, estate_sims, share_journals
 from zerto_rewind.sim import SimServer
 from zerto_rewind.testing import Sandbox, fast_sim_config
 
@@ -28,6 +28,7 @@ def estate(tmp_path: Path) -> Iterator[tuple[Sandbox, SimServer]]:
         estate_sims(tmp_path, {"dr": PAIRED_ESTATES["dr"]}) as sims,
         Sandbox(str(tmp_path / "box"), sim_config=config, guard={"timeout_s": 10}) as box,
     ):
+        share_journals(box.sim, sims["dr"])
         data = box.config()
         data["zvms"] = {"hq": data.pop("zvm"), "dr": sim_zvm(sims["dr"])}
         fd = os.open(box.config_path, os.O_WRONLY | os.O_TRUNC, 0o600)
@@ -71,5 +72,9 @@ def test_with_dr_down_a_vm_only_dr_knows_is_denied_naming_dr(
     assert dr_url in run.reason
     assert "did not answer" in run.reason
     assert box.log_records()[-1]["row"] == "error"
-    mine = box.run_hook(POWER_OFF, {"name": "web-01"})  # hq's own VM is decided as usual
-    assert mine.decision == "context"
+    # hq lists web-01, but dr may hold a twin of the name: the hook asks, naming dr.
+    mine = box.run_hook(POWER_OFF, {"name": "web-01"})
+    assert mine.decision == "ask"
+    assert "site dr" in mine.reason
+    assert box.log_records()[-1]["row"] == "site_unknown"
+    assert box.tag_requests() == 0

@@ -103,17 +103,21 @@ def test_caches_and_tokens_are_per_zvm(sims: dict[str, SimServer], tmp_path: Pat
     assert lists == {"hq": 3, "dr": 3}  # db-01, web-01, web-01b once each: the repeat is cached
 
 
-def test_site_down_denies_its_vms_and_decides_the_others(tmp_path: Path) -> None:
-    """dr's ZVM is stopped: a VM only dr knows is denied naming dr; hq's VMs go on."""
+def test_site_down_denies_its_vms_and_asks_for_the_others(tmp_path: Path) -> None:
+    """dr's ZVM is stopped: a VM only dr knows is denied naming dr; a VM hq lists is
+    site_unknown (dr may hold a twin of the name): a prompt naming dr, no tag on hq."""
     with estate_sims(tmp_path) as sims:
         settings = settings_for(sims, tmp_path)
         sims["dr"].stop()
         denied = decide(settings, "web-01b")
         allowed = decide(settings, "web-01", session="s2")
+        hq_tags = stats(sims["hq"])["tag_requests"]
     assert (denied.row, denied.outcome) == (Row.ERROR, Outcome.DENY)
     assert "site dr" in denied.reason
     assert "did not answer" in denied.reason
-    assert allowed.row == Row.CONFIRMED
+    assert (allowed.row, allowed.outcome) == (Row.SITE_UNKNOWN, Outcome.PROMPT)
+    assert "site dr" in allowed.reason
+    assert hq_tags == {}
 
 
 def test_a_401_site_is_dark(sims: dict[str, SimServer], tmp_path: Path) -> None:
@@ -123,7 +127,8 @@ def test_a_401_site_is_dark(sims: dict[str, SimServer], tmp_path: Path) -> None:
     assert "site dr" in decision.reason
     assert "AuthError" in decision.reason
     assert "not-the-password" not in decision.reason
-    assert decide(settings, "web-01", session="s2").row == Row.CONFIRMED
+    assert decide(settings, "web-01", session="s2").row == Row.SITE_UNKNOWN
+    assert stats(sims["hq"])["tag_requests"] == {}
 
 
 def test_a_tls_error_site_is_dark(sims: dict[str, SimServer], tmp_path: Path) -> None:
@@ -157,7 +162,7 @@ def test_a_hanging_site_costs_its_own_timeout_once(
 ) -> None:
     """dr hangs on every VM lookup: the first call waits dr's own timeout (1 s connect +
     1 s read) and is denied naming dr; dr is then marked down, so a VM of hq is decided
-    in its normal time, and dr is not asked again."""
+    in its normal time (site_unknown: dr may hold a twin), and dr is not asked again."""
     settings = settings_for(sims, tmp_path, dr={"connect_timeout_s": 1, "read_timeout_s": 1})
     assert decide(settings, "web-01").row == Row.CONFIRMED  # warm: tokens, site identities
     normal_started = time.monotonic()
@@ -178,6 +183,92 @@ def test_a_hanging_site_costs_its_own_timeout_once(
     assert (first.row, first.outcome) == (Row.ERROR, Outcome.DENY)
     assert "site dr" in first.reason
     assert 1.0 <= first_s < 5.0
-    assert other.row == Row.CONFIRMED
+    assert other.row == Row.SITE_UNKNOWN
     assert other_s < max(1.0, 3 * normal_s)
     assert after == before
+
+
+# web-03 is a protected VM of hq and a different VM of dr, each VPG recovering to a site
+# only its own ZVM lists: with both up the name is ambiguous; with dr dark, hq alone
+# lists it, and that must never read as a unique name.
+_TWIN_HQ = {"name": "hq-twin", "site_kind": "vcenter", "protected_site": "hq",
+            "recovery_site": "aws", "vms": [{"name": "web-03", "vcenter_id": "vm-14"}]}  # fmt: skip
+_TWIN_DR = {"name": "dr-twin", "site_kind": "vcenter", "protected_site": "dr",
+            "recovery_site": "hq", "vms": [{"name": "web-03", "vcenter_id": "vm-23"}]}  # fmt: skip
+
+
+def twin_estates() -> dict[str, Any]:
+    from support.sim import PAIRED_ESTATES
+
+    hq, dr = PAIRED_ESTATES["hq"], PAIRED_ESTATES["dr"]
+    return {"hq": {**hq, "vpgs": [*hq["vpgs"], _TWIN_HQ]},
+            "dr": {**dr, "vpgs": [*dr["vpgs"], _TWIN_DR]}}  # fmt: skip
+
+
+@pytest.mark.parametrize("fault", ["down", "hang"])
+def test_a_dark_site_never_makes_a_twin_name_unique(tmp_path: Path, fault: str) -> None:
+    """dr down, or hanging past its 1 s read timeout: web-03 is site_unknown (a prompt
+    naming dr), and no ZVM was asked for a tag, read back from both simulators."""
+    with estate_sims(tmp_path, twin_estates()) as sims:
+        settings = settings_for(sims, tmp_path, dr={"connect_timeout_s": 1, "read_timeout_s": 1})
+        both = decide(settings, "web-03")
+        assert (both.row, both.outcome) == (Row.VM_AMBIGUOUS, Outcome.PROMPT)
+        for entry in (Path(settings.state_dir) / "cache").glob("vms-*"):
+            entry.unlink()  # what dr holds now, only dr can say
+        if fault == "down":
+            sims["dr"].stop()
+        else:
+            control(sims["dr"], "POST", "/_sim/faults", {"route": "vms.list", "kind": "hang"})
+        dark = decide(settings, "web-03", session="s2")
+        again = decide(settings, "web-03", session="s3")  # dr marked down; hq's entry is cached
+        hq_tags = stats(sims["hq"])["tag_requests"]
+        if fault == "hang":
+            assert stats(sims["dr"])["tag_requests"] == {}
+            control(sims["dr"], "DELETE", "/_sim/faults")
+    for decision in (dark, again):
+        assert (decision.row, decision.outcome) == (Row.SITE_UNKNOWN, Outcome.PROMPT)
+        assert "web-03 is listed by site hq" in decision.reason
+        assert "site dr" in decision.reason
+        assert "did not answer" in decision.reason
+    assert hq_tags == {}
+
+
+def test_a_cache_entry_made_under_a_dark_site_is_not_a_unique_answer(
+    tmp_path: Path,
+) -> None:
+    """hq answered web-03 while dr was dark; dr answers again: the next call asks both
+    afresh and finds the twin (ambiguous), never hq's cached answer alone."""
+    with estate_sims(tmp_path, twin_estates()) as sims:
+        settings = settings_for(sims, tmp_path)
+        assert decide(settings, "web-01").row == Row.CONFIRMED  # learn both sites' identities
+        control(sims["dr"], "POST", "/_sim/faults", {"route": "vms.list", "kind": "status"})
+        assert decide(settings, "web-03", session="s2").row == Row.SITE_UNKNOWN
+        control(sims["dr"], "DELETE", "/_sim/faults")
+        for mark in (Path(settings.state_dir) / "cache").glob("sitedown-*"):
+            mark.unlink()  # dr's mark ends (as after guard.site_down_s)
+        hq_lists = stats(sims["hq"])["requests"].get("GET vms.list", 0)
+        decision = decide(settings, "web-03", session="s3")
+        assert stats(sims["hq"])["requests"].get("GET vms.list", 0) == hq_lists + 1
+        assert (decision.row, decision.outcome) == (Row.VM_AMBIGUOUS, Outcome.PROMPT)
+        assert stats(sims["hq"])["tag_requests"] == {"web-vpg": 1}  # the warm-up's alone
+
+
+def test_a_tag_the_second_zvm_does_not_show_is_denied_naming_both(tmp_path: Path) -> None:
+    """web-vpg is listed by hq and dr. dr's view of its journal is made to part from hq's
+    (as a proxy on hq's path that moved the tag would): hq confirms the tag, dr, asked as
+    a second witness, shows no such checkpoint: deny naming both sites."""
+    import copy
+
+    with estate_sims(tmp_path) as sims:
+        settings = settings_for(sims, tmp_path)
+        vpg_id = next(i for i, v in sims["dr"].world.vpgs.items() if v.name == "web-vpg")
+        with sims["dr"].world.lock:
+            vpg = sims["dr"].world.vpgs[vpg_id]
+            vpg.journal = copy.deepcopy(vpg.journal)  # dr's listing no longer sees hq's tag
+        decision = decide(settings, "web-01")
+        hq_tags = stats(sims["hq"])["tag_requests"]
+    assert (decision.row, decision.outcome) == (Row.FAILED, Outcome.DENY)
+    assert "site hq's ZVM" in decision.reason
+    assert "site dr's ZVM" in decision.reason
+    assert "no such checkpoint" in decision.reason
+    assert hq_tags == {"web-vpg": 1}  # the tag was taken on hq; the call was not allowed

@@ -3,8 +3,9 @@
 Tools: ``get_vm_id(name)`` (read-only: the resolver) and ``power_off_vm(name)``
 (mutating). Before each resolver call it reads ``RESOLVER_CONTROL`` (a file):
 ``slow`` answers after 5 s, ``error`` fails the tool, ``missing`` answers without
-a moref, ``vm-N`` answers that moref; no file answers ``vm-101`` (the simulator's
-jp-ubuntu). Each ``power_off_vm`` that runs appends a line to ``RESOLVER_ACTIONS``.
+a moref, ``vm-N`` answers that moref, a JSON object is the answer itself (a moref
+and its vCenter); no file answers ``vm-101`` (the simulator's jp-ubuntu). Each
+``power_off_vm`` that runs appends a line to ``RESOLVER_ACTIONS``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def get_vm_id(name: str) -> dict[str, Any]:
         raise ValueError(f"VM '{name}' not found")
     if mode == "missing":
         return {"name": name}
+    if mode.startswith("{"):
+        answer: dict[str, Any] = json.loads(mode)
+        return {"name": name, **answer}
     return {"name": name, "moid": "vm-101" if mode == "slow" else mode}
 
 

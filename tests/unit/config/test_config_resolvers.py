@@ -86,3 +86,21 @@ def test_a_bad_resolver_names_its_key(tmp_path: Path, spec: Any, key: str, probl
 def test_resolvers_must_be_an_object(tmp_path: Path) -> None:
     raw = {"zvm": ZVM, "catalog": {"resolvers": ["vsphere"]}}
     assert config_error(tmp_path, raw).key == "catalog.resolvers"
+
+
+def test_the_vcenter_to_compare_is_fixed_or_read_from_the_answer(tmp_path: Path) -> None:
+    fixed = load(tmp_path, with_resolver({**RESOLVER, "vcenter": "d4a6a1d5"}))
+    assert fixed.catalog.resolvers["vsphere"].vcenter == "d4a6a1d5"
+    assert fixed.catalog.resolvers["vsphere"].vcenter_path is None
+    read = load(tmp_path, with_resolver({**RESOLVER, "vcenter_path": "vm.vcenter"}))
+    assert read.catalog.resolvers["vsphere"].vcenter_path == "vm.vcenter"
+    assert "(?P<vcenter>" in DEFAULT_ZERTO_ID_PATTERN
+
+
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [({"vcenter": ""}, "vcenter"), ({"vcenter_path": "vms[].vc"}, "vcenter_path")],
+)
+def test_a_bad_vcenter_key_is_named(tmp_path: Path, extra: dict[str, Any], key: str) -> None:
+    error = config_error(tmp_path, with_resolver({**RESOLVER, **extra}))
+    assert f"catalog.resolvers.vsphere.{key}" in str(error)

@@ -125,3 +125,26 @@ def test_guard_tag_via_and_site_down_s(tmp_path: Path) -> None:
     assert (s.guard.tag_via, s.guard.site_down_s) == ("any", 0.0)
     exc = error(tmp_path, {"zvms": {"hq": HQ}, "guard": {"tag_via": "recovery"}})
     assert exc.key == "guard.tag_via"
+
+
+def test_a_plain_http_zvm_is_refused_naming_its_key(tmp_path: Path) -> None:
+    """The ZVM is the trust root for "did the tag land": http:// is a config error that
+    names the site's key and the flag, for one ZVM and for a site of several."""
+    plain = {**HQ, "url": "http://127.0.0.1:9"}
+    one = error(tmp_path, {"zvm": plain})
+    assert "zvm.url" in str(one)
+    assert "zvm.allow_insecure_http" in str(one)
+    several = error(tmp_path, {"zvms": {"hq": HQ, "dr": {**DR, "url": "http://127.0.0.2:9"}}})
+    assert "zvms.dr.url" in str(several)
+    assert "zvms.dr.allow_insecure_http" in str(several)
+
+
+def test_allow_insecure_http_admits_plain_http_per_site(tmp_path: Path) -> None:
+    plain = {**DR, "url": "http://127.0.0.2:9", "allow_insecure_http": True}
+    s = load(tmp_path, {"zvms": {"hq": HQ, "dr": plain}})
+    assert s.zvms["dr"].url == "http://127.0.0.2:9"
+    assert "zvms.hq.allow_insecure_http" in str(
+        error(tmp_path, {"zvms": {"hq": {**HQ, "url": "http://127.0.0.1:9"}, "dr": plain}})
+    )
+    bad = error(tmp_path, {"zvm": {**HQ, "allow_insecure_http": "yes"}})
+    assert "zvm.allow_insecure_http" in str(bad)

@@ -284,6 +284,16 @@ class Rig:
 HQ_ESTATE, DR_ESTATE = PAIRED_ESTATES["hq"], PAIRED_ESTATES["dr"]
 
 
+def share_journals(backends: list[Backend]) -> None:
+    """One journal per VPG, as in Zerto: a VPG two sites' files both hold (same identifier)
+    gets the first backend's journal in every other, so a tag one ZVM takes is in the
+    listing of the other (which the guard's second-witness check reads)."""
+    first: dict[str, Any] = {}
+    for backend in backends:
+        for vpg_id, vpg in backend.world.vpgs.items():
+            vpg.journal = first.setdefault(vpg_id, vpg.journal)
+
+
 class EstateRig:
     """A guard over several simulated ZVMs (one backend each), a state directory, a clock."""
 
@@ -298,6 +308,7 @@ class EstateRig:
             path.write_text(json.dumps(estate))
             backend = make_backend(self.clock, estate_file=path)
             self.zvms[site] = SimZvm(backend, url=f"https://{site}.zvm.test")
+        share_journals([z.backend for z in self.zvms.values()])
         self.settings = make_settings(tmp_path, sites=list(estates), **guard)
         self.state = HookedState(self.settings.state_dir)
 

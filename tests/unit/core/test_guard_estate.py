@@ -4,6 +4,7 @@ of a dark site (fake per-site clients over the simulator's backends, a fake cloc
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -111,12 +112,44 @@ def test_a_dark_site_and_a_vm_no_other_site_knows_is_denied_naming_it(
     assert "zerto-rewind doctor" in decision.reason
 
 
-@pytest.mark.usefixtures("dark")
-def test_a_dark_recovery_site_does_not_stop_a_vm_its_protected_site_tags(rig: EstateRig) -> None:
-    """dr is dark; web-01 is protected at hq, which answered: tagged on hq as usual."""
+def test_a_vm_one_site_lists_while_another_is_dark_is_site_unknown(
+    rig: EstateRig, dark: Exception
+) -> None:
+    """dr is dark; hq lists web-01: dr may hold a twin of that name, so the call asks a
+    person naming dr, and no VPG is tagged on the site that did answer."""
     decision = rig.decide("web-01")
-    assert decision.row == Row.CONFIRMED
-    assert rig.tags("hq") == ["web-vpg"]
+    assert (decision.row, decision.outcome) == (Row.SITE_UNKNOWN, Outcome.PROMPT)
+    assert "web-01 is listed by site hq" in decision.reason
+    assert "site dr (the ZVM at https://dr.zvm.test) did not answer" in decision.reason
+    assert type(dark).__name__ in decision.reason
+    assert "no VPG was tagged" in decision.reason
+    assert (rig.tags("hq"), rig.tags("dr")) == ([], [])
+    assert decision.vpgs == []
+
+
+def test_a_twin_on_a_dark_site_is_never_a_unique_name(tmp_path: Path) -> None:
+    """web-03 is a VM of hq and a different VM of dr: ambiguous with both up, and with dr
+    down it is site_unknown, never confirmed on hq alone."""
+    from .guard_fakes import DR_ESTATE, HQ_ESTATE
+
+    twin_hq = {"name": "hq-twin", "site_kind": "vcenter", "protected_site": "hq",
+               "recovery_site": "dr",
+               "vms": [{"name": "web-03", "vcenter_id": "vm-14"}]}  # fmt: skip
+    twin_dr = {"name": "dr-twin", "site_kind": "vcenter", "protected_site": "dr",
+               "recovery_site": "aws",
+               "vms": [{"name": "web-03", "vcenter_id": "vm-23"}]}  # fmt: skip
+    hq = {**HQ_ESTATE, "vpgs": [*HQ_ESTATE["vpgs"], twin_hq]}
+    dr_sites = [*DR_ESTATE["sites"], {"name": "aws", "kind": "aws"}]
+    dr = {**DR_ESTATE, "sites": dr_sites, "vpgs": [*DR_ESTATE["vpgs"], twin_hq, twin_dr]}
+    rig = EstateRig(tmp_path, {"hq": hq, "dr": dr})
+    assert rig.decide("web-03").row == Row.VM_AMBIGUOUS
+    rig.zvms["dr"].fault = ZvmConnectionError("connection refused")
+    for entry in (Path(rig.settings.state_dir) / "cache").glob("vms-*"):
+        entry.unlink()  # dr's cached twin gone: what dr holds now, only dr could say
+    decision = rig.decide("web-03", session="s2")
+    assert (decision.row, decision.outcome) == (Row.SITE_UNKNOWN, Outcome.PROMPT)
+    assert "site dr" in decision.reason
+    assert (rig.tags("hq"), rig.tags("dr")) == ([], [])
 
 
 def test_a_dark_protected_site_denies_its_vpg_even_if_the_other_site_lists_it(
@@ -130,10 +163,21 @@ def test_a_dark_protected_site_denies_its_vpg_even_if_the_other_site_lists_it(
     assert rig.tags("hq") == []
 
 
-def test_tag_via_any_tags_on_the_recovery_site_when_the_protected_site_is_dark(
+def test_tag_via_any_tags_on_a_listing_site_when_the_protected_site_is_not_a_zvm(
     tmp_path: Path,
 ) -> None:
-    """guard.tag_via any (UNCONFIRMED that Zerto takes it): hq's ZVM takes dr-vpg's tag."""
+    """guard.tag_via any (UNCONFIRMED that Zerto takes it): cloud-01 is protected from aws,
+    which has no ZVM in zvms; hq, which lists its VPG, takes the tag."""
+    rig = EstateRig(tmp_path, tag_via="any")
+    decision = rig.decide("cloud-01")
+    assert decision.row in (Row.CONFIRMED, Row.PENDING)  # an AWS journal's slow cadence
+    assert [v.site for v in decision.vpgs] == ["hq"]
+    assert rig.tags("hq") == ["from-aws"]
+
+
+def test_tag_via_any_never_confirms_while_the_protected_site_is_dark(tmp_path: Path) -> None:
+    """dr protects db-01 and is dark: hq could take the tag (tag_via any), but dr may also
+    hold a twin of the name, so the call is site_unknown and nothing is tagged."""
     rig = EstateRig(tmp_path, tag_via="any")
     rig.decide("db-01")  # learn dr's site identity while it answers
     rig.zvms["dr"].fault = ZvmConnectionError("connection refused")
@@ -141,9 +185,9 @@ def test_tag_via_any_tags_on_the_recovery_site_when_the_protected_site_is_dark(
     first = rig.decide("db-01", session="s2")  # dr's rows are cached: dr fails on the VPG
     assert (first.row, first.outcome) == (Row.ERROR, Outcome.DENY)
     assert "the ZVM of site dr (https://dr.zvm.test) failed" in first.reason
-    decision = rig.decide("db-01", session="s3")  # dr is marked down: hq takes the tag
-    assert rig.tags("hq") == ["dr-vpg"]
-    assert [v.site for v in decision.vpgs] == ["hq"]
+    decision = rig.decide("db-01", session="s3")  # dr is marked down
+    assert (decision.row, decision.outcome) == (Row.SITE_UNKNOWN, Outcome.PROMPT)
+    assert rig.tags("hq") == []
 
 
 def test_a_vpg_protected_from_a_site_outside_the_estate_is_denied(rig: EstateRig) -> None:
@@ -173,7 +217,7 @@ def test_a_site_marked_down_is_not_asked_and_other_sites_are_decided(rig: Estate
     rig.decide("nowhere-01")
     asked = len(rig.zvms["dr"].calls)
     rig.zvms["dr"].fault = None  # it came back, but the mark still holds for site_down_s
-    assert rig.decide("web-01").row == Row.CONFIRMED
+    assert rig.decide("web-01").row == Row.SITE_UNKNOWN
     assert rig.decide("web-01b").row == Row.ERROR
     assert len(rig.zvms["dr"].calls) == asked
 
@@ -213,7 +257,7 @@ def test_a_hanging_site_costs_its_own_timeout_once(rig: EstateRig) -> None:
     assert first.row == Row.ERROR
     assert "did not answer within its timeout" in first.reason
     assert 0.3 <= first_s < 2.0
-    assert second.row == Row.CONFIRMED
+    assert second.row == Row.SITE_UNKNOWN  # decided at once: dr is marked down
     assert second_s < 0.3
 
 
@@ -224,9 +268,9 @@ def test_caches_are_per_zvm(rig: EstateRig) -> None:
     state = rig.state
     hq = state.cached("vms", "https://hq.zvm.test|web-01b", 60)
     dr = state.cached("vms", "https://dr.zvm.test|web-01b", 60)
-    assert hq == []
+    assert hq == {"rows": [], "dark": []}
     assert dr is not None
-    assert len(dr) == 1
+    assert len(dr["rows"]) == 1
     assert state.cached("localsite", "https://hq.zvm.test", 60) != state.cached(
         "localsite", "https://dr.zvm.test", 60
     )
@@ -235,6 +279,32 @@ def test_caches_are_per_zvm(rig: EstateRig) -> None:
     rig.decide("web-01b", session="s2")
     assert not any(c.startswith("find_vms") for c in rig.zvms["hq"].calls[before["hq"] :])
     assert not any(c.startswith("find_vms") for c in rig.zvms["dr"].calls[before["dr"] :])
+
+
+def test_a_cache_entry_made_while_a_site_was_dark_is_not_served(rig: EstateRig) -> None:
+    """hq's answer for web-01 was stored while dr was dark, and says so; once dr answers
+    again, web-01 is asked of hq afresh (never served from that entry) and confirmed."""
+    rig.zvms["dr"].fault = ZvmConnectionError("connection refused")
+    assert rig.decide("web-01").row == Row.SITE_UNKNOWN
+    entry = rig.state.cached("vms", "https://hq.zvm.test|web-01", 60)
+    assert entry["dark"] == ["dr"]
+    rig.zvms["dr"].fault = None
+    for mark in (Path(rig.settings.state_dir) / "cache").glob("sitedown-*"):
+        mark.unlink()  # dr's mark ends (as after guard.site_down_s)
+    assert rig.decide("web-01", session="s2").row == Row.CONFIRMED
+    assert rig.zvms["hq"].calls.count("find_vms web-01") == 2
+    assert rig.state.cached("vms", "https://hq.zvm.test|web-01", 60)["dark"] == []
+
+
+def test_a_catalog_named_vpg_found_while_a_site_is_dark_is_site_unknown(tmp_path: Path) -> None:
+    rig = EstateRig(tmp_path)
+    rig.guard().sites().local_id("dr", rig.zvms["dr"], None)
+    rig.zvms["hq"].fault = ZvmConnectionError("connection refused")
+    decision = rig.decide(tool=HOST_TOOL)
+    assert (decision.row, decision.outcome) == (Row.SITE_UNKNOWN, Outcome.PROMPT)
+    assert "which VPG" in decision.reason
+    assert "site hq" in decision.reason
+    assert rig.tags("dr") == []
 
 
 def test_an_unknown_vm_is_asked_of_every_zvm_afresh(rig: EstateRig) -> None:
@@ -298,3 +368,37 @@ def test_a_tag_requested_through_another_sites_zvm_has_its_task_asked_there(
     assert "the VRA did not answer" in joined.outcome.reason
     assert "get_task" in hq.calls
     assert "get_task" not in dr.calls
+
+
+def test_a_tag_one_zvm_confirms_and_the_other_does_not_show_is_denied_naming_both(
+    rig: EstateRig,
+) -> None:
+    """web-vpg is listed by hq and dr (one journal). hq shows the landed tag; dr's listing
+    has no checkpoint with it (a proxy on hq's path moved the tag): deny naming both."""
+    dr = rig.zvms["dr"]
+    listed = dr.list_checkpoints
+
+    def without_tags(vpg_id: str, **kw: object) -> list[object]:
+        return [replace(c, tag=None) for c in listed(vpg_id, **kw)]  # type: ignore[arg-type]
+
+    dr.list_checkpoints = without_tags  # type: ignore[method-assign]
+    decision = rig.decide("web-01")
+    assert (decision.row, decision.outcome) == (Row.FAILED, Outcome.DENY)
+    assert "site hq's ZVM (https://hq.zvm.test) shows tag" in decision.reason
+    assert "site dr's ZVM (https://dr.zvm.test)" in decision.reason
+    assert "no such checkpoint" in decision.reason
+    assert "disagree" in decision.reason
+
+
+def test_a_witness_that_does_not_answer_changes_nothing(rig: EstateRig) -> None:
+    """dr answered the lookup but fails on the checkpoint listing: no witness either way,
+    the tag hq confirmed stands."""
+    dr = rig.zvms["dr"]
+
+    def dark(vpg_id: str, **kw: object) -> list[object]:
+        raise ZvmConnectionError("connection refused")
+
+    dr.list_checkpoints = dark  # type: ignore[method-assign]
+    decision = rig.decide("web-01")
+    assert decision.row == Row.CONFIRMED
+    assert rig.tags("hq") == ["web-vpg"]

@@ -16,7 +16,9 @@ from zerto_rewind.gateway.identity import check_identity, resolver_identity, zer
 from zerto_rewind.gateway.upstream import UpstreamError
 
 TOOL = "mcp__vsphere__power_off"
-ZERTO_ID = "d4a6a1d5-79e9-4308-990a-7c3e616f0908.vm-42"
+VCENTER = "d4a6a1d5-79e9-4308-990a-7c3e616f0908"
+ZERTO_ID = f"{VCENTER}.vm-42"
+OTHER_VCENTER = "5be1e2c0-0000-4000-8000-00000000d00d"
 
 
 class FakeUpstream:
@@ -41,7 +43,8 @@ class FakeUpstream:
 
 
 def catalog(**resolver: Any) -> CatalogSettings:
-    spec = {"tool": "get_vm_info", "arg": "name", "id_path": "moid", "timeout_s": 4.0}
+    spec = {"tool": "get_vm_info", "arg": "name", "id_path": "moid", "timeout_s": 4.0,
+            "vcenter": VCENTER}  # fmt: skip
     spec.update(resolver)
     tool, arg, id_path = spec.pop("tool"), spec.pop("arg"), spec.pop("id_path")
     tools = {TOOL: ToolSpec(TOOL, (VmPath("name"),), None)}
@@ -183,7 +186,7 @@ def test_instance_uuid_against_the_links_instance_identifier() -> None:
 
 def test_zerto_identity_default_pattern_reads_the_moref() -> None:
     spec = ResolverSpec("vsphere", "get_vm_info", "name", "moid")
-    assert zerto_identity(VmIdentity(ZERTO_ID), spec) == "vm-42"
+    assert zerto_identity(VmIdentity(ZERTO_ID), spec) == ("vm-42", VCENTER)
     assert zerto_identity(VmIdentity("no-moref-here"), spec) is None
     assert zerto_identity(None, spec) is None
 
@@ -194,3 +197,51 @@ def test_resolver_identity_reads_structured_wrapped_or_text_answers() -> None:
     text = types.CallToolResult(content=[types.TextContent(type="text", text='{"n": 7}')])
     assert resolver_identity(text, "n") == "7"
     assert resolver_identity(text, "missing") is None
+
+
+def test_a_moref_of_another_vcenter_is_another_vm() -> None:
+    """vm-42 of dr's vCenter is not hq's vm-42: the vCenter is compared with the moref."""
+    upstream = FakeUpstream({"moid": "vm-42", "vc": OTHER_VCENTER})
+    result = check(catalog(vcenter=None, vcenter_path="vc"), upstream, confirmed("web-01"))
+    assert (result.row, result.outcome) == (Row.VM_IDENTITY, Outcome.PROMPT)
+    assert f"vm-42 in vCenter {OTHER_VCENTER}" in result.reason
+    assert f"vm-42 in vCenter {VCENTER}" in result.reason
+    fixed = check(
+        catalog(vcenter=OTHER_VCENTER), FakeUpstream({"moid": "vm-42"}), confirmed("web-01")
+    )
+    assert fixed.row == Row.VM_IDENTITY
+    same = FakeUpstream({"moid": "vm-42", "vc": VCENTER})
+    decision = confirmed("web-01")
+    assert check(catalog(vcenter=None, vcenter_path="vc"), same, decision) is decision
+
+
+def test_a_whole_identifier_in_the_answer_is_compared_whole() -> None:
+    """A resolver that answers Zerto's own form (<vCenter>.vm-42) needs no vcenter key."""
+    decision = confirmed("web-01")
+    whole = FakeUpstream({"moid": ZERTO_ID})
+    assert check(catalog(vcenter=None), whole, decision) is decision
+    other = FakeUpstream({"moid": f"{OTHER_VCENTER}.vm-42"})
+    assert check(catalog(vcenter=None), other, confirmed("web-01")).row == Row.VM_IDENTITY
+
+
+@pytest.mark.parametrize(
+    ("resolver", "answer", "said"),
+    [
+        ({"vcenter": None}, {"moid": "vm-42"}, "names no vCenter (vcenter or vcenter_path)"),
+        ({"vcenter": None, "vcenter_path": "vc"}, {"moid": "vm-42"}, "without a value at 'vc'"),
+        ({"zerto_pattern": r"^.+\.(?P<id>vm-[0-9]+)$"}, {"moid": "vm-42"}, "has no group"),
+    ],
+)
+def test_a_bare_moref_never_matches(resolver: dict[str, Any], answer: Any, said: str) -> None:
+    """Defaults compare whole identities: with no vCenter to compare, the call prompts."""
+    result = check(catalog(**resolver), FakeUpstream(answer), confirmed("web-01"))
+    assert (result.row, result.outcome) == (Row.VM_IDENTITY, Outcome.PROMPT)
+    assert said in result.reason
+    assert "may be a VM of any vCenter" in result.reason
+
+
+def test_an_instance_uuid_is_whole_by_itself() -> None:
+    decision = confirmed("web-01", instance="4212-aaaa")
+    cat = catalog(vcenter=None, id_path="uuid", zerto_field="instance_identifier",
+                  zerto_pattern="^(?P<id>.+)$")  # fmt: skip
+    assert check(cat, FakeUpstream({"uuid": "4212-aaaa"}), decision) is decision

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from unit.core.guard_fakes import DR_ESTATE, HQ_ESTATE, TOOL, EstateRig, SimZvm
-from zerto_rewind.core.decision import Outcome, Row
+from zerto_rewind.core.decision import Outcome, Row, ToolCall
 from zerto_rewind.errors import NotFound, ZvmConnectionError, ZvmError
 from zerto_rewind.recovery.failover import start_failover_test
 from zerto_rewind.recovery.plan import recovery_plan
@@ -187,6 +187,20 @@ def test_the_preview_denies_a_vm_a_dark_site_may_hold_naming_it(rig: EstateRig) 
     assert (check.row, check.outcome) == (Row.ERROR, Outcome.DENY)
     assert "site dr (the ZVM at https://dr.zvm.test) did not answer" in check.summary
     assert check.unknown_vms == []
+
+
+def test_the_preview_asks_for_a_vm_one_site_lists_while_another_is_dark(rig: EstateRig) -> None:
+    """As the guard: hq lists web-01, dr is dark and may hold a twin: site_unknown, no tag."""
+    rig.zvms["dr"].fault = ZvmConnectionError("connection refused")
+    check = preview_call(rig.settings, rig.guard(), rig.state, TOOL, {"name": "web-01"})
+    assert (check.row, check.outcome) == (Row.SITE_UNKNOWN, Outcome.PROMPT)
+    assert "site dr (the ZVM at https://dr.zvm.test) did not answer" in check.summary
+    assert check.vpgs == []
+    assert rig.guard().decide(call_of(rig, "web-01")).row == Row.SITE_UNKNOWN
+
+
+def call_of(rig: EstateRig, vm: str) -> ToolCall:
+    return ToolCall(TOOL, {"name": vm}, session_id="s", started_at=rig.clock.wall())
 
 
 def test_the_preview_denies_a_vpg_protected_from_a_dark_site(rig: EstateRig) -> None:
