@@ -1,4 +1,4 @@
-"""Reliability 15: one abusive token beside a well-behaved one (issue 28, gateway.limits).
+"""Reliability 16: one abusive token beside a well-behaved one (issue 28, gateway.limits).
 
 One gateway (``zerto-rewind gateway --listen``, loopback, default ``gateway.limits``)
 in front of ``_gw_upstream.py``. The well-behaved token (``good``) runs read-only
@@ -376,7 +376,7 @@ def main() -> int:
         anyio.run(abuse, args.abuser, args.abuse_s, args.arg_bytes, args.workers,
                   args.slow_headers, args.session_rate)  # fmt: skip
         return 0
-    _bench.header("Reliability 15: an abusive token beside a good one", "bench_abuse.py")
+    _bench.header("Reliability 16: an abusive token beside a good one", "bench_abuse.py")
     return anyio.run(run, args)
 
 
