@@ -7,7 +7,8 @@ takes about a minute. Then it feeds the hook — a subprocess, fed JSON on stdin
 as Claude Code runs it, with ``zvms`` naming the four ZVMs — one call per row of the
 decision table, and the estate's own rows: a VM of another site tagged on its protected
 site's ZVM, a VM in two VPGs getting both checkpoints, and one site dark (its VM denied
-naming it, another site's VM still decided). Exits non-zero if any row did not get the
+naming it; another site's VM asked of a person, naming the dark site, since that site
+may hold a VM of the same name). Exits non-zero if any row did not get the
 decision the table promises.
 """
 
@@ -87,8 +88,9 @@ STEPS = [
 ]  # fmt: skip
 DARK = [
     Step("site dr dark: its VM", POWER_OFF, {"name": "reports-01"}, "deny", ("site dr",)),
-    Step("site dr dark: hq's VM", POWER_OFF, {"name": "crm-01"}, "context",
-         ("VPG 'hq-app-azure' (vcenter, site hq)",)),
+    # Silence is not absence: dr may hold a VM of the same name, so a person decides.
+    Step("site dr dark: hq's VM", POWER_OFF, {"name": "crm-01"}, "ask",
+         ("site dr", "did not answer")),
 ]  # fmt: skip
 RETRY = Step("pending, retried", POWER_OFF, {"name": "win2019-1"}, "context")
 

@@ -25,6 +25,7 @@ import pytest
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from integration.gateway.gateway_helpers import (
+    METRICS_HEADERS,
     TOKENS,
     GatewayProcess,
     client,
@@ -166,7 +167,7 @@ async def test_one_token_at_its_session_cap_does_not_shut_the_others_out(
             _assert_limited(await _open(http, url, B), "sessions")
             result = await b.call_tool("get_vm", {"name": "b-in-a-full-gateway"})
             assert not result.is_error
-            metrics = (await http.get(f"{gw.url}/metrics", headers=_headers(A))).text
+            metrics = (await http.get(f"{gw.url}/metrics", headers=METRICS_HEADERS)).text
         assert 'zerto_rewind_limited_total{cap="sessions_per_token"} 5.0' in metrics
         assert 'zerto_rewind_limited_total{cap="sessions"} 1.0' in metrics
         assert "zerto_rewind_sessions_open 5.0" in metrics

@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from integration.gateway.gateway_helpers import (
+    METRICS_HEADERS,
     TOKENS,
     approvals_cli,
     client,
@@ -88,7 +89,7 @@ def _ran(actions_log: Path) -> list[str]:
 
 
 def _metric(url: str, name: str, **labels: str) -> float | None:
-    text = httpx.get(f"{url}/metrics", timeout=10).text
+    text = httpx.get(f"{url}/metrics", headers=METRICS_HEADERS, timeout=10).text
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     for line in text.splitlines():
         if line.startswith(f"{name}{{{want}}} "):

@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from integration.gateway.gateway_helpers import (
+    METRICS_HEADERS,
     TOKENS,
     actions,
     client,
@@ -30,7 +31,7 @@ async def test_a_flood_of_changes_on_one_vpg_is_cut_off(
     with gateway_process(box, tmp_path) as gw:
         async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
             results = [await c.call_tool("power_off_vm", {"name": "jp-ubuntu"}) for _ in range(3)]
-        metrics = httpx.get(f"{gw.url}/metrics", timeout=10).text
+        metrics = httpx.get(f"{gw.url}/metrics", headers=METRICS_HEADERS, timeout=10).text
     assert [r.is_error for r in results] == [False, False, True], [text_of(r) for r in results]
     refused = text_of(results[2])
     assert "VPG 'jp-local'" in refused
