@@ -25,7 +25,7 @@ import httpx
 from e2e.gateway_e2e import CONFIRMED_VPG, PYTHON, VM
 from e2e.hosts_e2e import NODE_BIN
 from support.realvm import MCVSPHERE_VENV, VCSIM_PASSWORD, VCSIM_USER, VCenter
-from support.users import as_user
+from support.users import as_user, reachable_command
 from zerto_rewind.testing import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,13 +147,22 @@ class Deployment:
         else:
             env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
             done = subprocess.run(
-                ["/bin/bash", "-e", "-c", body], cwd=self.root / "work", env=env, input=stdin,
+                self.reachable(["/bin/bash", "-e", "-c", body]), cwd=self.root / "work", env=env,
+                input=stdin,
                 capture_output=True, text=True, timeout=180, check=False,
             )  # fmt: skip
         assert done.returncode == 0, (
             f"{block.body}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
         )
         return done
+
+    def reachable(self, argv: list[str]) -> list[str]:
+        """``argv``, as root, where other users reach this checkout (a 0700 clone's, too):
+        the guide's ``runuser`` lines and the gateway start mcvsphere as its own user, and
+        the test's stand-in mcvsphere reads the checkout's prepared one."""
+        stage = self.root / "stage"
+        stage.mkdir(mode=0o755, exist_ok=True)
+        return reachable_command(argv, stage=stage)
 
     def write(self, block: Block) -> Path:
         target = self.path(block.args[0])
@@ -208,7 +217,7 @@ class Deployment:
         self._runtime_directory(drop_in.read_text())
         err = (self.root / "gateway.stderr").open("wb")
         self.gateway = subprocess.Popen(
-            shlex.split(override[1]), env=env, cwd="/", stdin=subprocess.DEVNULL,
+            self.reachable(shlex.split(override[1])), env=env, cwd="/", stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=err,
         )  # fmt: skip
         err.close()
