@@ -205,22 +205,7 @@ class Guard:
         if ambiguous and not unknown:
             return _ambiguous(call, vms, ambiguous, self._zvm_words())
         if unknown:
-            origins = verdict.origins if verdict is not None else {}
-            names = ", ".join(
-                f"{shown_vm(vm)} (from {origins[vm]})"
-                if "pattern" in origins.get(vm, "")
-                else shown_vm(vm)
-                for vm in unknown
-            )
-            reason = (
-                f"zerto-rewind: no VPG protects {names} ({self._zvm_words()} "
-                f"{'does' if len(self.estate().names) == 1 else 'do'} "
-                f"not know it; names match exactly, case and spaces included), so there is "
-                f"nothing to rewind {call.tool_name} to. Approve only if the change needs no "
-                "rewind point. If the VM name is wrong, an operator can check how the guard's "
-                "catalog reads it from this tool's arguments."
-            )
-            return Decision(Row.VM_UNKNOWN, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms)
+            return self._unknown(call, vms, unknown, verdict)
         for vpg_name in fixed:
             denied = self._add_fixed(call, vms, vpg_name, found, deadline)
             if denied is not None:
@@ -228,14 +213,7 @@ class Guard:
         if found.problems:
             return self._combine(call, vms, self._unreachable(found))
         if found.failed:  # silence is not absence: a dark site may hold a twin of the name
-            from .sites import site_unknown_reason
-
-            reason = site_unknown_reason(
-                call.tool_name, vms, found.listed, self._dark_words(found.failed)
-            )
-            return Decision(
-                Row.SITE_UNKNOWN, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms
-            )
+            return self._site_unknown(call, vms, found)
         inspected = self._inspect(groups, found.sites, deadline)
         outcomes = [outcome for _vpg, outcome in inspected]
         if any(o.row == Row.FAILED for o in outcomes):
@@ -256,6 +234,40 @@ class Guard:
             decision.identities = {vm: ids[0] for vm, ids in identities.items()}
             decision.vm_args = dict(verdict.args) if verdict is not None else {}
         return decision
+
+    def _unknown(
+        self,
+        call: ToolCall,
+        vms: tuple[str, ...],
+        unknown: list[str],
+        verdict: Classification | None,
+    ) -> Decision:
+        """No ZVM of the estate knows these names (every site answered): a person decides."""
+        origins = verdict.origins if verdict is not None else {}
+        names = ", ".join(
+            f"{shown_vm(vm)} (from {origins[vm]})"
+            if "pattern" in origins.get(vm, "")
+            else shown_vm(vm)
+            for vm in unknown
+        )
+        reason = (
+            f"zerto-rewind: no VPG protects {names} ({self._zvm_words()} "
+            f"{'does' if len(self.estate().names) == 1 else 'do'} "
+            f"not know it; names match exactly, case and spaces included), so there is "
+            f"nothing to rewind {call.tool_name} to. Approve only if the change needs no "
+            "rewind point. If the VM name is wrong, an operator can check how the guard's "
+            "catalog reads it from this tool's arguments."
+        )
+        return Decision(Row.VM_UNKNOWN, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms)
+
+    def _site_unknown(self, call: ToolCall, vms: tuple[str, ...], found: _Resolved) -> Decision:
+        """Some site lists the VM while another did not answer: a person decides."""
+        from .sites import site_unknown_reason
+
+        reason = site_unknown_reason(
+            call.tool_name, vms, found.listed, self._dark_words(found.failed)
+        )
+        return Decision(Row.SITE_UNKNOWN, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms)
 
     def _resolve(self, vms: tuple[str, ...], deadline: float) -> _Resolved:
         """VM names → their VPGs over the estate, the site that tags each, the dark sites."""
