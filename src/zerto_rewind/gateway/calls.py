@@ -122,13 +122,7 @@ async def handle_call(
         origin="gateway",
         started_at=started_wall,
     )
-    decision = await gateway.decide(call)
-    if decision.outcome == Outcome.CONTEXT:
-        # Does the VM server mean the VM Zerto checkpointed? (catalog.resolvers)
-        decision = await check_identity(gateway.settings.catalog, upstream, decision)
-        unchecked = upstream.name not in gateway.settings.catalog.resolvers
-        if unchecked and decision.outcome == Outcome.CONTEXT and decision.vms and decision.context:
-            decision.context += "\n" + identity_unverified(decision.vms)
+    decision = await _with_identity(gateway, upstream, await gateway.decide(call))
     answer: str | None = None
     forward = decision.outcome in (Outcome.NONE, Outcome.CONTEXT)
     extra: dict[str, Any] = {}
@@ -166,6 +160,18 @@ async def handle_call(
         return error_result(f"{exc}; the call may not have run. {protection_note(decision)}")
     gateway.metrics.forwarded(upstream.name, decision.row)
     return annotated(result, decision, extra, upstream.output_schema(tool))
+
+
+async def _with_identity(gateway: Gateway, upstream: Upstream, decision: Decision) -> Decision:
+    """Does the VM server mean the VM Zerto checkpointed? (catalog.resolvers); without a
+    check, the checkpoint note says the VM's identity was not verified."""
+    if decision.outcome != Outcome.CONTEXT:
+        return decision
+    decision = await check_identity(gateway.settings.catalog, upstream, decision)
+    unchecked = upstream.name not in gateway.settings.catalog.resolvers
+    if unchecked and decision.outcome == Outcome.CONTEXT and decision.vms and decision.context:
+        decision.context += "\n" + identity_unverified(decision.vms)
+    return decision
 
 
 # --------------------------------------------------------------------------- approvals
