@@ -25,9 +25,11 @@ __all__ = [
     "User",
     "access_of",
     "directory_writer",
+    "group_name_of",
     "lookup_user",
     "uid_of",
     "user_label",
+    "user_name_of",
     "users_except",
 ]
 
@@ -58,6 +60,22 @@ def uid_of(user: str) -> int | None:
         return pwd.getpwnam(user).pw_uid
     except KeyError:
         return None
+
+
+def user_name_of(uid: int) -> str:
+    """The user's name, or the uid in digits for one the passwd database does not know."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def group_name_of(gid: int) -> str:
+    """The group's name, or the gid in digits for one the group database does not know."""
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
 
 
 def user_label(uid: int) -> str:

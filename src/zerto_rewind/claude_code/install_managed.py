@@ -11,7 +11,6 @@ temporary directory in tests or when building an image.
 
 from __future__ import annotations
 
-import grp
 import os
 import pwd
 import shutil
@@ -20,6 +19,7 @@ from typing import Any
 
 from ..config.settings import Settings
 from ..errors import ConfigError, StateError
+from ..fsaccess import group_name_of, user_name_of
 from ..fsutil import atomic_write_text, backup_name
 
 __all__ = [
@@ -101,7 +101,7 @@ def place_config(
     except OSError as exc:
         msg = f"cannot read it: {exc.strerror or exc}"
         raise ConfigError(msg, path=source) from None
-    owner = f"{_user_name(uid)}:{_group_name(gid)}"
+    owner = f"{user_name_of(uid)}:{group_name_of(gid)}"
     old = _read_bytes(dest)
     changed = old != data or _owner_mode(dest) != (uid, gid, mode)
     if dry_run or not changed:
@@ -150,7 +150,7 @@ def service_owner(user: str, settings: Settings) -> tuple[int, int, int, str]:
             "group-readable config with credentials"
         )
         return entry.pw_uid, entry.pw_gid, 0o600, why
-    why = f"root's, readable by group {_group_name(entry.pw_gid)} (0640): the service reads it"
+    why = f"root's, readable by group {group_name_of(entry.pw_gid)} (0640): the service reads it"
     return 0, entry.pw_gid, 0o640, why
 
 
@@ -177,20 +177,6 @@ def _owner_mode(path: str) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return st.st_uid, st.st_gid, st.st_mode & 0o7777
-
-
-def _user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-def _group_name(gid: int) -> str:
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
 
 
 def with_policy(settings: dict[str, Any], *, managed_hooks_only: bool) -> dict[str, Any]:

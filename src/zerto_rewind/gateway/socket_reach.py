@@ -20,6 +20,7 @@ import stat
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..fsaccess import group_name_of, user_name_of
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -42,11 +43,11 @@ def others_who_can_connect(path: str, agent_users: tuple[str, ...] = ()) -> str 
     if not mode & 0o020:
         return None
     members = _group_members(info.st_gid)
-    owner = _user_name(info.st_uid)
+    owner = user_name_of(info.st_uid)
     others = sorted(members - {owner}, key=lambda name: (name not in agent_users, name))
     if not others:
         return None
-    group = _group_name(info.st_gid)
+    group = group_name_of(info.st_gid)
     return f"the members of group {group}, {', '.join(others)} (mode {mode:04o}),"
 
 
@@ -74,17 +75,3 @@ def _group_members(gid: int) -> set[str]:
         members = set()
     members.update(user.pw_name for user in pwd.getpwall() if user.pw_gid == gid)
     return members
-
-
-def _user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-def _group_name(gid: int) -> str:
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
