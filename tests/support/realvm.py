@@ -265,8 +265,9 @@ def tool_text(content: list[Any]) -> str:
 
 
 # Run by the mcvsphere venv's Python, which has pyVmomi; settings come from the environment
-# so that the password never shows in a process listing.
-_POWER_STATES_PROBE = """
+# so that the password never shows in a process listing. A probe's body runs between these
+# two, with ``si``, ``content``, ``vim`` and ``json`` at hand, and prints one JSON value.
+_PROBE_HEAD = """
 import json, os, ssl
 from pyVim.connect import Disconnect, SmartConnect
 from pyVmomi import vim
@@ -282,53 +283,39 @@ si = SmartConnect(
 )
 try:
     content = si.RetrieveContent()
-    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
-    print(json.dumps({vm.name: str(vm.runtime.powerState) for vm in view.view}))
+"""
+_PROBE_TAIL = """
 finally:
     Disconnect(si)
 """
 
 
-# Where vcsim keeps one datastore: a directory of this machine (its ``info.url``).
-_DATASTORE_URL_PROBE = """
-import json, os, ssl
-from pyVim.connect import Disconnect, SmartConnect
-from pyVmomi import vim
-
-context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-context.check_hostname = False
-context.verify_mode = ssl.CERT_NONE
-si = SmartConnect(
-    host=os.environ["VCENTER_HOST"],
-    user=os.environ["VCENTER_USER"],
-    pwd=os.environ["VCENTER_PASSWORD"],
-    sslContext=context,
-)
-try:
-    content = si.RetrieveContent()
-    view = content.viewManager.CreateContainerView(content.rootFolder, [vim.Datastore], True)
-    (ds,) = [d for d in view.view if d.name == os.environ["ZR_DATASTORE"]]
-    print(json.dumps(ds.info.url))
-finally:
-    Disconnect(si)
-"""
-
-
-def datastore_folders(vcenter: VCenter, datastore: str) -> list[str]:
-    """The folders at the top of ``datastore``: vCenter names its backing directory (vcsim
-    keeps a datastore as a directory of this machine), and that directory is listed."""
+def _probe(vcenter: VCenter, body: str, what: str, env: dict[str, str] | None = None) -> Any:
+    """The JSON a pyVmomi probe prints: a direct session, independent of any MCP server."""
     require_setup()
+    indented = "".join(f"    {line}\n" for line in body.strip().splitlines())
     done = subprocess.run(
-        [str(MCVSPHERE_VENV / "bin" / "python"), "-c", _DATASTORE_URL_PROBE],
-        env={"PATH": "/usr/bin:/bin", "ZR_DATASTORE": datastore, **vcenter.mcvsphere_env()},
+        [str(MCVSPHERE_VENV / "bin" / "python"), "-c", _PROBE_HEAD + indented + _PROBE_TAIL],
+        env={"PATH": "/usr/bin:/bin", **(env or {}), **vcenter.mcvsphere_env()},
         capture_output=True,
         text=True,
         timeout=_READ_BACK_TIMEOUT_S,
         check=False,
     )
     if done.returncode != 0:
-        raise RealVMError(f"reading {datastore} from {vcenter.sdk_url} failed: {done.stderr}")
-    root = Path(json.loads(done.stdout))
+        raise RealVMError(f"reading {what} from {vcenter.sdk_url} failed: {done.stderr}")
+    return json.loads(done.stdout)
+
+
+def datastore_folders(vcenter: VCenter, datastore: str) -> list[str]:
+    """The folders at the top of ``datastore``: vCenter names its backing directory (vcsim
+    keeps a datastore as a directory of this machine), and that directory is listed."""
+    body = """
+view = content.viewManager.CreateContainerView(content.rootFolder, [vim.Datastore], True)
+(ds,) = [d for d in view.view if d.name == os.environ["ZR_DATASTORE"]]
+print(json.dumps(ds.info.url))
+"""
+    root = Path(_probe(vcenter, body, datastore, {"ZR_DATASTORE": datastore}))
     return sorted(entry.name for entry in root.iterdir() if entry.is_dir())
 
 
@@ -337,18 +324,11 @@ def power_states(vcenter: VCenter) -> dict[str, str]:
 
     A direct pyVmomi session, independent of any MCP server or guard.
     """
-    require_setup()
-    done = subprocess.run(
-        [str(MCVSPHERE_VENV / "bin" / "python"), "-c", _POWER_STATES_PROBE],
-        env={"PATH": "/usr/bin:/bin", **vcenter.mcvsphere_env()},
-        capture_output=True,
-        text=True,
-        timeout=_READ_BACK_TIMEOUT_S,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RealVMError(f"reading power states from {vcenter.sdk_url} failed: {done.stderr}")
-    states = json.loads(done.stdout)
+    body = """
+view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+print(json.dumps({vm.name: str(vm.runtime.powerState) for vm in view.view}))
+"""
+    states = _probe(vcenter, body, "power states")
     if not isinstance(states, dict):
-        raise RealVMError(f"power-state probe printed {done.stdout!r}, not an object")
+        raise RealVMError(f"power-state probe printed {states!r}, not an object")
     return {str(name): str(state) for name, state in states.items()}
