@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from zerto_rewind.config.settings import ApprovalsSettings
 from zerto_rewind.core.approvals import ApprovalRequest, new_request
-from zerto_rewind.gateway import approvals_login, approvals_web
+from zerto_rewind.gateway import approvals_auth, approvals_login, approvals_web
 from zerto_rewind.gateway.approvals import ApprovalsService
 from zerto_rewind.gateway.approvals_web import (
     build_approvals_app,
@@ -245,7 +245,7 @@ def test_the_failed_logins_banner_escapes_what_was_typed(client: TestClient) -> 
 
 def test_session_expires_after_8h_idle(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [1000.0]
-    monkeypatch.setattr(approvals_web, "_now", lambda: clock[0])
+    monkeypatch.setattr(approvals_auth, "_now", lambda: clock[0])
     logged_in(client)
     clock[0] += 7 * 3600
     assert client.get("/").status_code == 200  # activity: the idle clock restarts
