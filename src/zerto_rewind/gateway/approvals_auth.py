@@ -1,9 +1,15 @@
-"""The approvals page's logins: approver passwords and the page's sessions.
+"""The approvals page's logins: passwords, page sessions, and who a request comes from.
 
-Passwords are scrypt hashes in ``approvals.web_approvers`` (name -> :func:`hash_password`
-hash). A login gets a server-side session (``zr_session`` cookie), 8 h idle at most,
-24 h in all, kept in this process's memory only. How failed logins are slowed is
-``approvals_login``.
+- Passwords are scrypt hashes in ``approvals.web_approvers`` (name ->
+  :func:`hash_password` hash); an unknown name costs the same scrypt as a known
+  one, and at most two checks run at once.
+- A login gets a server-side session (``zr_session`` cookie), 8 h idle at most,
+  24 h in all, kept in this process's memory only.
+- A state-changing POST needs its session, that session's CSRF token (compared
+  in constant time) and an origin that is the page's own (:func:`same_origin`).
+- Failed logins are slowed, never refused, by ``approvals_login.LoginLimit``.
+
+:class:`PageAuth` holds all of it for one app; the routes are ``approvals_web``.
 """
 
 from __future__ import annotations
@@ -11,21 +17,39 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.to_thread
+
+from ..core.approvals import Approver
+from .approvals_login import LoginLimit
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+    from .approvals import ApprovalsService
 
 __all__ = [
     "COOKIE",
     "MAX_SESSIONS",
     "SESSION_IDLE_S",
     "SESSION_MAX_S",
+    "PageAuth",
     "Session",
     "Sessions",
     "check_password",
     "hash_password",
+    "same_origin",
 ]
+
+log = logging.getLogger("zerto_rewind.gateway")
 
 COOKIE = "zr_session"
 SESSION_IDLE_S = 8 * 3600.0
@@ -131,3 +155,112 @@ class Sessions:
     def drop(self, session_id: str | None) -> None:
         if session_id:
             self._by_id.pop(session_id, None)
+
+
+# --------------------------------------------------------------------------- requests
+
+
+def _default_port(scheme: str) -> int:
+    return 443 if scheme in ("https", "wss") else 80
+
+
+def same_origin(request: Request) -> bool:
+    """Whether a POST comes from this page, as far as the browser says where it comes from.
+
+    ``Origin`` must name this host. A browser sends ``Origin: null`` for its own
+    same-origin form under ``Referrer-Policy: no-referrer``; then ``Sec-Fetch-Site``
+    (which every current browser sends, and a page cannot forge) must say
+    ``same-origin``. No ``Origin`` at all (curl, a script): only not cross-site.
+    """
+    origin = request.headers.get("origin")
+    site = request.headers.get("sec-fetch-site")
+    if origin is None:
+        return site in (None, "same-origin")
+    if origin == "null":
+        return site == "same-origin"
+    try:
+        parts = urlsplit(origin)
+        origin_port = parts.port or _default_port(parts.scheme)
+        host = urlsplit(f"//{request.headers.get('host', '')}")
+        host_port = host.port or _default_port(parts.scheme)
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not host.hostname:
+        return False
+    return (parts.hostname.lower(), origin_port) == (host.hostname.lower(), host_port)
+
+
+def approver(name: str) -> Approver:
+    """A page login as the approvals service knows it."""
+    return Approver("web", name)
+
+
+class PageAuth:
+    """One page's logins: its sessions, its login limit, and the password checks."""
+
+    def __init__(self, service: ApprovalsService) -> None:
+        self.service = service
+        self.sessions = Sessions()
+        self.limits = LoginLimit()
+        # Two password checks at a time (16 MiB and ~0.1 s each): a flood of logins
+        # waits in line instead of taking every thread and a gigabyte of memory.
+        # Made at the first check: a limiter belongs to the running event loop.
+        self._scrypt_slots: anyio.CapacityLimiter | None = None
+        # An unknown name is checked against this, so it costs the same scrypt as a known one.
+        self._decoy = hash_password(secrets.token_urlsafe(16))
+
+    def current(self, request: Request, *, touch: bool = True) -> tuple[str | None, Session | None]:
+        """The request's session id and its live session (None: not logged in, or no more)."""
+        session_id = request.cookies.get(COOKIE)
+        background = request.headers.get("x-zr-background") == "1"
+        session = self.sessions.get(session_id, touch=touch and not background)
+        if session is None:
+            return session_id, None
+        # The config decides who is an approver; an agent's name never is.
+        if session.name not in self.service.config.web_approvers or (
+            self.service.refusal(approver(session.name), None) is not None
+        ):
+            self.sessions.drop(session_id)
+            return session_id, None
+        return session_id, session
+
+    def checked(self, request: Request, form: dict[str, str]) -> Session | None:
+        """The session of a state-changing POST: its cookie, its CSRF token, this origin."""
+        if not same_origin(request):
+            return None
+        _, session = self.current(request)
+        if session is None:
+            return None
+        sent = form.get("csrf", "")
+        if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
+            return None
+        return session
+
+    async def password_refusal(self, name: str, password: str) -> tuple[int, str] | None:
+        """None if ``name`` may log in with ``password``; else the answer's status and text."""
+        hashed = self.service.config.web_approvers.get(name)
+        if self._scrypt_slots is None:
+            self._scrypt_slots = anyio.CapacityLimiter(2)
+        matched = await anyio.to_thread.run_sync(
+            check_password,
+            password,
+            hashed if hashed is not None else self._decoy,
+            limiter=self._scrypt_slots,
+        )
+        if hashed is None or not matched or not name:
+            log.warning("approvals page: failed login for %r", name)
+            return 401, "Wrong name or password."
+        refused = self.service.refusal(approver(name), None)
+        if refused is not None:
+            log.warning("approvals page: login of %r refused: %s", name, refused)
+            return 403, f"This name cannot approve: {refused}."
+        return None
+
+    async def report_failures(self) -> None:
+        """The webhook's summary of failed logins, at most once a minute."""
+        due = self.limits.due_report()
+        if due and self.service.login_notifier is not None:
+            try:
+                await self.service.login_notifier(due)
+            except Exception as exc:  # a notification is a courtesy
+                log.warning("login notification failed: %s", type(exc).__name__)

@@ -19,9 +19,9 @@ from ..core.approvals import ApprovalRequest
 from ..core.decision import fmt_time
 from .approvals_auth import Session
 from .approvals_html import BASE as _BASE
+from .approvals_html import card, differing, recent_table, row_phrase
 from .approvals_html import esc as _e
 from .approvals_html import request_path as _request_path
-from .approvals_html import row_phrase
 from .approvals_html import url as _url
 from .approvals_login import Failure
 
@@ -31,8 +31,11 @@ __all__ = [
     "document",
     "failures_banner",
     "flash",
+    "listing_page",
     "login_page",
     "message_page",
+    "not_accepted_page",
+    "request_page",
     "safe_next",
     "script",
     "stylesheet",
@@ -166,3 +169,58 @@ def message_page(session: Session | None, title: str, text: str) -> str:
         f'<p><a href="{_e(_url("/"))}">Back to the approvals</a></p>'
     )
     return document(f"{title} — zerto-rewind approvals", "message", body, who=session)
+
+
+def listing_page(
+    session: Session,
+    pending: list[ApprovalRequest],
+    recent: list[ApprovalRequest],
+    failures: list[Failure],
+    now: float,
+) -> str:
+    """``/``: every pending request as a card, then the recent decisions."""
+    differs = differing(pending)
+    cards = "".join(card(r, session.csrf, now, "/", differs.get(r.id, ())) for r in pending) or (
+        '<p class="empty">Nothing is waiting for a decision.</p>'
+    )
+    body = (
+        f"{flash(session)}{failures_banner(failures)}"
+        f'<section id="live" data-version="{_e(version(pending, recent))}">'
+        f'<h2>Waiting for a decision <span class="count">({len(pending)})</span></h2>'
+        f'<div id="pending">{cards}</div>'
+        f'<h2>Recent decisions</h2><div id="recent">{recent_table(recent, now)}</div>'
+        "</section>"
+        '<p id="status">This page updates itself every '
+        f"{POLL_MS // 1000} s.</p>"
+    )
+    return document("zerto-rewind approvals", "list", body, who=session)
+
+
+def request_page(
+    session: Session,
+    found: ApprovalRequest,
+    pending: list[ApprovalRequest],
+    recent: list[ApprovalRequest],
+    now: float,
+) -> str:
+    """``/requests/<id>``: one request's card, pending or decided."""
+    back = _request_path(found.id)
+    differs = differing([*pending, found]).get(found.id, ())
+    body = (
+        f"{flash(session)}"
+        f'<section id="live" data-version="{_e(version(pending, recent))}">'
+        f"<h2>Request {_e(found.id)}</h2>{card(found, session.csrf, now, back, differs)}"
+        f'<p><a href="{_e(_url("/"))}">All requests</a></p></section>'
+        f'<p id="status">This page updates itself every {POLL_MS // 1000} s.</p>'
+    )
+    title = f"{found.id} — zerto-rewind approvals"
+    return document(title, "request", body, who=session)
+
+
+def not_accepted_page(session: Session | None) -> str:
+    """A state-changing form without its session, CSRF token or origin: nothing changed."""
+    text = (
+        "The form was not accepted: it came from another site, the login expired, or "
+        "the page was stale. Nothing was changed; reload the page and try again."
+    )
+    return message_page(session, "Not accepted", text)

@@ -1,10 +1,19 @@
 """The approvals page: a person logs in and approves or denies prompt-row calls.
 
 The page is a small Starlette app that the gateway serves on its own listener
-(``gateway --approvals-listen``). Nothing here is reachable with an agent's
-bearer token, and an agent's token name cannot log in: approver logins are
-``approvals.web_approvers`` only (name -> :func:`hash_password` hash), and every
-name is also checked with :meth:`ApprovalsService.refusal`.
+(``gateway --approvals-listen``). This module is the app: its routes, the headers
+on every answer, and form reading. The rest of the page:
+
+- ``approvals_auth``: passwords, page sessions, CSRF and origin checks;
+- ``approvals_login``: the login limit (slows guessing, never locks out);
+- ``approvals_pages``: the pages around the request cards, and the style and
+  script files (``static/approvals.css``, ``static/approvals.js``);
+- ``approvals_html``: the request cards and the recent decisions.
+
+Nothing here is reachable with an agent's bearer token, and an agent's token name
+cannot log in: approver logins are ``approvals.web_approvers`` only (name ->
+:func:`hash_password` hash), and every name is also checked with
+:meth:`ApprovalsService.refusal`.
 
 What a person sees, for each pending request (laid out by ``approvals_html``):
 the VM(s), each VPG's status, why no rewind point can be made, the tool and
@@ -29,51 +38,39 @@ Security, in short:
 - every value on the page goes through :func:`html.escape`, and values from the call
   through ``visible`` first (request fields come
   from the agent's call); a strict Content-Security-Policy (no inline script or
-  style), ``X-Frame-Options: DENY``, ``Referrer-Policy: no-referrer``,
+  style: the style and script are files served from the page's own origin),
+  ``X-Frame-Options: DENY``, ``Referrer-Policy: no-referrer``,
   ``Cache-Control: no-store`` on every answer;
 - ``next`` after login is a local path (``/`` or ``/requests/<id>``), never a URL.
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
-import secrets
 import time
-from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote, urlsplit
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import parse_qs, quote
 
-import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ..core.approvals import (
-    APPROVED,
-    PENDING,
-    ApprovalError,
-    ApprovalRequest,
-    Approver,
-    store_error,
-)
+from ..core.approvals import APPROVED, PENDING, ApprovalError, ApprovalRequest, store_error
 from ..errors import StateError
-from .approvals_auth import COOKIE, Session, Sessions, check_password, hash_password
+from .approvals_auth import COOKIE, PageAuth, approver, check_password, hash_password, same_origin
 from .approvals_html import BASE as _BASE
-from .approvals_html import card, differing, recent_table
-from .approvals_html import esc as _e
-from .approvals_html import request_path as _request_path
 from .approvals_html import url as _url
-from .approvals_login import KNOWN_COOKIE, KNOWN_MAX_AGE_S, LoginLimit, source_of
+from .approvals_login import KNOWN_COOKIE, KNOWN_MAX_AGE_S, source_of
 from .approvals_pages import (
     MAX_NAME,
-    POLL_MS,
-    document,
-    failures_banner,
-    flash,
+    listing_page,
     login_page,
     message_page,
+    not_accepted_page,
+    request_page,
     safe_next,
     script,
     stylesheet,
@@ -92,6 +89,7 @@ log = logging.getLogger("zerto_rewind.gateway")
 
 RECENT = 50
 _MAX_FORM_BYTES = 16 * 1024
+_T = TypeVar("_T")
 
 _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -165,105 +163,77 @@ async def _form(request: Request) -> dict[str, str]:
     return {key: values[0] for key, values in parsed.items() if values}
 
 
-def _default_port(scheme: str) -> int:
-    return 443 if scheme in ("https", "wss") else 80
+def _go(local: str) -> Response:
+    """303 to an app-local path (already checked by safe_next where a person chose it)."""
+    return RedirectResponse(_url(local), status_code=303)
 
 
-def same_origin(request: Request) -> bool:
-    """Whether a POST comes from this page, as far as the browser says where it comes from.
-
-    ``Origin`` must name this host. A browser sends ``Origin: null`` for its own
-    same-origin form under ``Referrer-Policy: no-referrer``; then ``Sec-Fetch-Site``
-    (which every current browser sends, and a page cannot forge) must say
-    ``same-origin``. No ``Origin`` at all (curl, a script): only not cross-site.
-    """
-    origin = request.headers.get("origin")
-    site = request.headers.get("sec-fetch-site")
-    if origin is None:
-        return site in (None, "same-origin")
-    if origin == "null":
-        return site == "same-origin"
-    try:
-        parts = urlsplit(origin)
-        origin_port = parts.port or _default_port(parts.scheme)
-        host = urlsplit(f"//{request.headers.get('host', '')}")
-        host_port = host.port or _default_port(parts.scheme)
-    except ValueError:
-        return False
-    if parts.scheme not in ("http", "https") or not parts.hostname or not host.hostname:
-        return False
-    return (parts.hostname.lower(), origin_port) == (host.hostname.lower(), host_port)
+def _to_login(request: Request) -> Response:
+    """To the login form, coming back here (a local path) after it."""
+    path = request.url.path
+    prefix = _BASE.get()
+    if prefix and path.startswith(prefix):
+        path = path[len(prefix) :]
+    target = safe_next(path)
+    suffix = "" if target == "/" else f"?next={quote(target, safe='/')}"
+    return _go(f"/login{suffix}")
 
 
-def build_approvals_app(service: ApprovalsService, *, secure_cookies: bool) -> ASGIApp:
-    """The approvals page as an ASGI app, for the gateway's approvals listener.
+def _page(text: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(text, status_code=status)
 
-    ``secure_cookies``: mark the session cookie ``Secure`` (the page is served over
-    TLS, directly or behind a proxy); False only for a loopback listener over HTTP.
-    """
-    sessions = Sessions()
-    limits = LoginLimit()
-    # Two password checks at a time (16 MiB and ~0.1 s each): a flood of logins
-    # waits in line instead of taking every thread and a gigabyte of memory.
-    scrypt_slots: list[anyio.CapacityLimiter] = []
-    # An unknown name is checked against this, so it costs the same scrypt as a known one.
-    decoy = hash_password(secrets.token_urlsafe(16))
 
-    def approver(name: str) -> Approver:
-        return Approver("web", name)
+async def _read(fn: Callable[..., _T], *args: object) -> _T:
+    """A store read, off the event loop (the file store does blocking IO)."""
+    return await anyio.to_thread.run_sync(fn, *args)
 
-    def current(request: Request, *, touch: bool = True) -> tuple[str | None, Session | None]:
-        session_id = request.cookies.get(COOKIE)
-        background = request.headers.get("x-zr-background") == "1"
-        session = sessions.get(session_id, touch=touch and not background)
-        if session is None:
-            return session_id, None
-        # The config decides who is an approver; an agent's name never is.
-        if session.name not in service.config.web_approvers or (
-            service.refusal(approver(session.name), None) is not None
-        ):
-            sessions.drop(session_id)
-            return session_id, None
-        return session_id, session
 
-    def to_login(request: Request) -> Response:
-        path = request.url.path
-        prefix = _BASE.get()
-        if prefix and path.startswith(prefix):
-            path = path[len(prefix) :]
-        target = safe_next(path)
-        suffix = "" if target == "/" else f"?next={quote(target, safe='/')}"
-        return go(f"/login{suffix}")
+class _Routes:
+    """The page's request handlers, over one ApprovalsService and one PageAuth."""
 
-    def go(local: str) -> Response:
-        """303 to an app-local path (already checked by safe_next where a person chose it)."""
-        return RedirectResponse(_url(local), status_code=303)
+    def __init__(self, service: ApprovalsService, *, secure_cookies: bool) -> None:
+        self.service = service
+        self.auth = PageAuth(service)
+        self.secure = "; Secure" if secure_cookies else ""
+        # Read at start-up: a missing file stops the listener now, not at the first visit.
+        self.css = stylesheet()
+        self.js = script()
 
-    def page(text: str, status: int = 200) -> HTMLResponse:
-        return HTMLResponse(text, status_code=status)
-
-    async def read(fn: Any, *args: Any) -> Any:
-        return await anyio.to_thread.run_sync(fn, *args)
+    def routes(self) -> list[Route]:
+        return [
+            Route("/", self.listing, methods=["GET"]),
+            Route("/login", self.login_form, methods=["GET"]),
+            Route("/login", self.login, methods=["POST"]),
+            Route("/logout", self.logout, methods=["POST"]),
+            Route("/requests/{request_id}", self.one, methods=["GET"]),
+            Route("/requests/{request_id}/approve", self.approve, methods=["POST"]),
+            Route("/requests/{request_id}/deny", self.deny, methods=["POST"]),
+            Route("/api/pending", self.api_pending, methods=["GET"]),
+            Route("/api/session", self.api_session, methods=["GET"]),
+            Route("/static/app.css", self.static_css, methods=["GET"]),
+            Route("/static/app.js", self.static_js, methods=["GET"]),
+        ]
 
     # ------------------------------------------------------------------ login
 
-    async def login_form(request: Request) -> Response:
+    async def login_form(self, request: Request) -> Response:
         next_path = safe_next(request.query_params.get("next"))
-        _, session = current(request)
+        _, session = self.auth.current(request)
         if session is not None:
-            return go(next_path)
-        return page(login_page(next_path))
+            return _go(next_path)
+        return _page(login_page(next_path))
 
-    async def login(request: Request) -> Response:
+    async def login(self, request: Request) -> Response:
         if not same_origin(request):
-            return page(login_page("/", "This login form came from another site."), 403)
+            return _page(login_page("/", "This login form came from another site."), 403)
         try:
             form = await _form(request)
         except _FormError as exc:
-            return page(login_page("/", exc.text), exc.status)
+            return _page(login_page("/", exc.text), exc.status)
         name = form.get("name", "").strip()[:MAX_NAME]
         next_path = safe_next(form.get("next"))
         source = source_of(request.client.host if request.client else None)
+        limits = self.auth.limits
         key = limits.key(name, source, request.cookies.get(KNOWN_COOKIE))
         # Held until the key's turn, never refused for failures: the right password gets in.
         async with limits.turn(key) as admitted:
@@ -273,158 +243,86 @@ def build_approvals_app(service: ApprovalsService, *, secure_cookies: bool) -> A
                     "Other logins for this name from this address are being checked. "
                     "Try again in a few seconds."
                 )
-                return page(login_page(next_path, text, name), 429)
-            refused = await password_refusal(name, form.get("password", ""))
+                return _page(login_page(next_path, text, name), 429)
+            refused = await self.auth.password_refusal(name, form.get("password", ""))
             if refused is not None:
                 limits.fail(key, source)
-                await report_failures()
-                return page(login_page(next_path, refused[1], name), refused[0])
+                await self.auth.report_failures()
+                return _page(login_page(next_path, refused[1], name), refused[0])
             limits.clear(key)
-        sessions.drop(request.cookies.get(COOKIE))  # a fresh id at every login
-        session_id, _ = sessions.new(name)
+        return self._logged_in(request, name, next_path)
+
+    def _logged_in(self, request: Request, name: str, next_path: str) -> Response:
+        """A fresh session id at every login, and the known-browser cookie for the name."""
+        self.auth.sessions.drop(request.cookies.get(COOKIE))
+        session_id, _ = self.auth.sessions.new(name)
         log.info("approvals page: %s logged in", approver(name).label)
-        response = go(next_path)
-        secure = "; Secure" if secure_cookies else ""
-        cookie = f"{COOKIE}={session_id}; Path=/; HttpOnly; SameSite=Strict{secure}"
+        response = _go(next_path)
+        cookie = f"{COOKIE}={session_id}; Path=/; HttpOnly; SameSite=Strict{self.secure}"
         response.headers.append("set-cookie", cookie)
         known = (
-            f"{KNOWN_COOKIE}={limits.known_cookie(name)}; Path=/; Max-Age={KNOWN_MAX_AGE_S}; "
-            f"HttpOnly; SameSite=Strict{secure}"
+            f"{KNOWN_COOKIE}={self.auth.limits.known_cookie(name)}; Path=/; "
+            f"Max-Age={KNOWN_MAX_AGE_S}; HttpOnly; SameSite=Strict{self.secure}"
         )
         response.headers.append("set-cookie", known)
         return response
 
-    async def password_refusal(name: str, password: str) -> tuple[int, str] | None:
-        """None if ``name`` may log in with ``password``; else the answer's status and text."""
-        hashed = service.config.web_approvers.get(name)
-        if not scrypt_slots:
-            scrypt_slots.append(anyio.CapacityLimiter(2))
-        matched = await anyio.to_thread.run_sync(
-            check_password,
-            password,
-            hashed if hashed is not None else decoy,
-            limiter=scrypt_slots[0],
-        )
-        if hashed is None or not matched or not name:
-            log.warning("approvals page: failed login for %r", name)
-            return 401, "Wrong name or password."
-        refused = service.refusal(approver(name), None)
-        if refused is not None:
-            log.warning("approvals page: login of %r refused: %s", name, refused)
-            return 403, f"This name cannot approve: {refused}."
-        return None
-
-    async def report_failures() -> None:
-        """The webhook's summary of failed logins, at most once a minute."""
-        due = limits.due_report()
-        if due and service.login_notifier is not None:
-            try:
-                await service.login_notifier(due)
-            except Exception as exc:  # a notification is a courtesy
-                log.warning("login notification failed: %s", type(exc).__name__)
-
-    def checked(request: Request, form: dict[str, str]) -> Session | None:
-        """The session of a state-changing POST: its cookie, its CSRF token, this origin."""
-        if not same_origin(request):
-            return None
-        _, session = current(request)
-        if session is None:
-            return None
-        sent = form.get("csrf", "")
-        if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
-            return None
-        return session
-
-    def forbidden(session: Session | None) -> Response:
-        text = (
-            "The form was not accepted: it came from another site, the login expired, or "
-            "the page was stale. Nothing was changed; reload the page and try again."
-        )
-        return page(message_page(session, "Not accepted", text), 403)
-
-    async def logout(request: Request) -> Response:
+    async def logout(self, request: Request) -> Response:
         try:
             form = await _form(request)
         except _FormError as exc:
-            return page(message_page(None, "Not accepted", exc.text), exc.status)
-        session = checked(request, form)
+            return _page(message_page(None, "Not accepted", exc.text), exc.status)
+        session = self.auth.checked(request, form)
         if session is None:
-            return forbidden(current(request)[1])
-        sessions.drop(request.cookies.get(COOKIE))
+            return _page(not_accepted_page(self.auth.current(request)[1]), 403)
+        self.auth.sessions.drop(request.cookies.get(COOKIE))
         log.info("approvals page: %s logged out", approver(session.name).label)
-        response = go("/login")
-        expired = f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"
-        response.headers.append("set-cookie", f"{expired}; Secure" if secure_cookies else expired)
+        response = _go("/login")
+        expired = f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict{self.secure}"
+        response.headers.append("set-cookie", expired)
         return response
 
     # ------------------------------------------------------------------ pages
 
-    async def listing(request: Request) -> Response:
-        _, session = current(request)
+    async def listing(self, request: Request) -> Response:
+        _, session = self.auth.current(request)
         if session is None:
-            return to_login(request)
+            return _to_login(request)
         try:
-            pending: list[ApprovalRequest] = await read(service.store.pending)
-            recent: list[ApprovalRequest] = await read(service.store.recent, RECENT)
+            pending = await _read(self.service.store.pending)
+            recent = await _read(self.service.store.recent, RECENT)
         except (StateError, ApprovalError) as exc:
-            return page(message_page(session, "Store unavailable", store_error(exc)), 503)
-        now = time.time()
-        differs = differing(pending)
-        cards = "".join(
-            card(r, session.csrf, now, "/", differs.get(r.id, ())) for r in pending
-        ) or ('<p class="empty">Nothing is waiting for a decision.</p>')
-        body = (
-            f"{flash(session)}{failures_banner(limits.recent())}"
-            f'<section id="live" data-version="{_e(version(pending, recent))}">'
-            f'<h2>Waiting for a decision <span class="count">({len(pending)})</span></h2>'
-            f'<div id="pending">{cards}</div>'
-            f'<h2>Recent decisions</h2><div id="recent">{recent_table(recent, now)}</div>'
-            "</section>"
-            '<p id="status">This page updates itself every '
-            f"{POLL_MS // 1000} s.</p>"
-        )
-        return page(document("zerto-rewind approvals", "list", body, who=session))
+            return _page(message_page(session, "Store unavailable", store_error(exc)), 503)
+        failures = self.auth.limits.recent()
+        return _page(listing_page(session, pending, recent, failures, time.time()))
 
-    async def one(request: Request) -> Response:
-        _, session = current(request)
+    async def one(self, request: Request) -> Response:
+        _, session = self.auth.current(request)
         if session is None:
-            return to_login(request)
+            return _to_login(request)
         request_id = request.path_params["request_id"]
+        store = self.service.store
+        found: ApprovalRequest | None
         try:
-            found: ApprovalRequest | None = await read(service.store.get, request_id)
-            pending: list[ApprovalRequest] = await read(service.store.pending)
-            recent: list[ApprovalRequest] = await read(service.store.recent, RECENT)
+            found = await _read(store.get, request_id)
+            pending = await _read(store.pending)
+            recent = await _read(store.recent, RECENT)
         except ApprovalError:
             found, pending, recent = None, [], []
         except StateError as exc:
-            return page(message_page(session, "Store unavailable", store_error(exc)), 503)
+            return _page(message_page(session, "Store unavailable", store_error(exc)), 503)
         if found is None:
-            return page(
-                message_page(
-                    session, "Not found", f"There is no approval request {request_id[:80]}."
-                ),
-                404,
-            )
-        now = time.time()
-        back = _request_path(found.id)
-        differs = differing([*pending, found]).get(found.id, ())
-        body = (
-            f"{flash(session)}"
-            f'<section id="live" data-version="{_e(version(pending, recent))}">'
-            f"<h2>Request {_e(found.id)}</h2>{card(found, session.csrf, now, back, differs)}"
-            f'<p><a href="{_e(_url("/"))}">All requests</a></p></section>'
-            f'<p id="status">This page updates itself every {POLL_MS // 1000} s.</p>'
-        )
-        title = f"{found.id} — zerto-rewind approvals"
-        return page(document(title, "request", body, who=session))
+            text = f"There is no approval request {request_id[:80]}."
+            return _page(message_page(session, "Not found", text), 404)
+        return _page(request_page(session, found, pending, recent, time.time()))
 
-    async def api_pending(request: Request) -> Response:
-        _, session = current(request, touch=False)
+    async def api_pending(self, request: Request) -> Response:
+        _, session = self.auth.current(request, touch=False)
         if session is None:
             return JSONResponse({"error": "log in first"}, status_code=401)
         try:
-            pending: list[ApprovalRequest] = await read(service.store.pending)
-            recent: list[ApprovalRequest] = await read(service.store.recent, RECENT)
+            pending = await _read(self.service.store.pending)
+            recent = await _read(self.service.store.recent, RECENT)
         except (StateError, ApprovalError) as exc:
             return JSONResponse({"error": store_error(exc)}, status_code=503)
         return JSONResponse(
@@ -436,66 +334,63 @@ def build_approvals_app(service: ApprovalsService, *, secure_cookies: bool) -> A
             }
         )
 
-    async def api_session(request: Request) -> Response:
+    async def api_session(self, request: Request) -> Response:
         """Who this browser is logged in as (null if nobody): the login page asks."""
-        _, session = current(request, touch=False)
+        _, session = self.auth.current(request, touch=False)
         return JSONResponse({"approver": session.name if session is not None else None})
 
     # ------------------------------------------------------------------ decisions
 
-    async def decide(request: Request, approve: bool) -> Response:
+    async def decide(self, request: Request, approve: bool) -> Response:
         try:
             form = await _form(request)
         except _FormError as exc:
-            return page(message_page(None, "Not accepted", exc.text), exc.status)
-        session = checked(request, form)
+            return _page(message_page(None, "Not accepted", exc.text), exc.status)
+        session = self.auth.checked(request, form)
         if session is None:
-            return forbidden(current(request)[1])
+            return _page(not_accepted_page(self.auth.current(request)[1]), 403)
         request_id = request.path_params["request_id"]
-        back = safe_next(form.get("next"))
         note = None if approve else (form.get("note", "").strip()[:500] or None)
-        who = approver(session.name)
         try:
-            decided = await service.answer(who, request_id, approve, note)
+            decided = await self.service.answer(approver(session.name), request_id, approve, note)
         except ApprovalError as exc:
-            try:
-                now_is: ApprovalRequest | None = await read(service.store.get, request_id)
-            except (ApprovalError, StateError):
-                now_is = None
-            status = 404 if now_is is None else 403 if now_is.state == PENDING else 409
-            return page(message_page(session, "Not recorded", str(exc)), status)
+            status = await self._not_recorded_status(request_id)
+            return _page(message_page(session, "Not recorded", str(exc)), status)
         except StateError as exc:
-            return page(message_page(session, "Store unavailable", store_error(exc)), 503)
+            return _page(message_page(session, "Store unavailable", store_error(exc)), 503)
         verb = "Approved" if decided.state == APPROVED else "Denied"
         vms = ", ".join(decided.vms) or "no VM named"
         session.flash = ("ok", f"{verb} {decided.id}: {decided.tool} on {vms}.")
-        return go(back)
+        return _go(safe_next(form.get("next")))
 
-    async def approve(request: Request) -> Response:
-        return await decide(request, True)
+    async def _not_recorded_status(self, request_id: str) -> int:
+        """A refused answer's status: 404 no such request, 403 not yours to answer, 409 decided."""
+        try:
+            now_is = await _read(self.service.store.get, request_id)
+        except (ApprovalError, StateError):
+            now_is = None
+        return 404 if now_is is None else 403 if now_is.state == PENDING else 409
 
-    async def deny(request: Request) -> Response:
-        return await decide(request, False)
+    async def approve(self, request: Request) -> Response:
+        return await self.decide(request, True)
+
+    async def deny(self, request: Request) -> Response:
+        return await self.decide(request, False)
 
     # ------------------------------------------------------------------ static
 
-    async def css(request: Request) -> Response:
-        return Response(stylesheet(), media_type="text/css")
+    async def static_css(self, request: Request) -> Response:
+        return Response(self.css, media_type="text/css")
 
-    async def js(request: Request) -> Response:
-        return Response(script(), media_type="text/javascript")
+    async def static_js(self, request: Request) -> Response:
+        return Response(self.js, media_type="text/javascript")
 
-    routes = [
-        Route("/", listing, methods=["GET"]),
-        Route("/login", login_form, methods=["GET"]),
-        Route("/login", login, methods=["POST"]),
-        Route("/logout", logout, methods=["POST"]),
-        Route("/requests/{request_id}", one, methods=["GET"]),
-        Route("/requests/{request_id}/approve", approve, methods=["POST"]),
-        Route("/requests/{request_id}/deny", deny, methods=["POST"]),
-        Route("/api/pending", api_pending, methods=["GET"]),
-        Route("/api/session", api_session, methods=["GET"]),
-        Route("/static/app.css", css, methods=["GET"]),
-        Route("/static/app.js", js, methods=["GET"]),
-    ]
+
+def build_approvals_app(service: ApprovalsService, *, secure_cookies: bool) -> ASGIApp:
+    """The approvals page as an ASGI app, for the gateway's approvals listener.
+
+    ``secure_cookies``: mark the session cookie ``Secure`` (the page is served over
+    TLS, directly or behind a proxy); False only for a loopback listener over HTTP.
+    """
+    routes = _Routes(service, secure_cookies=secure_cookies).routes()
     return _SecurityHeaders(Starlette(routes=routes), hsts=secure_cookies)

@@ -1,3 +1,6 @@
+// The approvals page's only script, served as /static/app.js: the page's
+// Content-Security-Policy allows no inline script. approvals_pages.script()
+// fills in @POLL_MS@ (how often the page asks whether something changed).
 (function () {
   "use strict";
   var POLL_MS = @POLL_MS@;
