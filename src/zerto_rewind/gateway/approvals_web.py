@@ -83,6 +83,8 @@ if TYPE_CHECKING:
 
     from .approvals import ApprovalsService
 
+# The passwords and safe_next keep their names here too: the page's tests and the
+# gateway's config tests import them from the page.
 __all__ = ["build_approvals_app", "check_password", "hash_password", "safe_next"]
 
 log = logging.getLogger("zerto_rewind.gateway")
@@ -91,6 +93,8 @@ RECENT = 50
 _MAX_FORM_BYTES = 16 * 1024
 _T = TypeVar("_T")
 
+# No 'unsafe-inline', hashes or nonces: the page's only style and script are the
+# files under static/, served from this origin (approvals_pages has none inline).
 _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
