@@ -44,20 +44,22 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import StateError
 from ..zvm.redis_conn import DEFAULT_PREFIX, connect, redacted_url, redis_errors_as_state_errors
-from .approvals import (
+from .approvals_model import (
     _ID_ALPHABET,
     APPROVED,
     DEFAULT_MAX_OPEN,
-    MAX_OPEN_TOTAL,
     PENDING,
     RETENTION_S,
     USED,
     ApprovalError,
     ApprovalLimitError,
     ApprovalRequest,
+    join_wait,
+)
+from .approvals_store import (
+    MAX_OPEN_TOTAL,
     UsedApprovals,
     _decide,
-    join_wait,
     open_request_record,
     over_kept,
 )
