@@ -10,20 +10,18 @@ from typing import Any
 
 from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
 from .approvals_model import (
-    _ID_ALPHABET,
     APPROVED,
     DEFAULT_MAX_OPEN,
     PENDING,
-    RETENTION_S,
     USED,
-    ApprovalError,
     ApprovalRequest,
     join_wait,
 )
 from .approvals_store import (
     UsedApprovals,
-    _decide,
+    check_id,
     check_open_cap,
+    decide_request,
     open_request_record,
     over_kept,
 )
@@ -57,9 +55,7 @@ class FileApprovalStore:
             yield
 
     def _path(self, request_id: str) -> str:
-        if not request_id or any(ch not in _ID_ALPHABET + "-" for ch in request_id):
-            msg = f"{request_id!r} is not an approval request id"
-            raise ApprovalError(msg)
+        check_id(request_id)
         return os.path.join(self.root, f"{request_id}.json")
 
     def _load(self, path: str) -> ApprovalRequest | None:
@@ -85,8 +81,7 @@ class FileApprovalStore:
             request = self._load(path)
             if request is None:
                 continue
-            done_at = request.used_at or request.decided_at or request.expires
-            if request.state not in (PENDING, APPROVED) and now - done_at > RETENTION_S:
+            if request.retired(now):
                 with contextlib.suppress(OSError):
                     os.unlink(path)
                 continue
@@ -140,7 +135,7 @@ class FileApprovalStore:
     def recent(self, limit: int = 50) -> list[ApprovalRequest]:
         with self._locked():
             found = [r for r in map(self._view, self._all()) if r.state != PENDING]
-        found.sort(key=lambda r: r.used_at or r.decided_at or r.expires, reverse=True)
+        found.sort(key=lambda r: r.done_at, reverse=True)
         return found[:limit]
 
     def decide(
@@ -149,7 +144,9 @@ class FileApprovalStore:
         path = self._path(request_id)
         with self._locked():
             request = self._load(path)
-            return _decide(request, request_id, approve, approver, note, self._clock(), self._save)
+            return decide_request(
+                request, request_id, approve, approver, note, self._clock(), self._save
+            )
 
     def consume(
         self, principal: str, tool: str, digest: str, request_id: str | None = None

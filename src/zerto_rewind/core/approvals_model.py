@@ -118,6 +118,15 @@ class ApprovalRequest:
             return True
         return False
 
+    @property
+    def done_at(self) -> float:
+        """When it ended: used, else decided, else at its expiry."""
+        return self.used_at or self.decided_at or self.expires
+
+    def retired(self, now: float) -> bool:
+        """Ended more than ``RETENTION_S`` ago: no store keeps it any longer."""
+        return self.state not in (PENDING, APPROVED) and now - self.done_at > RETENTION_S
+
     def matches(self, principal: str, tool: str, digest: str) -> bool:
         return self.principal == principal and self.tool == tool and self.args_digest == digest
 

@@ -9,9 +9,11 @@ two cannot drift.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .approvals_model import (
+    _ID_ALPHABET,
     APPROVED,
     DEFAULT_MAX_OPEN,
     DENIED,
@@ -27,7 +29,9 @@ __all__ = [
     "MAX_OPEN_TOTAL",
     "ApprovalStore",
     "UsedApprovals",
+    "check_id",
     "check_open_cap",
+    "decide_request",
     "open_request_record",
     "over_kept",
 ]
@@ -120,14 +124,14 @@ class UsedApprovals:
             self._until[request.id] = request.expires
 
 
-def _decide(
+def decide_request(
     request: ApprovalRequest | None,
     request_id: str,
     approve: bool,
     approver: str,
     note: str | None,
     now: float,
-    save: Any,
+    save: Callable[[ApprovalRequest], None],
 ) -> ApprovalRequest:
     """The one decide rule both stores apply (under their own lock or transaction)."""
     if request is None:
@@ -157,5 +161,13 @@ def over_kept(requests: list[ApprovalRequest]) -> list[ApprovalRequest]:
     ended = [r for r in requests if r.state not in (PENDING, APPROVED)]
     if len(ended) <= MAX_KEPT_ENDED:
         return []
-    ended.sort(key=lambda r: r.used_at or r.decided_at or r.expires, reverse=True)
+    ended.sort(key=lambda r: r.done_at, reverse=True)
     return ended[MAX_KEPT_ENDED:]
+
+
+def check_id(request_id: str) -> None:
+    """ApprovalError unless ``request_id`` has the form of a request id (both stores refuse
+    the same ones, before it reaches a path or a key)."""
+    if not request_id or any(ch not in _ID_ALPHABET + "-" for ch in request_id):
+        msg = f"{request_id!r} is not an approval request id"
+        raise ApprovalError(msg)
