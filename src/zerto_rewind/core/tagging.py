@@ -15,13 +15,18 @@ Rules (they hold across processes because each step runs under the VPG's lock):
   (the request times live in the VPG's record, so the bound holds across hooks
   and gateway replicas); past it, a call that needs a new tag fails. Joining or
   reusing a tag requests nothing and is not counted.
+
+The rules are pure and live apart (``tag_rules``: facts in, actions out, in the words
+of ``tag_actions``); the :class:`Tagger` here is their executor: it reads the VPG's
+record under its lock, asks the ZVM what the rules ask for, carries out their actions
+(``tag_plan``) and feeds what it learns back in.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from ..config.settings import GuardSettings
@@ -30,14 +35,29 @@ from ..zvm.models import Checkpoint, Vpg
 from .cadence import observed_cadence, resolve_cadence
 from .decision import Row, ToolCall, VpgOutcome
 from .state import GuardStateLike, TagRecord, VpgRecord, remember
+from .tag_actions import (
+    Adopt,
+    AskTask,
+    AskVpg,
+    JournalAnswer,
+    Land,
+    LookUp,
+    MarkLanded,
+    PollFacts,
+    RequestTag,
+    TagAction,
+    TagFacts,
+)
+from .tag_plan import TagPlan, apply_to_plan, apply_to_record, mark_landed, writes_record
 from .tag_rules import (
-    _OVERDUE_ADVICE,
-    _TAG_WINDOW_S,
     FAIL_OVERDUE,
     JOIN_PENDING,
     REQUEST_NEW,
     REUSE_LANDED,
     TAG_MAX,
+    after_poll,
+    cadence_window_start,
+    consume_rule,
     covers,
     exceeds_budget,
     is_overdue,
@@ -45,9 +65,15 @@ from .tag_rules import (
     known_cadence,
     landing_due,
     landing_lag,
+    landing_look,
+    learned_lag,
+    on_task,
+    on_vpg,
     overdue_reason,
     plan_action,
+    plan_tag,
     planned_landing,
+    poll_interval,
     tag_bound_reason,
     tag_name,
     task_failure,
@@ -78,40 +104,13 @@ __all__ = [
     "task_failure",
 ]
 
-# Checkpoints listed when learning the cadence: this many site-cadences back.
-_CADENCE_WINDOW_STEPS = 12
 # Tolerance when matching a landing against the request time (clock skew).
 _SKEW_S = 5.0
 
 
-@dataclass
-class TagPlan:
-    """One VPG's part in a call: which tag covers it and where it stands."""
-
-    outcome: VpgOutcome
-    tag_name: str = ""
-    task_id: str | None = None
-    poll_s: float = 1.0
-    task_checked: bool = False
-    vpg_checked: bool = False
-    next_poll_at: float = 0.0  # wall clock
-    overdue_at: float = 0.0
-    lag_used_s: float = 0.0
-    done: bool = False
-    # The ZVM that takes this VPG's tag and lists its journal (its site's, in an estate).
-    client: ZvmClient | None = None
-    site: str | None = None
-    # The ZVM that knows the adopted tag's task: the one that took the request (None: no
-    # ZVM can be asked now, so only the journal and the overdue time decide).
-    task_client: ZvmClient | None = None
-
-    @property
-    def waiting(self) -> bool:
-        return not self.done
-
-
 class Tagger:
-    """Runs the tag lifecycle for the VPGs of one call."""
+    """Carries out the tag rules' actions (``tag_rules``) for the VPGs of one call: the ZVM
+    calls and the record's writes, feeding what they find back into the rules."""
 
     def __init__(
         self,
@@ -155,33 +154,35 @@ class Tagger:
         with self.state.vpg(vpg.vpg_id) as record:
             record.vpg_name = vpg.name
             self._learn_cadence(plan, record, vpg, deadline)
-            plan.poll_s = min(2.0, max(0.1, (record.cadence_s or 5.0) / 20))
-            confirmed = self._refresh(plan, record, deadline)
-            action = plan_action(record, call, self.wall())
-            tag = record.tag
-            if action == REUSE_LANDED and tag is not None and not confirmed:
-                # The state directory is the agent's to write: no allow on it alone.
-                action = (
-                    REUSE_LANDED if self._in_journal(plan, record, tag, deadline) else REQUEST_NEW
-                )
-            if action == REQUEST_NEW or tag is None:
-                self._request(plan, record, vpg, call, deadline)
-            elif action == FAIL_OVERDUE:
-                self._fail_overdue(plan, record, tag)
-            else:
-                self._adopt(plan, record, tag)
-                plan.done = action == REUSE_LANDED
-                if action == JOIN_PENDING and self.beyond_budget(plan, deadline):
-                    self._check_joined_task(plan, tag, deadline)
+            plan.poll_s = poll_interval(record.cadence_s)
+            landed_now = self._refresh(plan, record, deadline)
+            facts = TagFacts(
+                record=record,
+                call=call,
+                vpg_name=vpg.name,
+                vms=outcome.vms,
+                settings=self.settings,
+                now=self.wall(),
+                remaining_s=deadline - self.mono(),
+                landed_now=landed_now,
+            )
+            actions = plan_tag(facts)
+            while len(actions) == 1 and isinstance(actions[0], LookUp):
+                found, listed = self._look_up(plan, record, actions[0], deadline)
+                facts = replace(facts, journal=JournalAnswer(found, tuple(listed)))
+                actions = plan_tag(self._now(facts, deadline))
+            self._carry_out(plan, record, actions, deadline)
         return plan
+
+    def _now(self, facts: TagFacts, deadline: float) -> TagFacts:
+        return replace(facts, now=self.wall(), remaining_s=deadline - self.mono())
 
     def _learn_cadence(self, plan: TagPlan, record: VpgRecord, vpg: Vpg, deadline: float) -> None:
         outcome = plan.outcome
         now = self.wall()
         known = known_cadence(record, vpg.name, self.settings, now)
         if known is None:
-            site_default = self.settings.site_cadence_s.get(outcome.site_kind, 630.0)
-            since = now - site_default * _CADENCE_WINDOW_STEPS
+            since = cadence_window_start(outcome.site_kind, self.settings, now)
             checkpoints = _client(self, plan).list_checkpoints(
                 vpg.vpg_id, since=_utc(since), deadline=deadline
             )
@@ -205,48 +206,70 @@ class Tagger:
         if untagged:
             record.last_checkpoint_at = max([*untagged, record.last_checkpoint_at or 0.0])
 
-    def _request(
-        self, plan: TagPlan, record: VpgRecord, vpg: Vpg, call: ToolCall, deadline: float
-    ) -> None:
-        if not self._within_bound(plan, record):
-            return
-        cadence = record.cadence_s or 630.0
-        lag = landing_lag(record, self.settings)
-        named = plan.outcome.vms or (plan.outcome.vpg_name,)  # a VPG the catalog names
-        name = tag_name(self.settings.tag_prefix, call, named, self.wall())
-        requested_at = self.wall()
-        task_id = _client(self, plan).tag_checkpoint(vpg.vpg_id, name, deadline=deadline)
-        expected, overdue = planned_landing(
-            requested_at, record.last_checkpoint_at, cadence, lag, self.settings
+    def _refresh(self, plan: TagPlan, record: VpgRecord, deadline: float) -> bool:
+        """Look once whether a requested tag has landed meanwhile (a retry's first question);
+        True when this look found it in the journal."""
+        look = landing_look(record, self.wall())
+        if look is None:
+            return False
+        found, _listed = self._look_up(plan, record, look, deadline)
+        if found is None:
+            return False
+        mark_landed(record, MarkLanded(look.name, found.cp_id, found.timestamp.timestamp()))
+        return True
+
+    def _look_up(
+        self, plan: TagPlan, record: VpgRecord, look: LookUp, deadline: float
+    ) -> tuple[Checkpoint | None, list[Checkpoint]]:
+        found, listed = tag_in_journal(
+            _client(self, plan), record.vpg_id, look.name, look.requested_at, deadline=deadline
         )
+        self._note_checkpoints(record, listed)
+        return found, listed
+
+    def _carry_out(
+        self, plan: TagPlan, record: VpgRecord, actions: list[TagAction], deadline: float
+    ) -> None:
+        """Do ``actions`` in order on the plan and the record (held under its lock)."""
+        for action in actions:
+            if plan.done:
+                return
+            if isinstance(action, RequestTag):
+                self._request(plan, record, action, deadline)
+            elif isinstance(action, Adopt) and record.tag is not None:
+                self._adopt(plan, record, record.tag)
+                plan.done = action.done
+            elif isinstance(action, AskTask) and plan.task_client is not None:
+                # Under the VPG's lock: no poll will ask a tag this call does not wait for.
+                task = plan.task_client.get_task(action.task_id, deadline=deadline)
+                plan.task_checked = task.done
+                answer = on_task(task, action.task_id, plan.tag_name)
+                self._carry_out(plan, record, answer, deadline)
+            elif isinstance(action, Land):
+                self._land(plan, record, action)
+            else:
+                apply_to_record(record, action)
+                apply_to_plan(plan, action)
+
+    def _request(
+        self, plan: TagPlan, record: VpgRecord, request: RequestTag, deadline: float
+    ) -> None:
+        task_id = _client(self, plan).tag_checkpoint(record.vpg_id, request.name, deadline=deadline)
         if record.tag is not None:
             remember(record, _summary(record.tag))
         record.tag = TagRecord(
-            name=name,
-            requested_at=requested_at,
-            expected_at=expected,
-            planned_lag_s=lag,
-            overdue_at=overdue,
+            name=request.name,
+            requested_at=request.requested_at,
+            expected_at=request.expected_at,
+            planned_lag_s=request.lag_s,
+            overdue_at=request.overdue_at,
             task_id=task_id,
-            requested_by=f"{call.tool_name} {','.join(plan.outcome.vms)}",
+            requested_by=request.requested_by,
             site=plan.site,
         )
         record.allowed_since_landing = 0
         self._adopt(plan, record, record.tag)
         plan.outcome.new_tag = True
-
-    def _within_bound(self, plan: TagPlan, record: VpgRecord) -> bool:
-        """Count a new tag against ``guard.max_tags_per_minute``; False (plan failed) past it."""
-        bound = self.settings.max_tags_per_minute
-        now = self.wall()
-        recent = [t for t in record.tag_times if t > now - _TAG_WINDOW_S]
-        if bound is not None and len(recent) >= bound:
-            record.tag_times = recent
-            plan.outcome.bounded = True
-            _fail(plan, tag_bound_reason(bound, recent, now))
-            return False
-        record.tag_times = [*recent, now]
-        return True
 
     def _adopt(self, plan: TagPlan, record: VpgRecord, tag: TagRecord) -> None:
         out = plan.outcome
@@ -264,12 +287,6 @@ class Tagger:
         out.checkpoint_id, out.landed_at = tag.checkpoint_id, tag.landed_at
         out.row = Row.CONFIRMED if tag.state == "landed" else Row.PENDING
 
-    def _fail_overdue(self, plan: TagPlan, record: VpgRecord, tag: TagRecord) -> None:
-        tag.state = "failed"
-        tag.reason = overdue_reason(tag)
-        self._adopt(plan, record, tag)
-        _fail(plan, f"{tag.reason}; {_OVERDUE_ADVICE}")
-
     # ------------------------------------------------------------------ waiting
 
     def check_task(self, plan: TagPlan, deadline: float) -> None:
@@ -283,9 +300,7 @@ class Tagger:
             return
         task = plan.task_client.get_task(plan.task_id, deadline=deadline)
         plan.task_checked = task.done
-        reason = task_failure(task, plan.task_id)
-        if reason:
-            self._record_failure(plan, reason)
+        self._record(plan, on_task(task, plan.task_id, plan.tag_name))
 
     def check_vpg(self, plan: TagPlan, deadline: float) -> None:
         """A tag past its expected landing: did the VPG stop taking checkpoints meanwhile?
@@ -295,29 +310,13 @@ class Tagger:
         per plan, and only for a late tag, so a tag that lands on time costs nothing.
         """
         from ..errors import ZertoRewindError
-        from ..zvm.models import tag_refusal
 
         plan.vpg_checked = True
         try:
             vpg = _client(self, plan).get_vpg(plan.outcome.vpg_id, deadline=deadline)
         except ZertoRewindError:
             return  # the journal polls go on; the guard's last look may still tell
-        refusal = tag_refusal(vpg)
-        if refusal:
-            why = f"it stopped taking checkpoints while tag {plan.tag_name!r} was pending"
-            self._record_failure(plan, f"{refusal} ({why})")
-
-    def _check_joined_task(self, plan: TagPlan, tag: TagRecord, deadline: float) -> None:
-        """A joined tag this call will not wait for (it lands past the budget): ask its task
-        now, under the VPG's lock, since no poll will; a failed task fails the tag for all."""
-        if tag.task_id is None or plan.task_client is None:
-            return
-        task = plan.task_client.get_task(tag.task_id, deadline=deadline)
-        plan.task_checked = task.done
-        reason = task_failure(task, tag.task_id)
-        if reason:
-            tag.state, tag.reason = "failed", reason
-            _fail(plan, reason)
+        self._record(plan, on_vpg(vpg, plan.tag_name))
 
     def wait(self, plans: list[TagPlan], deadline: float) -> None:
         """Poll each waiting plan on its own schedule until it lands, fails or time is up."""
@@ -342,90 +341,62 @@ class Tagger:
         return plan.waiting and exceeds_budget(expected, self.wall(), deadline - self.mono())
 
     def _poll(self, plan: TagPlan, deadline: float) -> None:
+        """One look at the journal; the rules say what follows (:func:`after_poll`)."""
         out = plan.outcome
         requested_at = out.requested_at or self.wall()
-        found, checkpoints = tag_in_journal(
+        found, listed = tag_in_journal(
             _client(self, plan), out.vpg_id, plan.tag_name, requested_at, deadline=deadline
         )
-        with self.state.vpg(out.vpg_id) as record:
-            self._note_checkpoints(record, checkpoints)
-            if found is not None:
-                self._land(plan, record, found)
-                return
         now = self.wall()
-        if is_overdue(plan.overdue_at, now):
-            with self.state.vpg(out.vpg_id) as record:
-                if record.tag is not None and record.tag.name == plan.tag_name:
-                    self._fail_overdue(plan, record, record.tag)
-                    return
-            # The record moved on (another call failed this tag and requested a new one):
-            # fail this plan alone, or the wait would poll it again at once, until the deadline.
-            ours = TagRecord(plan.tag_name, requested_at, out.expected_at or now, plan.overdue_at)
-            _fail(plan, f"{overdue_reason(ours)}; {_OVERDUE_ADVICE}")
-            return
-        if now > (out.expected_at or now):
-            if not plan.task_checked:
-                self.check_task(plan, deadline)
-            if not plan.done and not plan.vpg_checked:
-                self.check_vpg(plan, deadline)
+        facts = PollFacts(
+            tag_name=plan.tag_name,
+            requested_at=requested_at,
+            expected_at=out.expected_at or now,
+            overdue_at=plan.overdue_at,
+            task_id=plan.task_id,
+            task_checked=plan.task_checked,
+            vpg_checked=plan.vpg_checked,
+            poll_s=plan.poll_s,
+            now=now,
+            found=found,
+        )
+        actions = after_poll(facts)
+        with self.state.vpg(out.vpg_id) as record:
+            self._note_checkpoints(record, listed)
+            self._carry_out(plan, record, [a for a in actions if writes_record(a)], deadline)
+        for action in actions:  # the ZVM is asked outside the VPG's lock
             if plan.done:
                 return
-        plan.next_poll_at = now + plan.poll_s
+            if isinstance(action, AskTask):
+                self.check_task(plan, deadline)
+            elif isinstance(action, AskVpg):
+                self.check_vpg(plan, deadline)
+            elif not writes_record(action):
+                apply_to_plan(plan, action)
 
-    def _land(self, plan: TagPlan, record: VpgRecord, checkpoint: Checkpoint) -> None:
-        landed_at = checkpoint.timestamp.timestamp()
+    def _land(self, plan: TagPlan, record: VpgRecord, land: Land) -> None:
         tag = record.tag
         if tag is not None and tag.name == plan.tag_name and tag.state != "landed":
-            tag.mark_landed(checkpoint.cp_id, landed_at)
-            boundary = tag.expected_at - plan.lag_used_s
+            tag.mark_landed(land.checkpoint_id, land.landed_at)
             cadence = record.cadence_s or 5.0
-            record.lag_s = min(max(landed_at - boundary, 0.0), cadence)
+            record.lag_s = learned_lag(tag.expected_at, plan.lag_used_s, land.landed_at, cadence)
         out = plan.outcome
-        out.checkpoint_id, out.landed_at, out.row = checkpoint.cp_id, landed_at, Row.CONFIRMED
+        out.checkpoint_id, out.landed_at, out.row = (
+            land.checkpoint_id,
+            land.landed_at,
+            Row.CONFIRMED,
+        )
         plan.done = True
 
-    def _refresh(self, plan: TagPlan, record: VpgRecord, deadline: float) -> bool:
-        """Look once whether a requested tag has landed meanwhile (a retry's first question);
-        True when this look found it in the journal."""
-        found, checkpoints = look_for_landing(
-            _client(self, plan), record, self.wall(), deadline=deadline
-        )
-        self._note_checkpoints(record, checkpoints)
-        if found is not None and record.tag is not None:
-            record.tag.mark_landed(found.cp_id, found.timestamp.timestamp())
-            return True
-        return False
-
-    def _in_journal(
-        self, plan: TagPlan, record: VpgRecord, tag: TagRecord, deadline: float
-    ) -> bool:
-        """Confirm a recorded landed tag in the ZVM journal before reusing it (one listing).
-
-        A record the journal does not bear out (stale, or forged in the state directory)
-        is failed and kept in the history; the caller then requests a new tag.
-        """
-        found, checkpoints = tag_in_journal(
-            _client(self, plan), record.vpg_id, tag.name, tag.requested_at, deadline=deadline
-        )
-        self._note_checkpoints(record, checkpoints)
-        if found is not None and journal_confirms(
-            tag, found, checkpoints, self.settings.tag_prefix
-        ):
-            tag.landed_at = found.timestamp.timestamp()  # the journal's time, not the record's
-            return True
-        tag.state = "failed"
-        tag.reason = (
-            f"tag {tag.name!r} is recorded as landed, but the ZVM journal does not confirm it "
-            "as the VPG's latest guard checkpoint; not reused"
-        )
-        return False
-
-    def _record_failure(self, plan: TagPlan, reason: str) -> None:
+    def _record(self, plan: TagPlan, actions: list[TagAction]) -> None:
+        """The ZVM's answer, carried out: the record's part under the VPG's lock."""
+        if not actions:
+            return
         with self.state.vpg(plan.outcome.vpg_id) as record:
-            tag = record.tag
-            if tag is not None and tag.name == plan.tag_name:
-                tag.state, tag.reason = "failed", reason
-        _fail(plan, reason)
+            for action in actions:
+                apply_to_record(record, action)
+        for action in actions:
+            apply_to_plan(plan, action)
 
     # ------------------------------------------------------------------ consuming
 
@@ -433,15 +404,10 @@ class Tagger:
         """Count the call against the tag; False if the tag no longer covers it."""
         out = plan.outcome
         with self.state.vpg(out.vpg_id) as record:
-            tag = record.tag
-            ours = tag is not None and tag.name == plan.tag_name
-            if ours and tag is not None and not covers(record, tag, call):
-                return False
-            if not ours and not (out.landed_at is not None and call.started_at <= out.landed_at):
-                return False
-            if ours:
+            verdict = consume_rule(record, plan.tag_name, out.landed_at, call)
+            if verdict.counted:
                 record.allowed_since_landing += 1
-        return True
+        return verdict.allowed
 
 
 def tag_in_journal(
@@ -462,10 +428,10 @@ def look_for_landing(
 ) -> tuple[Checkpoint | None, list[Checkpoint]]:
     """A retry's first question: is the record's requested tag in the journal? Asked only
     once the tag is due (:func:`landing_due`); ``(None, [])`` when not asked."""
-    tag = record.tag
-    if tag is None or tag.state != "requested" or not landing_due(record, tag, now):
+    look = landing_look(record, now)
+    if look is None:
         return None, []
-    return tag_in_journal(client, record.vpg_id, tag.name, tag.requested_at, deadline=deadline)
+    return tag_in_journal(client, record.vpg_id, look.name, look.requested_at, deadline=deadline)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -474,12 +440,6 @@ def look_for_landing(
 def _client(tagger: Tagger, plan: TagPlan) -> ZvmClient:
     """The ZVM a plan talks to: its VPG's tag site's, else the tagger's."""
     return plan.client if plan.client is not None else tagger.client
-
-
-def _fail(plan: TagPlan, reason: str) -> None:
-    plan.outcome.row = Row.FAILED
-    plan.outcome.reason = reason
-    plan.done = True
 
 
 def _summary(tag: TagRecord) -> dict[str, object]:

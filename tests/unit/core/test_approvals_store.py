@@ -11,6 +11,7 @@ from zerto_rewind.core.approvals_model import (
     RETENTION_S,
     USED,
     ApprovalError,
+    ApprovalRequest,
     new_request,
 )
 from zerto_rewind.core.approvals_store import check_id, decide_request
@@ -18,7 +19,7 @@ from zerto_rewind.core.approvals_store import check_id, decide_request
 NOW = 1_800_000_000.0
 
 
-def a_request():
+def a_request() -> ApprovalRequest:
     return new_request(
         tool="power_off_vm", tool_input={"vm": "web-1"}, vms=["web-1"], row="unknown_vm",
         why="VM not in Zerto", principal="token:agent", expires_s=600.0, now=NOW,
@@ -64,7 +65,7 @@ def test_a_request_is_retired_only_once_ended_past_the_retention(
 
 
 def test_decide_request_saves_once_and_refuses_a_second_answer() -> None:
-    saved = []
+    saved: list[ApprovalRequest] = []
     request = a_request()
     decided = decide_request(
         request, request.id, True, "unix:alice", "  ok  ", NOW + 1, saved.append
@@ -76,8 +77,10 @@ def test_decide_request_saves_once_and_refuses_a_second_answer() -> None:
 
 
 def test_decide_request_refuses_an_expired_or_missing_request() -> None:
+    saved: list[ApprovalRequest] = []
     request = a_request()
     with pytest.raises(ApprovalError, match="is expired, not pending"):
-        decide_request(request, request.id, True, "unix:alice", None, NOW + 601, list.append)
+        decide_request(request, request.id, True, "unix:alice", None, NOW + 601, saved.append)
     with pytest.raises(ApprovalError, match="no approval request ABCD-EFGH"):
-        decide_request(None, "ABCD-EFGH", True, "unix:alice", None, NOW, list.append)
+        decide_request(None, "ABCD-EFGH", True, "unix:alice", None, NOW, saved.append)
+    assert saved == []
