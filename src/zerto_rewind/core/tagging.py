@@ -381,11 +381,8 @@ class Tagger:
             cadence = record.cadence_s or 5.0
             record.lag_s = learned_lag(tag.expected_at, plan.lag_used_s, land.landed_at, cadence)
         out = plan.outcome
-        out.checkpoint_id, out.landed_at, out.row = (
-            land.checkpoint_id,
-            land.landed_at,
-            Row.CONFIRMED,
-        )
+        out.checkpoint_id, out.landed_at = land.checkpoint_id, land.landed_at
+        out.row = Row.CONFIRMED
         plan.done = True
 
     def _record(self, plan: TagPlan, actions: list[TagAction]) -> None:
