@@ -21,18 +21,43 @@ Handler = Callable[[httpx.Request], httpx.Response]
 
 
 class FakeClock:
-    """A monotonic clock that only moves when someone sleeps."""
+    """Time that moves only when a test moves it (``now``, :meth:`advance`) or the code
+    under test sleeps.
 
-    def __init__(self, now: float = 1000.0) -> None:
+    Called, or as :meth:`mono`, it reads ``now``; :meth:`wall` reads ``now`` plus a fixed
+    offset (``wall=`` is the wall time at the start), so the two move together.
+    ``at(wall_time, action)`` runs ``action`` once the clock passes ``wall_time``: that is
+    how a test changes the world in the middle of the code's wait.
+    """
+
+    def __init__(self, now: float = 1000.0, *, wall: float | None = None) -> None:
         self.now = now
+        self.offset = 0.0 if wall is None else wall - now
         self.sleeps: list[float] = []
+        self._events: list[tuple[float, Callable[[], None]]] = []
 
     def __call__(self) -> float:
         return self.now
 
+    def mono(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
+        return self.now + self.offset
+
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
-        self.now += seconds
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> None:
+        self.now += max(0.0, seconds)
+        due = [e for e in self._events if e[0] <= self.wall()]
+        self._events = [e for e in self._events if e[0] > self.wall()]
+        for _at, action in sorted(due, key=lambda e: e[0]):
+            action()
+
+    def at(self, wall_time: float, action: Callable[[], None]) -> None:
+        self._events.append((wall_time, action))
 
 
 class FakeZvm:

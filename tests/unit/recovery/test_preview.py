@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.config import Settings, load_settings
+from support.config import load_written_settings
+from zerto_rewind.config import Settings
 from zerto_rewind.core.decision import Decision, Outcome, Row, VpgOutcome
 from zerto_rewind.core.state import GuardState, TagRecord
 from zerto_rewind.recovery.preview import answer_of, preview_call
@@ -88,11 +87,7 @@ def make_settings(tmp_path: Path, *, top: dict[str, Any] | None = None, **guard:
         "state_dir": str(tmp_path / "state"),
         **(top or {}),
     }
-    path = tmp_path / "config.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(config, fh)
-    return load_settings({"HOME": str(tmp_path)}, path=str(path))
+    return load_written_settings(tmp_path, config)
 
 
 @pytest.fixture
