@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
 
 
 def _hash_password() -> int:
-    from ..gateway.approvals_web import hash_password
+    from ..gateway.approvals_auth import hash_password
 
     password = sys.stdin.readline().rstrip("\n")
     if len(password) < 12:

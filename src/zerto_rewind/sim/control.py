@@ -63,6 +63,8 @@ def faults_set(ctx: Context, req: Request) -> Response:
         if fault.kind == "wrong_cert" and not ctx.tls:
             msg = "wrong_cert needs TLS; this simulator serves plain HTTP"
             raise bad_request(msg)
+    if fault.vpg is not None:
+        ctx.backend.vpg_named(fault.vpg)  # an unknown name is 404, not a fault that never acts
     ctx.faults.add(fault)
     return Response(body=fault.to_json())
 
