@@ -23,7 +23,6 @@ from ..claude_code.install_plan import InstallRefused, check_service_url
 from ..claude_code.install_report import InstallReport
 from ..claude_code.matcher import covered_servers
 from ..claude_code.service import thin_budget
-from ..errors import ConfigError
 from ..hostconfig.hooks import (
     HOOK_HOSTS,
     build_entry,
@@ -160,11 +159,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     args = build_parser().parse_args(argv)
     env = os.environ if env is None else env
     report = InstallReport("host-hook", as_json=args.json)
-    try:
-        _install(args, env, report)
-    except (InstallRefused, ConfigError) as exc:
-        sys.stderr.write(f"zerto-rewind install host-hook: {exc}\n")
-        return 1
+    _install(args, env, report)
     report.finish()
     return 0
 

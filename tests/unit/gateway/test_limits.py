@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from support.fakes import FakeClock
 from zerto_rewind.config.settings import LimitsSettings
 from zerto_rewind.gateway.limits import Ledger, Refusal, Slot
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _ledger(**caps: object) -> tuple[Ledger, Clock]:
-    clock = Clock()
+def _ledger(**caps: object) -> tuple[Ledger, FakeClock]:
+    clock = FakeClock(100.0)
     return Ledger(LimitsSettings(**caps), clock=clock), clock
 
 
