@@ -16,8 +16,12 @@ from typing import Any
 import httpx
 import pytest
 
-from support.realvm import VCenter, change_vm, vm_info, vm_states
-from support.sim import launch_sim
+from support.realvm import VCenter, change_vm, mcvsphere_session, vm_states
+from support.sim import launch_sim, sim_settings
+from zerto_rewind.config.settings import ResolverSpec
+from zerto_rewind.core.decision import VmIdentity
+from zerto_rewind.gateway.identity import resolver_identity, zerto_identity
+from zerto_rewind.zvm import TokenCache, ZvmClient
 
 pytestmark = pytest.mark.anyio
 
@@ -31,10 +35,18 @@ ESTATE = {
 }
 
 
+class _Ready:
+    """What ``sim_settings`` reads of a simulator: its ready-file fields."""
+
+    def __init__(self, credentials: dict[str, Any]) -> None:
+        self.credentials = credentials
+
+
 class Zvm:
     """The simulator's REST API over TLS, as a ZVM client speaks it."""
 
     def __init__(self, ready: dict[str, Any]) -> None:
+        self.ready = ready
         tls = ssl.create_default_context(cafile=ready["ca_bundle"])
         self.http = httpx.Client(base_url=ready["url"], verify=tls, timeout=30)
         token = self.http.post(
@@ -109,9 +121,23 @@ async def test_identities_come_from_the_vcenter(
         vm = seen["vms"][name]
         assert rows[name]["VmIdentifier"] == f"{seen['server_id']}.{vm['moref']}"
         assert rows[name]["Link"]["instance_identifier"] == vm["instance_uuid"]
-    # What the gateway's identity check compares against mcvsphere: its get_vm_info's uuid.
-    info = await vm_info(vcenter, WEB, tmp_path / "mcvsphere")
-    assert info["instance_uuid"] == rows[WEB]["Link"]["instance_identifier"]
+    # The gateway's identity check, on what the guard's ZVM client reads from the simulator
+    # and what mcvsphere's resolver answers: the instance UUIDs are one.
+    settings = sim_settings(_Ready(zvm.ready))
+    with ZvmClient(settings, token_cache=TokenCache(str(tmp_path / "state"))) as client:
+        (ref,) = client.find_vms(WEB)
+    by_uuid = ResolverSpec(
+        "vsphere", "get_vm_info", "name", "instance_uuid",
+        zerto_field="instance_identifier", zerto_pattern="^(?P<id>.+)$",
+    )  # fmt: skip
+    expected = zerto_identity(VmIdentity(ref.vm_id, ref.instance_id), by_uuid)
+    async with mcvsphere_session(vcenter, tmp_path / "mcvsphere") as server:
+        answer = await server.call_tool("get_vm_info", {"name": WEB})
+    assert expected == (resolver_identity(answer, "instance_uuid"), None)
+    # The moref form: Zerto's whole VmIdentifier is this vCenter's and this VM's.
+    by_moref = ResolverSpec("vsphere", "find_vm", "name", "moref")
+    whole = zerto_identity(VmIdentity(ref.vm_id, ref.instance_id), by_moref)
+    assert whole == (seen["vms"][WEB]["moref"], seen["server_id"])
     # A VM the vCenter does not show keeps a generated identity, under its site's GUID.
     ghost = rows["not-in-vcenter"]
     assert not ghost["VmIdentifier"].startswith(seen["server_id"])

@@ -8,7 +8,7 @@ real vCenter, and unit tests drive it with a fake :class:`VcenterLink`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 POWERED_ON = "poweredOn"
@@ -18,9 +18,10 @@ SUSPENDED = "suspended"
 
 @dataclass(frozen=True)
 class DiskState:
-    """One virtual disk: where it sits on its controller, its file and its size."""
+    """One virtual disk: where it sits on its controller, its file and its size. The label
+    is vCenter's to choose when a disk is added back, so it is not compared."""
 
-    label: str
+    label: str = field(compare=False)
     path: str
     capacity_kb: int
     controller_key: int

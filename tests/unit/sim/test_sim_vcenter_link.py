@@ -4,6 +4,7 @@ identities taken into the estate, and the ``--vcenter`` URL."""
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import replace
 
 import pytest
@@ -419,8 +420,6 @@ def test_a_bad_url_is_refused_without_showing_it(url: str, message: str) -> None
 
 
 def test_verification_stays_on_unless_asked_off() -> None:
-    import ssl
-
     strict = parse_vcenter("https://u:p@vc/sdk", {}).tls_context()
     assert strict.verify_mode == ssl.CERT_REQUIRED
     assert strict.check_hostname
