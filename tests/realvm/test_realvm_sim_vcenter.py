@@ -156,10 +156,10 @@ def test_a_journal_restore_puts_the_vcenter_vm_back(vcenter: VCenter, linked: An
     checkpoint = zvm.tag(vpg_id, "before-agent-change")
 
     change_vm(vcenter, WEB, {"power": "off", "num_cpu": 4, "annotation": "changed by agent"})
-    change_vm(vcenter, APP, {"power": "off", "remove_disk": True})
+    change_vm(vcenter, APP, {"power": "off", "remove_disk": True, "remove_nic": True})
     after = vm_states(vcenter)["vms"]
     assert (after[WEB]["power_state"], after[WEB]["num_cpu"]) == ("poweredOff", 4)
-    assert after[APP]["disks"] == []
+    assert after[APP]["disks"] == after[APP]["nics"] == []
 
     # A failover test leaves production alone.
     at = {"checkpointIdentifier": checkpoint["CheckpointIdentifier"]}
@@ -181,6 +181,7 @@ def test_a_journal_restore_puts_the_vcenter_vm_back(vcenter: VCenter, linked: An
     assert back[APP] == before[APP]
     assert back[WEB]["annotation"] == "web tier"
     assert back[APP]["disks"] == before[APP]["disks"] != []
+    assert back[APP]["nics"] == before[APP]["nics"] != []
     proc.terminate()
     _, errors = proc.communicate(timeout=10)
     assert vcenter.password not in errors

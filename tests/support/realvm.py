@@ -337,17 +337,19 @@ print(json.dumps({vm.name: str(vm.runtime.powerState) for vm in view.view}))
 def vm_states(vcenter: VCenter) -> dict[str, Any]:
     """Every VM as vCenter shows it, straight from a pyVmomi session of its own: vCenter's
     instance UUID (``server_id``) and per VM name its moref, instance UUID, power state,
-    CPUs, memory, annotation and disk files."""
+    CPUs, memory, annotation, disk files and NICs (MAC, distributed port group)."""
     body = """
 view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
 vms = {}
 for vm in view.view:
     hw = vm.config.hardware
     disks = [d for d in hw.device if isinstance(d, vim.vm.device.VirtualDisk)]
+    nics = [d for d in hw.device if isinstance(d, vim.vm.device.VirtualEthernetCard)]
     vms[vm.name] = {"moref": vm._moId, "instance_uuid": vm.config.instanceUuid,
                     "power_state": str(vm.runtime.powerState), "num_cpu": hw.numCPU,
                     "memory_mb": hw.memoryMB, "annotation": vm.config.annotation or "",
-                    "disks": sorted(d.backing.fileName for d in disks)}
+                    "disks": sorted(d.backing.fileName for d in disks),
+                    "nics": sorted([n.macAddress, n.backing.port.portgroupKey] for n in nics)}
 print(json.dumps({"server_id": content.about.instanceUuid, "vms": vms}))
 """
     states = _probe(vcenter, body, "VM states")
@@ -359,7 +361,7 @@ print(json.dumps({"server_id": content.about.instanceUuid, "vms": vms}))
 def change_vm(vcenter: VCenter, vm_name: str, change: dict[str, Any]) -> None:
     """Change a VM directly in vCenter, behind every guard's back: ``power`` (``on``/``off``),
     ``num_cpu``, ``memory_mb``, ``annotation``, ``remove_disk`` (True: the first disk, its
-    file deleted). Each is one vCenter task, waited for."""
+    file deleted), ``remove_nic`` (True: the first NIC). Each is one vCenter task, waited for."""
     body = """
 from pyVim.task import WaitForTask
 change = json.loads(os.environ["ZR_CHANGE"])
@@ -374,6 +376,11 @@ if change.get("remove_disk"):
     disk = [d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualDisk)][0]
     remove = vim.vm.device.VirtualDeviceSpec(operation="remove", device=disk)
     remove.fileOperation = "destroy"
+    WaitForTask(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[remove])))
+if change.get("remove_nic"):
+    card = vim.vm.device.VirtualEthernetCard
+    nic = [d for d in vm.config.hardware.device if isinstance(d, card)][0]
+    remove = vim.vm.device.VirtualDeviceSpec(operation="remove", device=nic)
     WaitForTask(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[remove])))
 if change.get("power") == "on":
     WaitForTask(vm.PowerOnVM_Task())

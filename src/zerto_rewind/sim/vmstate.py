@@ -30,11 +30,15 @@ class DiskState:
 
 @dataclass(frozen=True)
 class NicState:
-    """One network adapter: its MAC address and the network (port group) it is on."""
+    """One network adapter: its MAC address, its device type (``VirtualE1000``…) and the
+    network it is on (a distributed port group's key with its switch, or a network's name).
+    The label is vCenter's to choose when a NIC is added back, so it is not compared."""
 
-    label: str
-    mac: str
-    network: str
+    label: str = field(compare=False)
+    mac: str = ""
+    network: str = ""
+    device_type: str = "VirtualE1000"
+    switch_uuid: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,11 +77,14 @@ class VmRef:
 class Step:
     """One change on the way back; ``action`` is what the link does."""
 
-    action: str  # power_off | reconfigure | remove_disk | add_disk | power_on | suspend
+    # power_off | reconfigure | remove_disk | add_disk | remove_nic | add_nic | power_on |
+    # suspend
+    action: str
     num_cpu: int | None = None
     memory_mb: int | None = None
     annotation: str | None = None
     disk: DiskState | None = None
+    nic: NicState | None = None
 
     def describe(self) -> str:
         """The step in words, for a failed task's CompleteReason."""
@@ -92,6 +99,8 @@ class Step:
             return f"reconfigure ({', '.join(parts)})"
         if self.disk is not None:
             return f"{self.action.replace('_', ' ')} {self.disk.path}"
+        if self.nic is not None:
+            return f"{self.action.replace('_', ' ')} {self.nic.mac}"
         return self.action.replace("_", " ")
 
 
@@ -129,7 +138,7 @@ def _disk_slot(disk: DiskState) -> tuple[int, int]:
 def restore_steps(current: VmState, target: VmState) -> list[Step]:
     """The steps that take a VM from ``current`` back to ``target``, in the order vSphere
     accepts them: power off before a hardware change, disks off before disks on, the power
-    state last. NICs are kept but not put back (see docs/simulator.md)."""
+    state last. Disks are matched by controller slot, NICs by MAC address."""
     hardware = _hardware_steps(current, target)
     steps: list[Step] = []
     state = current.power_state
@@ -162,6 +171,10 @@ def _hardware_steps(current: VmState, target: VmState) -> list[Step]:
     for slot, disk in kept.items():
         if now.get(slot) != disk:
             steps.append(Step("add_disk", disk=disk))
+    kept_nics = {n.mac: n for n in target.nics}
+    now_nics = {n.mac: n for n in current.nics}
+    steps += [Step("remove_nic", nic=n) for m, n in now_nics.items() if kept_nics.get(m) != n]
+    steps += [Step("add_nic", nic=n) for m, n in kept_nics.items() if now_nics.get(m) != n]
     return steps
 
 
@@ -169,7 +182,7 @@ def differences(current: VmState, target: VmState) -> list[str]:
     """What still differs after a restore (what vCenter did not take), in words."""
     found = [
         name
-        for name in ("power_state", "num_cpu", "memory_mb", "annotation", "disks")
+        for name in ("power_state", "num_cpu", "memory_mb", "annotation", "disks", "nics")
         if getattr(current, name) != getattr(target, name)
     ]
     return [f"{n} is {getattr(current, n)!r}, not {getattr(target, n)!r}" for n in found]

@@ -194,9 +194,33 @@ class PyVmomiLink:
                 numCPUs=step.num_cpu, memoryMB=step.memory_mb, annotation=step.annotation
             )
             return obj.ReconfigVM_Task(spec=spec)
-        assert step.disk is not None
-        change = self._disk_change(obj, step)
+        change = self._nic_change(obj, step) if step.nic else self._disk_change(obj, step)
         return obj.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[change]))
+
+    def _nic_change(self, obj: Any, step: Step) -> Any:
+        device_ns = self._vim.vm.device
+        nic = step.nic
+        assert nic is not None
+        if step.action == "remove_nic":
+            (device,) = [
+                d
+                for d in obj.config.hardware.device
+                if isinstance(d, device_ns.VirtualEthernetCard) and d.macAddress == nic.mac
+            ]
+            return device_ns.VirtualDeviceSpec(operation="remove", device=device)
+        card = device_ns.VirtualEthernetCard
+        if nic.switch_uuid:
+            port = self._vim.dvs.PortConnection(
+                switchUuid=nic.switch_uuid, portgroupKey=nic.network
+            )
+            backing = card.DistributedVirtualPortBackingInfo(port=port)
+        else:
+            backing = card.NetworkBackingInfo(deviceName=nic.network)
+        # The same MAC address, so the guest sees the adapter it had.
+        device = getattr(device_ns, nic.device_type)(
+            key=-1, backing=backing, addressType="manual", macAddress=nic.mac
+        )
+        return device_ns.VirtualDeviceSpec(operation="add", device=device)
 
     def _disk_change(self, obj: Any, step: Step) -> Any:
         vim = self._vim
@@ -266,4 +290,10 @@ def _nic(device: Any) -> NicState:
     backing = device.backing
     port = getattr(backing, "port", None)
     network = getattr(port, "portgroupKey", None) or getattr(backing, "deviceName", None) or ""
-    return NicState(str(device.deviceInfo.label), str(device.macAddress or ""), str(network))
+    return NicState(
+        label=str(device.deviceInfo.label),
+        mac=str(device.macAddress or ""),
+        network=str(network),
+        device_type=type(device).__name__.rsplit(".", 1)[-1],
+        switch_uuid=str(getattr(port, "switchUuid", None) or ""),
+    )

@@ -21,6 +21,7 @@ from zerto_rewind.sim.vmstate import (
     POWERED_ON,
     SUSPENDED,
     DiskState,
+    NicState,
     Step,
     VmRef,
     VmState,
@@ -83,6 +84,9 @@ class FakeLink:
                 if value is not None and key not in self.ignores
             }
             return replace(state, **changes)
+        if step.nic is not None:
+            nics = tuple(n for n in state.nics if n != step.nic)
+            return replace(state, nics=(*nics, step.nic) if step.action == "add_nic" else nics)
         assert step.disk is not None
         if step.action == "remove_disk":
             return replace(state, disks=tuple(d for d in state.disks if d != step.disk))
@@ -132,6 +136,26 @@ def test_a_removed_disk_is_added_back_and_an_added_one_removed() -> None:
         ("add_disk", DISK),
         ("power_on", None),
     ]
+
+
+def test_nics_are_matched_by_mac_a_moved_one_is_replaced() -> None:
+    nic = NicState("ethernet-0", "00:0c:29:36:63:62", "dvportgroup-13", "VirtualE1000", "fea9")
+    moved = replace(nic, network="dvportgroup-11")
+    added = NicState("ethernet-1", "00:50:56:00:00:01", "VM Network", "VirtualVmxnet3")
+    kept = replace(WEB, nics=(nic,))
+    steps = restore_steps(replace(WEB, nics=(moved, added)), kept)
+    assert [(s.action, s.nic) for s in steps] == [
+        ("power_off", None),
+        ("remove_nic", moved),
+        ("remove_nic", added),
+        ("add_nic", nic),
+        ("power_on", None),
+    ]
+    relabelled = replace(
+        WEB, nics=(NicState("ethernet--7", nic.mac, nic.network, "VirtualE1000", "fea9"),)
+    )
+    assert restore_steps(relabelled, kept) == []
+    assert Step("add_nic", nic=nic).describe() == f"add nic {nic.mac}"
 
 
 @pytest.mark.parametrize(
