@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import ssl
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -186,3 +188,31 @@ def test_a_journal_restore_puts_the_vcenter_vm_back(vcenter: VCenter, linked: An
     _, errors = proc.communicate(timeout=10)
     assert vcenter.password not in errors
     assert "linked to vCenter" in errors
+
+
+def test_a_link_that_cannot_log_in_stops_the_start_without_showing_the_password(
+    tmp_path: Path,
+) -> None:
+    # vcsim takes any login, so this vCenter is a loopback port where nothing listens.
+    url = "https://user:wrong-secret@127.0.0.1:9/sdk"
+    done = subprocess.run(
+        [sys.executable, "-m", "zerto_rewind.sim", "--port", "0", "--vcenter", url,
+         "--vcenter-insecure", "--cert-dir", str(tmp_path / "certs")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "cannot log in to https://127.0.0.1:9/sdk" in done.stderr
+    assert "wrong-secret" not in done.stderr + done.stdout
+
+
+def test_without_verification_asked_off_vcsims_certificate_is_refused(
+    vcenter: VCenter, tmp_path: Path
+) -> None:
+    url = f"https://{vcenter.user}:{vcenter.password}@{vcenter.host}/sdk"
+    done = subprocess.run(
+        [sys.executable, "-m", "zerto_rewind.sim", "--port", "0", "--vcenter", url,
+         "--cert-dir", str(tmp_path / "certs")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "SSLCertVerificationError" in done.stderr
