@@ -29,6 +29,7 @@ log = logging.getLogger("zerto_rewind.sim")
 
 # Read failures in a row before the worker says so in the log (once, then on recovery).
 _QUIET_FAILURES = 3
+_MIN_INTERVAL_S = 0.5
 
 
 @dataclass
@@ -264,5 +265,6 @@ def attach(world: World, link: VcenterLink) -> Replica:
         if mine:
             cadences.append(vpg.journal.cadence)
             histories.append(vpg.history_minutes * 60.0)
-    interval = min(cadences, default=5.0)
+    # A journal ticking faster than this would only load the vCenter with reads.
+    interval = max(_MIN_INTERVAL_S, min(cadences, default=5.0))
     return Replica(link, vms, world.clock, interval, max(histories, default=3600.0))
