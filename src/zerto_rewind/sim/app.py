@@ -302,7 +302,7 @@ def _world(config: SimConfig) -> tuple[World, Replica | None]:
     except BaseException:
         link.close()
         raise
-    world.replica = attach(world, link)
+    world.replica = attach(world.vpgs.values(), world.clock, link)
     names = ", ".join(sorted(linked)) or "none"
     print(
         f"zerto-rewind sim: linked to vCenter {config.vcenter.display}; VMs: {names}",

@@ -21,9 +21,9 @@ from zerto_rewind.sim.estate import Estate, EstateError, VmSpec, VpgSpec
 from zerto_rewind.sim.vmstate import VcenterLink, VmRef, VmState, differences, restore_steps
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
-    from zerto_rewind.sim.state import World
+    from zerto_rewind.sim.models import Vpg
 
 log = logging.getLogger("zerto_rewind.sim")
 
@@ -250,14 +250,14 @@ def _linked_spec(spec: VmSpec, link: VcenterLink, server: str, linked: dict[str,
     return VmSpec(spec.name, ref.moref, ref.instance_uuid, server_id=server)
 
 
-def attach(world: World, link: VcenterLink) -> Replica:
-    """A replica of the world's VMs whose identity came from ``link`` (see
+def attach(vpgs: Iterable[Vpg], clock: Callable[[], float], link: VcenterLink) -> Replica:
+    """A replica of the VPGs' VMs whose identity came from ``link`` (see
     :func:`link_estate`), reading at the fastest cadence of their VPGs."""
     prefix = f"{link.server_id}."
     vms: dict[str, VmRef] = {}
     cadences: list[float] = []
     histories: list[float] = []
-    for vpg in world.vpgs.values():
+    for vpg in vpgs:
         mine = [vm for vm in vpg.vms if vm.identifier.startswith(prefix)]
         for vm in mine:
             moref = vm.identifier.removeprefix(prefix)
@@ -267,4 +267,4 @@ def attach(world: World, link: VcenterLink) -> Replica:
             histories.append(vpg.history_minutes * 60.0)
     # A journal ticking faster than this would only load the vCenter with reads.
     interval = max(_MIN_INTERVAL_S, min(cadences, default=5.0))
-    return Replica(link, vms, world.clock, interval, max(histories, default=3600.0))
+    return Replica(link, vms, clock, interval, max(histories, default=3600.0))

@@ -319,7 +319,7 @@ def _linked_backend(link: FakeLink, clock: Clock) -> tuple[Backend, Replica]:
     config = SimConfig(clock=clock, jitter=0.0, tag_lag_s=0.1, task_duration_s=0.2, seed=3)
     estate, _ = link_estate(_estate(), link)
     world = World(config, estate)
-    world.replica = attach(world, link)
+    world.replica = attach(world.vpgs.values(), world.clock, link)
     return Backend(config, world=world), world.replica
 
 
