@@ -23,7 +23,7 @@ drawn without one is defined here::
     │   │   └── NotFound       404, or a lookup that found nothing
     │   └── AmbiguousVm        a VM name matches several VMs and the caller needs one
     ├── ApprovalError          an approval cannot be given or recorded (core.approvals_model)
-    │   └── ApprovalLimitError  a caller or the store is at its cap of requests (core.approvals_model)
+    │   └── ApprovalLimitError  a caller or the store is at its request cap (core.approvals_model)
     ├── ScanError              a server's tools/list could not be read (scan.client)
     ├── UpstreamError          a VM MCP server behind the gateway failed (gateway.upstream)
     ├── ServiceError           the guard service gave no decision (service_client)
