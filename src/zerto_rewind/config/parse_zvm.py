@@ -1,0 +1,162 @@
+"""The ZVM keys: ``zvm`` (one site) or ``zvms`` (site -> ZVM), and where their secrets live."""
+
+from __future__ import annotations
+
+from .parse_base import ParserBase
+from .settings import (
+    DEFAULT_SITE,
+    ZvmSettings,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+__all__ = ["ZvmParser"]
+
+
+class ZvmParser(ParserBase):
+    """``zvm`` / ``zvms``: every error names the site's key (``zvms.dr.url``)."""
+
+    def zvms(
+        self, top: dict[str, Any], env: Mapping[str, str], *, loose_permissions: bool
+    ) -> dict[str, ZvmSettings]:
+        """``zvm`` (one ZVM: a one-site estate named ``default``) or ``zvms`` (site -> ZVM)."""
+        if "zvm" in top and "zvms" in top:
+            self.fail(
+                "zvms",
+                "the config gives both zvm and zvms; use zvms alone (one entry per site) or "
+                "zvm alone (a single ZVM)",
+            )
+        if "zvm" in top:
+            return {DEFAULT_SITE: self.zvm(top["zvm"], env, loose_permissions=loose_permissions)}
+        if "zvms" not in top:
+            self.fail("zvm", "missing: the ZVM's url and credentials are required (zvm or zvms)")
+        raw = top["zvms"]
+        if not isinstance(raw, dict) or not raw:
+            self.fail("zvms", "must be a non-empty JSON object of site name -> ZVM settings")
+        sites: dict[str, ZvmSettings] = {}
+        urls: dict[str, str] = {}
+        for site, spec in raw.items():
+            key = f"zvms.{site}"
+            if not site or not all(ch.isalnum() or ch in "-_" for ch in site):
+                self.fail(key, "a site name may hold only letters, digits, - and _")
+            zvm = self.zvm(spec, env, loose_permissions=loose_permissions, key=key, site=site)
+            if zvm.url in urls:
+                self.fail(
+                    f"{key}.url",
+                    f"is also the url of site {urls[zvm.url]}; each site has its own ZVM",
+                )
+            urls[zvm.url] = site
+            sites[site] = zvm
+        return sites
+
+    def zvm(
+        self,
+        raw: Any,
+        env: Mapping[str, str],
+        *,
+        loose_permissions: bool,
+        key: str = "zvm",
+        site: str = DEFAULT_SITE,
+    ) -> ZvmSettings:
+        keys = (
+            "url", "client_id", "client_secret", "client_secret_env", "client_secret_file",
+            "username", "password", "password_env", "password_file",
+            "ca_bundle", "verify_tls", "connect_timeout_s", "read_timeout_s", "scope",
+            "allow_insecure_http",
+        )  # fmt: skip
+        zvm = self.obj(raw, key, keys)
+        url = self.url(zvm.get("url"), f"{key}.url")
+        insecure = self.boolean(zvm.get("allow_insecure_http", False), f"{key}.allow_insecure_http")
+        if url.startswith("http://") and not insecure:
+            # The ZVM is the trust root for "did the tag land": in clear text, anyone on the
+            # path can move a tag or forge a checkpoint unseen.
+            self.fail(
+                f"{key}.url",
+                f"is plain http:// ({url!r}); the guard talks to a ZVM over https:// only "
+                f"(for a test simulator without TLS, set {key}.allow_insecure_http: true)",
+            )
+        password_keys: list[str] = [
+            k for k in ("password", "password_env", "password_file") if k in zvm
+        ]
+        secret_keys: list[str] = [
+            k for k in ("client_secret", "client_secret_env", "client_secret_file") if k in zvm
+        ]
+        chosen: list[str]
+        username: str | None = None
+        if "username" in zvm or password_keys:
+            if secret_keys:
+                self.fail(key, "give username + password or client_id + client_secret, not both")
+            grant, chosen, client_id = (
+                "password",
+                password_keys,
+                zvm.get("client_id", "zerto-client"),
+            )
+            username = self.string(zvm.get("username"), f"{key}.username")
+        else:
+            grant, chosen, client_id = "client_credentials", secret_keys, zvm.get("client_id")
+        client_id = self.string(client_id, f"{key}.client_id")
+        source = self.secret_source(
+            zvm, chosen, grant, loose_permissions=loose_permissions, key=key
+        )
+        verify = self.boolean(zvm.get("verify_tls", True), f"{key}.verify_tls")
+        ca_bundle = (
+            self.file_path(zvm["ca_bundle"], f"{key}.ca_bundle") if "ca_bundle" in zvm else None
+        )
+        if ca_bundle is not None and not verify:
+            self.fail(
+                f"{key}.verify_tls", f"is false while {key}.ca_bundle is set; drop one of them"
+            )
+        return ZvmSettings(
+            url=url,
+            grant=grant,
+            client_id=client_id,
+            username=username,
+            secret_source=source,
+            ca_bundle=ca_bundle,
+            verify_tls=verify,
+            connect_timeout_s=self.number(
+                zvm.get("connect_timeout_s", 5), f"{key}.connect_timeout_s"
+            ),
+            read_timeout_s=self.number(zvm.get("read_timeout_s", 30), f"{key}.read_timeout_s"),
+            scope=self.string(zvm["scope"], f"{key}.scope") if "scope" in zvm else None,
+            secret_origin=(self.path, f"{key}.{chosen[0]}"),
+            env=env,
+            site=site,
+            config_key=key,
+        )
+
+    def url(self, value: Any, key: str = "zvm.url") -> str:
+        url = self.string(value, key).rstrip("/")
+        if not url.startswith(("https://", "http://")) or len(url.split("://", 1)[1]) == 0:
+            self.fail(key, f"must be an https:// URL of the ZVM, not {url!r}")
+        return url
+
+    def secret_source(
+        self,
+        zvm: dict[str, Any],
+        chosen: list[str],
+        grant: str,
+        *,
+        loose_permissions: bool,
+        key: str = "zvm",
+    ) -> tuple[str, str]:
+        what = "password" if grant == "password" else "client_secret"
+        if len(chosen) != 1:
+            options = f"{what}_env, {what}_file or {what}"
+            problem = "missing" if not chosen else f"set only one of {', '.join(chosen)}"
+            self.fail(f"{key}.{what}", f"{problem}: give exactly one of {options}")
+        name = chosen[0]
+        if name.endswith("_env"):
+            return ("env", self.string(zvm[name], f"{key}.{name}"))
+        if name.endswith("_file"):
+            return ("file", self.file_path(zvm[name], f"{key}.{name}"))
+        if loose_permissions:
+            msg = (
+                "holds a secret but the config file is readable by others; "
+                f"chmod 600 the file, or use {key}.{what}_env / {key}.{what}_file"
+            )
+            self.fail(f"{key}.{name}", msg)
+        return ("inline", self.string(zvm[name], f"{key}.{name}"))
