@@ -14,6 +14,7 @@ from .parse_catalog import CatalogParser
 from .parse_gateway import GatewayParser
 from .parse_zvm import ZvmParser
 from .settings import (
+    DEFAULT_SITE_CADENCE_S,
     ON_PENDING_CHOICES,
     PROMPT_AS_CHOICES,
     PROMPT_VIA_CHOICES,
@@ -96,7 +97,7 @@ class Parser(CatalogParser, ZvmParser, GatewayParser):
             spec.get("every_s", 60.0), "log_anchor.every_s", minimum=1.0, inclusive=True
         )
         path = self.file_path(spec["path"], "log_anchor.path") if "path" in spec else None
-        return LogAnchorSettings(lines, every_s, path)
+        return LogAnchorSettings(every_lines=lines, every_s=every_s, path=path)
 
     # ---- the gateway's sections (absent from a hook's config: nothing to pay there)
 
@@ -156,7 +157,7 @@ class Parser(CatalogParser, ZvmParser, GatewayParser):
                     f"guard.site_cadence_s.{kind}",
                     f"unknown site kind; use {', '.join(SITE_KINDS)}",
                 )
-        values["site_cadence_s"] = site_cadence
+        values["site_cadence_s"] = {**DEFAULT_SITE_CADENCE_S, **site_cadence}
         values["site_types"] = self.site_types(guard.get("site_types", {}))
         timeout = env.get("ZERTO_HOOK_GUARD_TIMEOUT", "").strip()
         if timeout:
