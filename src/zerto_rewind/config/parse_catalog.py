@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 from .parse_base import _HEX, ParserBase, _kind
+from .schema import CATALOG, RESOLVER, TOOL, VM_MAP, VM_PATH
 from .settings import (
     TOOL_DECISIONS,
     UNKNOWN_CHOICES,
-    ZERTO_ID_FIELDS,
     CatalogSettings,
     ResolverSpec,
     ToolSpec,
@@ -48,12 +48,7 @@ class CatalogParser(ParserBase):
             )
         vm_map = self.vm_map(top["vm_map"], "vm_map") if "vm_map" in top else None
         unknown, source = self.unknown(top, env)
-        options = self.obj(
-            top.get("catalog", {}), "catalog", ("from_annotations", "resolvers", "pins")
-        )
-        from_annotations = self.boolean(
-            options.get("from_annotations", False), "catalog.from_annotations"
-        )
+        options, values = CATALOG.read(self, top.get("catalog", {}), "catalog")
         resolvers = self.resolvers(options.get("resolvers", {}), tools)
         return CatalogSettings(
             tuple(read_only),
@@ -61,9 +56,9 @@ class CatalogParser(ParserBase):
             vm_map,
             unknown,
             source,
-            from_annotations=from_annotations,
             resolvers=resolvers,
             pins=self.pins(options.get("pins", {})),
+            **values,
         )
 
     # ---- catalog.resolvers: the gateway's identity check, one block per VM server
@@ -80,9 +75,7 @@ class CatalogParser(ParserBase):
 
     def resolver(self, server: str, raw: Any, tools: dict[str, ToolSpec]) -> ResolverSpec:
         key = f"catalog.resolvers.{server}"
-        keys = ("tool", "arg", "id_path", "zerto_field", "zerto_pattern", "timeout_s",
-                "vcenter", "vcenter_path")  # fmt: skip
-        spec = self.obj(raw, key, keys)
+        spec, values = RESOLVER.read(self, raw, key)
         for required in ("tool", "arg", "id_path"):
             if required not in spec:
                 self.fail(f"{key}.{required}", "is required")
@@ -94,25 +87,22 @@ class CatalogParser(ParserBase):
             )
             self.fail(f"{key}.tool", msg)
         arg = self.string(spec["arg"], f"{key}.arg")
-        id_path = self.arg_path(spec["id_path"], f"{key}.id_path")
-        if "[]" in id_path:
-            self.fail(f"{key}.id_path", "must name one value (no '[]' fan-out)")
-        field = self.string(
-            spec.get("zerto_field", "vm_identifier"), f"{key}.zerto_field", choices=ZERTO_ID_FIELDS
-        )
+        id_path = self.one_value_path(spec["id_path"], f"{key}.id_path")
         pattern = self.id_pattern(spec.get("zerto_pattern"), f"{key}.zerto_pattern")
-        timeout = self.number(spec.get("timeout_s", 10.0), f"{key}.timeout_s")
-        extra: dict[str, Any] = {"zerto_pattern": pattern} if pattern is not None else {}
-        if "vcenter" in spec:
-            extra["vcenter"] = self.string(spec["vcenter"], f"{key}.vcenter")
+        if pattern is not None:
+            values["zerto_pattern"] = pattern
         if "vcenter_path" in spec:
-            vcenter_path = self.arg_path(spec["vcenter_path"], f"{key}.vcenter_path")
-            if "[]" in vcenter_path:
-                self.fail(f"{key}.vcenter_path", "must name one value (no '[]' fan-out)")
-            extra["vcenter_path"] = vcenter_path
-        return ResolverSpec(
-            server, tool, arg, id_path, zerto_field=field, timeout_s=timeout, **extra
-        )
+            values["vcenter_path"] = self.one_value_path(
+                spec["vcenter_path"], f"{key}.vcenter_path"
+            )
+        return ResolverSpec(server, tool, arg, id_path, **values)
+
+    def one_value_path(self, value: Any, key: str) -> str:
+        """A dotted path to one value of a resolver's answer (no fan-out)."""
+        path = self.arg_path(value, key)
+        if "[]" in path:
+            self.fail(key, "must name one value (no '[]' fan-out)")
+        return path
 
     def id_pattern(self, value: Any, key: str) -> str | None:
         if value is None:
@@ -168,7 +158,7 @@ class CatalogParser(ParserBase):
         key = f"tools.{name}"
         if not name.strip():
             self.fail("tools", "a tool name is empty")
-        spec = self.obj(spec, key, ("vm_arg", "vm_map", "vpgs", "decision", "host_paths"))
+        spec = self.obj(spec, key, TOOL.names)
         vm_arg = self.vm_arg(spec["vm_arg"], f"{key}.vm_arg") if "vm_arg" in spec else ()
         vm_map = self.vm_map(spec["vm_map"], f"{key}.vm_map") if "vm_map" in spec else None
         vpgs: tuple[str, ...] = ()
@@ -219,7 +209,7 @@ class CatalogParser(ParserBase):
 
     def vm_path(self, value: Any, key: str) -> VmPath:
         if isinstance(value, dict):
-            spec = self.obj(value, key, ("path", "pattern"))
+            spec = self.obj(value, key, VM_PATH.names)
             pattern = (
                 self.string(spec.get("pattern"), f"{key}.pattern") if "pattern" in spec else None
             )
@@ -235,7 +225,7 @@ class CatalogParser(ParserBase):
         return path
 
     def vm_map(self, value: Any, key: str) -> VmMap:
-        spec = self.obj(value, key, ("aliases", "strip_domain"))
+        spec = self.obj(value, key, VM_MAP.names)
         aliases_raw = spec.get("aliases", {})
         if not isinstance(aliases_raw, dict):
             self.fail(f"{key}.aliases", "must be an object of alias -> VM name")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .parse_base import ParserBase
+from .schema import ZVM
 from .settings import (
     DEFAULT_SITE,
     ZvmSettings,
@@ -61,15 +62,10 @@ class ZvmParser(ParserBase):
         key: str = "zvm",
         site: str = DEFAULT_SITE,
     ) -> ZvmSettings:
-        keys = (
-            "url", "client_id", "client_secret", "client_secret_env", "client_secret_file",
-            "username", "password", "password_env", "password_file",
-            "ca_bundle", "verify_tls", "connect_timeout_s", "read_timeout_s", "scope",
-            "allow_insecure_http",
-        )  # fmt: skip
-        zvm = self.obj(raw, key, keys)
+        """One ZVM: its URL, its login (grant and secret) and the keys read by their rules."""
+        zvm, values = ZVM.read(self, raw, key)
         url = self.url(zvm.get("url"), f"{key}.url")
-        insecure = self.boolean(zvm.get("allow_insecure_http", False), f"{key}.allow_insecure_http")
+        insecure = values.pop("allow_insecure_http", False)  # not a setting: a check of url
         if url.startswith("http://") and not insecure:
             # The ZVM is the trust root for "did the tag land": in clear text, anyone on the
             # path can move a tag or forge a checkpoint unseen.
@@ -78,34 +74,11 @@ class ZvmParser(ParserBase):
                 f"is plain http:// ({url!r}); the guard talks to a ZVM over https:// only "
                 f"(for a test simulator without TLS, set {key}.allow_insecure_http: true)",
             )
-        password_keys: list[str] = [
-            k for k in ("password", "password_env", "password_file") if k in zvm
-        ]
-        secret_keys: list[str] = [
-            k for k in ("client_secret", "client_secret_env", "client_secret_file") if k in zvm
-        ]
-        chosen: list[str]
-        username: str | None = None
-        if "username" in zvm or password_keys:
-            if secret_keys:
-                self.fail(key, "give username + password or client_id + client_secret, not both")
-            grant, chosen, client_id = (
-                "password",
-                password_keys,
-                zvm.get("client_id", "zerto-client"),
-            )
-            username = self.string(zvm.get("username"), f"{key}.username")
-        else:
-            grant, chosen, client_id = "client_credentials", secret_keys, zvm.get("client_id")
-        client_id = self.string(client_id, f"{key}.client_id")
+        grant, client_id, username, chosen = self.login(zvm, key)
         source = self.secret_source(
             zvm, chosen, grant, loose_permissions=loose_permissions, key=key
         )
-        verify = self.boolean(zvm.get("verify_tls", True), f"{key}.verify_tls")
-        ca_bundle = (
-            self.file_path(zvm["ca_bundle"], f"{key}.ca_bundle") if "ca_bundle" in zvm else None
-        )
-        if ca_bundle is not None and not verify:
+        if "ca_bundle" in values and values.get("verify_tls") is False:
             self.fail(
                 f"{key}.verify_tls", f"is false while {key}.ca_bundle is set; drop one of them"
             )
@@ -115,18 +88,30 @@ class ZvmParser(ParserBase):
             client_id=client_id,
             username=username,
             secret_source=source,
-            ca_bundle=ca_bundle,
-            verify_tls=verify,
-            connect_timeout_s=self.number(
-                zvm.get("connect_timeout_s", 5), f"{key}.connect_timeout_s"
-            ),
-            read_timeout_s=self.number(zvm.get("read_timeout_s", 30), f"{key}.read_timeout_s"),
-            scope=self.string(zvm["scope"], f"{key}.scope") if "scope" in zvm else None,
             secret_origin=(self.path, f"{key}.{chosen[0]}"),
             env=env,
             site=site,
             config_key=key,
+            **values,
         )
+
+    def login(self, zvm: dict[str, Any], key: str) -> tuple[str, str, str | None, list[str]]:
+        """(grant, client_id, username, the secret keys given): a username or a password key
+        means the password grant, else client_credentials."""
+        password_keys: list[str] = [
+            k for k in ("password", "password_env", "password_file") if k in zvm
+        ]
+        secret_keys: list[str] = [
+            k for k in ("client_secret", "client_secret_env", "client_secret_file") if k in zvm
+        ]
+        if "username" in zvm or password_keys:
+            if secret_keys:
+                self.fail(key, "give username + password or client_id + client_secret, not both")
+            username = self.string(zvm.get("username"), f"{key}.username")
+            client_id = self.string(zvm.get("client_id", "zerto-client"), f"{key}.client_id")
+            return "password", client_id, username, password_keys
+        client_id = self.string(zvm.get("client_id"), f"{key}.client_id")
+        return "client_credentials", client_id, None, secret_keys
 
     def url(self, value: Any, key: str = "zvm.url") -> str:
         url = self.string(value, key).rstrip("/")

@@ -1,9 +1,11 @@
 """The zerto-rewind settings types, where the config lives, and secret resolution.
 
 The hook imports this module on every tool call, read-only ones included, so it
-imports nothing heavy: plain classes instead of dataclasses, the C JSON scanner
-instead of :mod:`json`, and ``re`` only when a ``vm_arg`` pattern must be checked.
-Reading and validating the file is :mod:`.loader` and :mod:`.parser`.
+imports nothing heavy: plain classes and :class:`~.record.Record` instead of
+dataclasses, the C JSON scanner instead of :mod:`json`, and ``re`` only when a
+``vm_arg`` pattern must be checked. The catalog's types are in :mod:`.catalog_settings`,
+the other sections' in :mod:`.sections`; both are re-exported here. Reading and
+validating the file is :mod:`.loader` and :mod:`.parser`.
 
 Environment (precedence: variable > config file > default):
 
