@@ -157,3 +157,36 @@ def test_the_parser_knows_exactly_the_tables_keys(section: Section, tmp_path: Pa
     assert info.value.key is not None
     assert info.value.key.endswith(BAD)
     assert info.value.detail == f"unknown key (known keys: {', '.join(section.names)})"
+
+
+@pytest.mark.parametrize(
+    ("where", "bad", "key", "problem"),
+    [
+        ("gateway", {"max_connections": 1.5}, "gateway.max_connections", "whole number, not 1.5"),
+        ("gateway", {"max_connections": 0}, "gateway.max_connections", "at least 1"),
+        ("gateway", {"max_body_bytes": 1000}, "gateway.max_body_bytes", "at least 1024"),
+        ("gateway", {"clients": {"a": "xyz"}}, "gateway.clients.a", "SHA-256 hex digest"),
+        ("gateway.limits", {"idle_s": 90000}, "gateway.limits.idle_s", "86400 seconds (a day)"),
+        ("log_anchor", {"every_lines": 0}, "log_anchor.every_lines", "from 1 to 1000000, not 0"),
+        ("guard", {"max_tags_per_minute": 0}, "guard.max_tags_per_minute", "or null for no"),
+        ("recovery", {"via": "dr"}, "recovery.via", "one of recovery, protected, not 'dr'"),
+    ],
+)
+def test_a_rule_names_the_key_and_what_is_wrong(
+    where: str, bad: dict[str, Any], key: str, problem: str, tmp_path: Path
+) -> None:
+    """A value its rule refuses fails closed: the dotted key and the problem, in words."""
+    parser = Parser(str(tmp_path / "config.json"), str(tmp_path))
+    with pytest.raises(ConfigError) as info:
+        parser.settings(_placed(where, bad), {"S": "x", "N": "y"}, loose_permissions=False)
+    assert info.value.key == key
+    assert problem in info.value.detail
+
+
+def test_a_whole_count_given_as_a_float_is_read_as_an_int(tmp_path: Path) -> None:
+    """``5.0`` is five connections, held as the int 5."""
+    parser = Parser(str(tmp_path / "config.json"), str(tmp_path))
+    raw = _placed("gateway", {"max_connections": 5.0, "max_body_bytes": 1024})
+    gateway = parser.settings(raw, {"S": "x", "N": "y"}, loose_permissions=False).gateway
+    assert (gateway.max_connections, gateway.max_body_bytes) == (5, 1024)
+    assert isinstance(gateway.max_connections, int)
