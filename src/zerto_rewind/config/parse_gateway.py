@@ -25,6 +25,16 @@ __all__ = ["GatewayParser"]
 class GatewayParser(ParserBase):
     """The gateway's own keys, its VM servers, its approvers and its shared state."""
 
+    def sections(self, top: dict[str, Any], loose_permissions: bool) -> dict[str, Any]:
+        """``upstreams``, ``gateway``, ``state`` and ``approvals``, as Settings keywords."""
+        return {
+            "upstreams": self.upstreams(top.get("upstreams", {}), loose_permissions),
+            "gateway": self.gateway(top.get("gateway", {})),
+            "state_url": self.state_url(top.get("state", {})),
+            "state_redis": self.state_redis(top.get("state", {})),
+            "approvals": self.approvals(top.get("approvals", {})),
+        }
+
     def upstreams(self, raw: Any, loose_permissions: bool) -> dict[str, UpstreamSettings]:
         if not isinstance(raw, dict):
             self.fail("upstreams", f"must be a JSON object of name -> server, not {_kind(raw)}")

@@ -1,6 +1,6 @@
 """Every config key, one table per section: the one place a key is declared.
 
-A :class:`Key` row gives a key's name in the file, the :mod:`.rules` rule that reads
+A :class:`Key` row gives a key's name in the file, the rule (:mod:`.parse_base`) that reads
 its value, and (through its section) the heading of docs/configuration.md that
 documents it. The parser takes a section's known keys from its table (any other key
 is an error that lists them and names a near miss) and reads each key that has a rule
@@ -22,7 +22,7 @@ gets its row here too, without a rule, and its reading in that function.
 
 from __future__ import annotations
 
-from .rules import (
+from .parse_base import (
     cadences,
     choice,
     count,
@@ -47,8 +47,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .parse_base import ParserBase
-    from .rules import Rule
+    from .parse_base import ParserBase, Rule
 
 __all__ = ["SECTIONS", "Key", "Section"]
 
