@@ -1,18 +1,20 @@
 """Every config key, one table per section: the one place a key is declared.
 
-A :class:`Key` row gives a key's name in the file, the rule (:mod:`.parse_base`) that reads
-its value, and (through its section) the heading of docs/configuration.md that
-documents it. The parser takes a section's known keys from its table (any other key
-is an error that lists them and names a near miss) and reads each key that has a rule
-by that rule (:meth:`Section.read`). A key without a rule is read by its section's
-own function in ``parse_*.py``, because its meaning depends on other keys (a secret's
-source, ``tls_cert`` with ``tls_key``). tests/unit/config/test_schema.py checks that
-each key is documented under its heading and that each rule's key is a field of its
-section's record.
+A :class:`Key` row gives a key's name in the file and the rule (:mod:`.parse_base`)
+that reads its value; its :class:`Section` gives where the object sits and the anchor
+of the docs/configuration.md heading that documents it. The parser takes a section's
+known keys from its table (any other key is an error that lists them and names a near
+miss) and reads each key that has a rule by that rule (:meth:`Section.read`). A key
+without a rule is read by its section's own function (parser.py, parse_catalog.py,
+parse_gateway.py), because its meaning depends on other keys (a secret's source,
+``tls_cert`` with ``tls_key``). tests/unit/config/test_schema.py checks that each key
+is documented under its heading, that each rule's key is a field of its section's
+settings, and that the parser accepts exactly each table's keys.
 
 To add a key ``guard.example_s``:
 
-1. a field in the section's record (sections.py): ``example_s: float = 5.0``;
+1. a field in the section's record (sections.py): ``example_s: float = 5.0``, its
+   type and its default (a record refuses any keyword it does not declare);
 2. a row in the table below: ``Key("example_s", number(inclusive=True)),``;
 3. a row for it under the section's heading in docs/configuration.md.
 

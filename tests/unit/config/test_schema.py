@@ -190,3 +190,26 @@ def test_a_whole_count_given_as_a_float_is_read_as_an_int(tmp_path: Path) -> Non
     gateway = parser.settings(raw, {"S": "x", "N": "y"}, loose_permissions=False).gateway
     assert (gateway.max_connections, gateway.max_body_bytes) == (5, 1024)
     assert isinstance(gateway.max_connections, int)
+
+
+def test_a_hooks_config_does_not_import_the_gateways_parser(tmp_path: Path) -> None:
+    """A config without upstreams, gateway, state or approvals never loads parse_gateway
+    (the hook parses its config on every call); one with a gateway section does."""
+    import json
+    import subprocess
+    import sys
+
+    hook = tmp_path / "hook.json"
+    hook.write_text(json.dumps({"zvm": ZVM, "guard": {"timeout_s": 20}}))
+    gateway = tmp_path / "gateway.json"
+    gateway.write_text(json.dumps({"zvm": ZVM, "gateway": {"max_connections": 9}}))
+    code = (
+        "import sys; from zerto_rewind.config.loader import load_settings; "
+        "s = load_settings({'S': 'x'}, path=sys.argv[1]); "
+        "print(s.gateway.max_connections, 'zerto_rewind.config.parse_gateway' in sys.modules)"
+    )
+    for path, expected in ((hook, "4096 False"), (gateway, "9 True")):
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip() == expected
