@@ -39,6 +39,7 @@ __all__ = [
     "tag_bound",
     "tag_prefix",
     "text",
+    "tool_pins",
     "user_names",
     "whole",
 ]
@@ -275,3 +276,16 @@ def site_types(p: ParserBase, value: Any, key: str) -> dict[int, str]:
             p.fail(where, 'keys are Entities.Protected numbers such as "3"')
         result[int(number_text)] = p.string(kind, where, choices=SITE_KINDS)
     return result
+
+
+def tool_pins(p: ParserBase, value: Any, key: str) -> dict[str, str]:
+    """host tool name -> ``sha256:<64 hex>``, as ``catalog scan`` writes it."""
+    pins = p.string_map(value, key)
+    for name, pin in pins.items():
+        where = f"{key}.{name}"
+        if not name.startswith("mcp__") or name.count("__") < 2 or "*" in name:
+            p.fail(where, "must be a host tool name like mcp__SERVER__TOOL (no patterns)")
+        digest = pin.removeprefix("sha256:")
+        if not pin.startswith("sha256:") or len(digest) != 64 or digest.strip(_HEX):
+            p.fail(where, "must be sha256: and 64 hex digits, as `catalog scan` writes it")
+    return pins

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
-from .parse_base import _HEX, ParserBase, _kind
+from .parse_base import ParserBase, _kind
 from .schema import CATALOG, RESOLVER, TOOL, VM_MAP, VM_PATH
 from .settings import (
     TOOL_DECISIONS,
@@ -57,7 +57,6 @@ class CatalogParser(ParserBase):
             unknown,
             source,
             resolvers=resolvers,
-            pins=self.pins(options.get("pins", {})),
             **values,
         )
 
@@ -117,18 +116,6 @@ class CatalogParser(ParserBase):
         if "id" not in compiled.groupindex:
             self.fail(key, "needs a named group (?P<id>...) that captures the vCenter identity")
         return pattern
-
-    def pins(self, value: Any) -> dict[str, str]:
-        """``catalog.pins``: host tool name -> ``sha256:<64 hex>`` (written by catalog scan)."""
-        pins = self.string_map(value, "catalog.pins")
-        for name, pin in pins.items():
-            key = f"catalog.pins.{name}"
-            if not name.startswith("mcp__") or name.count("__") < 2 or "*" in name:
-                self.fail(key, "must be a host tool name like mcp__SERVER__TOOL (no patterns)")
-            digest = pin.removeprefix("sha256:")
-            if not pin.startswith("sha256:") or len(digest) != 64 or digest.strip(_HEX):
-                self.fail(key, "must be sha256: and 64 hex digits, as `catalog scan` writes it")
-        return pins
 
     def unknown(self, top: dict[str, Any], env: Mapping[str, str]) -> tuple[str, str]:
         named = env.get("ZERTO_HOOK_UNKNOWN", "").strip().lower()

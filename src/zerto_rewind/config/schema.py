@@ -39,6 +39,7 @@ from .parse_base import (
     tag_bound,
     tag_prefix,
     text,
+    tool_pins,
     user_names,
     whole,
 )
@@ -114,7 +115,11 @@ ZVM = Section(
 
 # ---- the catalog
 CATALOG = Section(
-    "catalog", "the-catalog", Key("from_annotations", flag), Key("resolvers"), Key("pins")
+    "catalog",
+    "the-catalog",
+    Key("from_annotations", flag),
+    Key("resolvers"),
+    Key("pins", tool_pins),
 )
 TOOL = Section(
     "tools.NAME",
