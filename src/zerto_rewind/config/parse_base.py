@@ -33,6 +33,7 @@ __all__ = [
     "number",
     "page_url",
     "path",
+    "redis_url",
     "scrypt_hashes",
     "site_kind_cadences",
     "site_types",
@@ -289,3 +290,11 @@ def tool_pins(p: ParserBase, value: Any, key: str) -> dict[str, str]:
         if not pin.startswith("sha256:") or len(digest) != 64 or digest.strip(_HEX):
             p.fail(where, "must be sha256: and 64 hex digits, as `catalog scan` writes it")
     return pins
+
+
+def redis_url(p: ParserBase, value: Any, key: str) -> str:
+    """A ``redis://``, ``rediss://`` or ``unix://`` URL."""
+    url = p.string(value, key)
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        p.fail(key, "must be a redis://, rediss:// or unix:// URL of a Redis server")
+    return url

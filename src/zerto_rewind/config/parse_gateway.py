@@ -27,11 +27,12 @@ class GatewayParser(ParserBase):
 
     def sections(self, top: dict[str, Any], loose_permissions: bool) -> dict[str, Any]:
         """``upstreams``, ``gateway``, ``state`` and ``approvals``, as Settings keywords."""
+        state_url, state_redis = self.state(top.get("state", {}))
         return {
+            "state_url": state_url,
+            "state_redis": state_redis,
             "upstreams": self.upstreams(top.get("upstreams", {}), loose_permissions),
             "gateway": self.gateway(top.get("gateway", {})),
-            "state_url": self.state_url(top.get("state", {})),
-            "state_redis": self.state_redis(top.get("state", {})),
             "approvals": self.approvals(top.get("approvals", {})),
         }
 
@@ -154,40 +155,33 @@ class GatewayParser(ParserBase):
             found["notify_timeout_s"] = values["timeout_s"]
         return found
 
-    def state_url(self, raw: Any) -> str | None:
-        spec = self.obj(raw, "state", STATE.names)
-        if "url" not in spec:
-            return None
-        url = self.string(spec["url"], "state.url")
-        if not url.startswith(("redis://", "rediss://", "unix://")):
-            self.fail("state.url", "must be a redis://, rediss:// or unix:// URL of a Redis server")
-        return url
-
-    def state_redis(self, raw: Any) -> StateRedisSettings | None:
-        """How the guard authenticates to ``state.url``: a password kept out of this file."""
-        spec = self.obj(raw, "state", STATE.names)
-        if "url" not in spec:
+    def state(self, raw: Any) -> tuple[str | None, StateRedisSettings | None]:
+        """``state``: the Redis URL (None: the state directory) and how the guard
+        authenticates to it; every other key applies to a Redis only."""
+        spec, values = STATE.read(self, raw, "state")
+        if "url" not in values:
             for key in STATE.names[1:]:
                 if key in spec:
                     self.fail(f"state.{key}", "applies to a Redis only: state.url is not set")
-            return None
-        url = str(spec["url"])
+            return None, None
+        return values["url"], self.redis_auth(values["url"], values)
+
+    def redis_auth(self, url: str, values: dict[str, Any]) -> StateRedisSettings:
+        """A password kept out of this file (or a Redis explicitly left without one)."""
         if _url_has_password(url):
             self.fail(
                 "state.url",
                 "holds a password, which does not belong in the config file; "
                 "name a 0600 file with state.password_file or a variable with state.password_env",
             )
-        if "password_env" in spec and "password_file" in spec:
+        if "password_env" in values and "password_file" in values:
             self.fail("state", "give one of password_env or password_file, not both")
         source: tuple[str, str] | None = None
-        if "password_env" in spec:
-            source = ("env", self.string(spec["password_env"], "state.password_env"))
-        elif "password_file" in spec:
-            source = ("file", self.file_path(spec["password_file"], "state.password_file"))
-        allow = self.boolean(
-            spec.get("allow_unauthenticated_redis", False), "state.allow_unauthenticated_redis"
-        )
+        if "password_env" in values:
+            source = ("env", values["password_env"])
+        elif "password_file" in values:
+            source = ("file", values["password_file"])
+        allow = values.get("allow_unauthenticated_redis", False)
         if source is None and not allow:
             self.fail(
                 "state.url",
@@ -195,13 +189,10 @@ class GatewayParser(ParserBase):
                 "calls and make checkpoints appear; set a password (requirepass, or an ACL "
                 "user in the URL) and name it with state.password_file or state.password_env",
             )
-        ca_file = None
-        if "ca_file" in spec:
-            if not url.startswith("rediss://"):
-                self.fail("state.ca_file", "applies to a rediss:// (TLS) state.url only")
-            ca_file = self.file_path(spec["ca_file"], "state.ca_file")
+        if "ca_file" in values and not url.startswith("rediss://"):
+            self.fail("state.ca_file", "applies to a rediss:// (TLS) state.url only")
         return StateRedisSettings(
-            password_source=source, allow_unauthenticated=allow, ca_file=ca_file
+            password_source=source, allow_unauthenticated=allow, ca_file=values.get("ca_file")
         )
 
 

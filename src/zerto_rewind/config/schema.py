@@ -33,6 +33,7 @@ from .parse_base import (
     number,
     page_url,
     path,
+    redis_url,
     scrypt_hashes,
     site_kind_cadences,
     site_types,
@@ -240,8 +241,11 @@ NOTIFY = Section(
 STATE = Section(
     "state",
     "state-shared-state-in-redis",
-    *map(Key, ("url", "password_env", "password_file", "allow_unauthenticated_redis")),
-    Key("ca_file"),
+    Key("url", redis_url),
+    Key("password_env", text),
+    Key("password_file", path),
+    Key("allow_unauthenticated_redis", flag),
+    Key("ca_file", path),
 )
 
 SECTIONS = (

@@ -20,6 +20,7 @@ from zerto_rewind.config.sections import (
     GuardSettings,
     LimitsSettings,
     LogAnchorSettings,
+    StateRedisSettings,
     UpstreamSettings,
 )
 from zerto_rewind.config.settings import ZvmSettings
@@ -94,6 +95,7 @@ READ_INTO: dict[str, Any] = {
     "catalog": CatalogSettings,
     "catalog.resolvers.SERVER": ResolverSpec,
     "zvm, zvms.SITE": ZvmSettings,
+    "state": StateRedisSettings,
 }
 # Keys whose rule checks a value the section's own function then maps or drops.
 MAPPED = {
@@ -101,6 +103,7 @@ MAPPED = {
     "recovery": {"allow_live", "via"},
     "approvals.approvers": {"users", "groups"},
     "approvals.notify": {"secret_env", "secret_file", "timeout_s"},
+    "state": {"url", "password_env", "password_file", "allow_unauthenticated_redis"},
 }
 
 
