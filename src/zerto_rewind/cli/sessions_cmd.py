@@ -99,11 +99,28 @@ def _console() -> Console:
     return console if console.is_terminal else Console(highlight=False, width=200)
 
 
+# Columns kept on one line (times, counts, decisions): the others share what is left.
+_WHOLE = frozenset({"first change", "when (UTC)"})
+# A folding column is never narrower than this: a name in 2-letter slices reads badly.
+_MIN_WIDTH = 8
+
+
 def _table(title: str, headers: tuple[str, ...]) -> Table:
-    """Cells fold a long word onto a second line instead of ending in an ellipsis."""
-    table = Table(title=Text(title), title_justify="left")
+    """Names fold onto further lines instead of ending in an ellipsis: never cut."""
+    from rich import box
+
+    table = Table(
+        title=Text(title),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     for header in headers:
-        table.add_column(header, overflow="fold")
+        whole = header in _WHOLE
+        table.add_column(
+            header, overflow="fold", no_wrap=whole, min_width=None if whole else _MIN_WIDTH
+        )
     return table
 
 
@@ -116,32 +133,28 @@ def _sessions_table(console: Console, found: list[SessionSummary], path: str) ->
     if not found:
         console.print(Text(f"no sessions in {visible(path)}"))
         return
-    headers = (
-        "session",
-        "principal",
-        "host",
-        "first change",
-        "last change",
-        "changes",
-        "refused",
-        "VMs",
-    )
+    headers = ("session", "principal", "host", "first change", "last change", "changes", "VMs")
     table = _table(f"sessions, latest first, times in UTC ({path})", headers)
     for s in found:
-        table.add_row(
-            *_cells(
-                s.session_id,
-                s.principal,
-                s.host,
-                _when(s.first),
-                _when(s.last),
-                s.changes,
-                s.refused,
-                ", ".join(s.vms),
-            )
-        )
+        first, last = _when(s.first)[:16], _last(s.first, s.last)
+        vms = ", ".join(s.vms)
+        table.add_row(*_cells(s.session_id, s.principal, s.host, first, last, _counts(s), vms))
     console.print(table)
     console.print(Text("one session's changes: zerto-rewind session show ID"), style="dim")
+
+
+def _last(first: str, last: str) -> str:
+    """The last change: its time alone when on the first change's day."""
+    if first[:10] == last[:10]:
+        return _when(last)[11:16]
+    return _when(last)[:16]
+
+
+def _counts(summary: SessionSummary) -> str:
+    """How many changes, and how many calls were refused (denied, not run, deferred)."""
+    if summary.refused:
+        return f"{summary.changes} (+{summary.refused} refused)"
+    return str(summary.changes)
 
 
 def _when(value: str) -> str:
