@@ -65,8 +65,8 @@ def _summary_row(s: SessionSummary) -> str:
     link = _e(_url(session_path(s.session_id)))
     return (
         f'<tr><td><a class="mono" href="{link}">{_e(s.session_id)}</a></td>'
-        f"<td>{_e(s.principal)}</td><td>{_e(s.host)}</td><td>{_e(_when(s.first))}</td>"
-        f"<td>{_e(_when(s.last))}</td><td>{s.changes}</td><td>{s.refused}</td>"
+        f'<td>{_e(s.principal)}</td><td>{_e(s.host)}</td><td class="when">{_e(_when(s.first))}</td>'
+        f'<td class="when">{_e(_when(s.last))}</td><td>{s.changes}</td><td>{s.refused}</td>'
         f"<td>{_e(', '.join(s.vms))}</td></tr>"
     )
 
@@ -98,7 +98,7 @@ def _entries_table(timeline: Timeline) -> str:
         result = entry.result if entry.kind == "change" else entry.kind
         rows.append(
             f'<tr class="kind-{_e(entry.kind.replace(" ", "-"))}">'
-            f"<td>{_e(_when(entry.time))}</td><td><code>{_e(entry.tool)}</code></td>"
+            f'<td class="when">{_e(_when(entry.time))}</td><td><code>{_e(entry.tool)}</code></td>'
             f"<td>{_e(', '.join(entry.vms) or NO_VM)}</td><td>{_e(entry.decision)}</td>"
             f"<td>{_e(result)}</td><td>{_e(entry.rewind_point or '—')}</td>"
             f"<td>{_e(later or '—')}</td></tr>"
