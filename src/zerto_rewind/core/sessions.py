@@ -27,10 +27,10 @@ out of both views (``zerto-rewind log`` shows them).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..errors import StateError, UsageError
 from .call_result import RESULT_EVENT
@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 NOT_RECORDED = "not recorded"
+_CHUNK = 1 << 20  # bytes read at a time when looking for one session's lines
 _FORWARDED_ANSWERS = frozenset({"approved", "used"})
 
 
@@ -221,29 +222,80 @@ class Timeline:
 # --------------------------------------------------------------------------- reading
 
 
-def _lines(path: str, needles: Any = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, record) for each readable line; damaged lines are skipped.
-
-    ``needles`` (a callable giving the current substrings) lets a reader skip a line
-    without decoding it when it holds none of them: the JSON text of a value it
-    looks for is in the line if the value is."""
+def _open(path: str) -> BinaryIO | None:
     try:
-        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115  # closed below
+        return open(path, "rb")  # the caller closes it
     except FileNotFoundError:
-        return
+        return None
     except OSError as exc:
         msg = f"cannot read log {path}: {exc.strerror}; run as the user that owns it"
         raise StateError(msg) from exc
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    """A line's record; None for a damaged line (not JSON, or not an object)."""
+    try:
+        record = json.loads(line.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _lines(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) for every readable line; damaged lines are skipped."""
+    fh = _open(path)
+    if fh is None:
+        return
     with fh:
         for number, line in enumerate(fh, start=1):
-            if needles is not None and not any(n in line for n in needles()):
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
+            record = _record(line)
+            if record is not None:
                 yield number, record
+
+
+def _matching(
+    path: str, needles: Callable[[], list[bytes]]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) for the lines holding one of ``needles()``, in order.
+
+    The JSON text of a value a reader looks for is in a line if the value is, so the
+    other lines are skipped without being decoded: a chunk of the file is searched
+    with ``bytes.find`` (C speed) rather than line by line. ``needles()`` is asked
+    again after each line handed out: the reader may look for more from then on."""
+    fh = _open(path)
+    if fh is None:
+        return
+    with fh:
+        carry, before = b"", 0  # the unfinished last line; lines in earlier chunks
+        while True:
+            block = fh.read(_CHUNK)
+            data = carry + block
+            end = len(data) if not block else data.rfind(b"\n") + 1
+            chunk, carry = data[:end], data[end:]
+            yield from _in_chunk(chunk, before, needles)
+            before += chunk.count(b"\n")
+            if not block:
+                return
+
+
+def _in_chunk(
+    chunk: bytes, before: int, needles: Callable[[], list[bytes]]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    position = counted = 0
+    number = before  # lines of the file before ``counted``
+    while True:
+        hits = [i for n in needles() if (i := chunk.find(n, position)) >= 0]
+        if not hits:
+            return
+        hit = min(hits)
+        start = chunk.rfind(b"\n", 0, hit) + 1
+        stop = chunk.find(b"\n", hit)
+        stop = len(chunk) if stop < 0 else stop + 1
+        number += chunk.count(b"\n", counted, start)
+        counted, position = start, stop
+        record = _record(chunk[start:stop])
+        if record is not None:
+            yield number + 1, record
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -324,7 +376,7 @@ def read_timeline(path: str, prefix: str) -> Timeline:
         msg = "no session id given; `zerto-rewind sessions` lists them"
         raise UsageError(msg)
     reader = _TimelineReader(prefix)
-    for number, record in _lines(path, reader.needles):
+    for number, record in _matching(path, reader.needles):
         reader.take(number, record)
     return reader.timeline(path)
 
@@ -340,9 +392,9 @@ class _TimelineReader:
         self.others: list[Entry] = []  # other sessions' changes to those VMs, after
         self.results: dict[tuple[str, str], str] = {}
         self.approvers: dict[str, str] = {}  # approval id -> who approved it
-        self._needles = [json.dumps(prefix, ensure_ascii=False)[:-1]]
+        self._needles = [json.dumps(prefix, ensure_ascii=False)[:-1].encode()]
 
-    def needles(self) -> list[str]:
+    def needles(self) -> list[bytes]:
         return self._needles
 
     def take(self, number: int, record: dict[str, Any]) -> None:
@@ -369,7 +421,7 @@ class _TimelineReader:
         for vm in vms:
             if vm not in self.vms:
                 self.vms.add(vm)
-                self._needles.append(json.dumps(vm, ensure_ascii=False))
+                self._needles.append(json.dumps(vm, ensure_ascii=False).encode())
 
     def timeline(self, path: str) -> Timeline:
         if not self.candidates:

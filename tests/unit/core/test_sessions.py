@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from zerto_rewind.core import sessions
 from zerto_rewind.core.call_result import result_record
 from zerto_rewind.core.decision import ToolCall
 from zerto_rewind.core.decisions_log import write_record
@@ -167,3 +168,22 @@ def test_parse_since() -> None:
     assert parse_since("2026-12-01T08:00Z", now) == "2026-12-01T08:00:00.000Z"
     with pytest.raises(UsageError, match="--since"):
         parse_since("yesterday", now)
+
+
+def test_small_chunks_find_the_same_lines_with_the_same_numbers(
+    log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunked search gives what reading every line gives, whatever the chunk size."""
+    whole = read_timeline(str(log), "sess-aaa").to_json()
+    for size in (7, 64, 333):
+        monkeypatch.setattr(sessions, "_CHUNK", size)
+        assert read_timeline(str(log), "sess-aaa").to_json() == whole
+    lines = [n for n, r in sessions._lines(str(log)) if r.get("session_id") == "sess-aaa"]
+    assert [e["line"] for e in whole["entries"]] == lines[:4]
+
+
+def test_a_last_line_without_newline_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    _line(path, "s1", 1)
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    assert len(read_timeline(str(path), "s1").entries) == 1
