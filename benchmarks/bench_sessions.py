@@ -10,10 +10,15 @@ session changing one of them later). Measured in one run, interleaved, medians:
 - ``list_sessions`` (``sessions`` and the page's list), in process;
 - ``zerto-rewind session show ID --json`` as a whole process (start-up included).
 
-Each is printed as time(100,000) ÷ time(1,000). The readers stream the whole log
-once, so they grow with the log, not with the session: the honest target is that
-they grow no faster than the log (per-line cost at 100,000 ≤ 1.5× that at 1,000),
-and that a person waits under a second for ``session show`` over 100,000 lines.
+Each is printed as time(100,000) ÷ time(1,000). Judged:
+
+- the issue's target for ``session show``: it grows no faster than the session's own
+  size, which is the same in both logs, so the ratio is to stay ≤ 2×. The reader
+  streams the whole log (no index yet), so it grows with the log: this FAILS today,
+  and is printed as such;
+- that it grows no faster than the log (per-line cost at 100,000 ≤ 2× that at 1,000;
+  a 77 MB file does not stay in the CPU's caches as a 0.8 MB one does);
+- that a person waits under a second for ``session show`` over 100,000 lines.
 
     .venv/bin/python benchmarks/bench_sessions.py [--runs 7]
 """
@@ -37,7 +42,9 @@ from zerto_rewind.core.sessions import list_sessions, read_timeline
 
 SMALL, LARGE = 1_000, 100_000
 TARGET = "9f1c2d3e-target-session"
-PER_LINE_TARGET = 1.5
+SESSION_RATIO_TARGET = 2.0
+PER_LINE_TARGET = 2.0
+SHOW = "session show (in process)"
 SHOW_TARGET_S = 1.0
 
 
@@ -102,7 +109,7 @@ def cli_show(path: str) -> None:
 
 def measure(paths: dict[int, str], runs: int) -> dict[tuple[str, int], float]:
     subjects: dict[str, Callable[[str], Any]] = {
-        "session show (in process)": lambda p: read_timeline(p, TARGET),
+        SHOW: lambda p: read_timeline(p, TARGET),
         "session list (in process)": lambda p: list_sessions(p, limit=20),
         "session show (CLI process)": cli_show,
     }
@@ -146,15 +153,17 @@ def report(medians: dict[tuple[str, int], float]) -> int:
     _bench.table(["what", "1,000 lines ms", "100,000 lines ms", "ratio"], rows)
     print()
     failed = 0
-    for name in ("session show (in process)", "session list (in process)"):
+    show, show_small = medians[(SHOW, LARGE)], medians[(SHOW, SMALL)]
+    failed |= _bench.judge(f"{SHOW}, 100,000 ÷ 1,000 (the issue's target)", show / show_small,
+                           SESSION_RATIO_TARGET, unit="×")  # fmt: skip
+    for name in (SHOW, "session list (in process)"):
         small, large = medians[(name, SMALL)], medians[(name, LARGE)]
         per_line = (large / LARGE) / (small / SMALL)
         failed |= _bench.judge(f"{name}, per-line cost 100,000 ÷ 1,000", per_line,
                                PER_LINE_TARGET, unit="×")  # fmt: skip
-    show = medians[("session show (CLI process)", LARGE)]
-    failed |= _bench.judge(
-        "session show over 100,000 lines, whole CLI", show, SHOW_TARGET_S, unit=" s"
-    )
+    whole = medians[("session show (CLI process)", LARGE)]
+    failed |= _bench.judge("session show over 100,000 lines, whole CLI", whole, SHOW_TARGET_S,
+                           unit=" s")  # fmt: skip
     return failed
 
 
