@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,15 @@ def test_audit_fields_keep_the_result_event(tmp_path: Path) -> None:
     write_record(str(path), result_record(_call(), ["web-01"], "unknown"))
     line = json.loads(path.read_text())
     assert (line["event_type"], line["result"], line["seq"]) == (RESULT_EVENT, "unknown", 1)
+
+
+def test_the_documented_shape_is_the_one_built() -> None:
+    """docs/rewind.md shows the result line: the same keys as result_record makes."""
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "rewind.md").read_text()
+    found = re.search(r"```text\n(\{\"event_type\": \"tool_call\.result\".*?)```", doc, re.S)
+    assert found, "docs/rewind.md lost its example of the result line"
+    shown = json.loads(found.group(1).replace("…", "x"))
+    built = result_record(_call(), ["web-01"], "succeeded", client="token:a", host="codex")
+    assert set(shown) == set(built)
+    assert shown["event_type"] == RESULT_EVENT
+    assert shown["result"] in RESULTS
