@@ -220,7 +220,7 @@ class _Routes:
             Route("/requests/{request_id}/approve", self.approve, methods=["POST"]),
             Route("/requests/{request_id}/deny", self.deny, methods=["POST"]),
             Route("/sessions", self.sessions, methods=["GET"]),
-            Route("/sessions/{session_id}", self.one_session, methods=["GET"]),
+            Route("/sessions/{session_id:path}", self.one_session, methods=["GET"]),
             Route("/api/pending", self.api_pending, methods=["GET"]),
             Route("/api/session", self.api_session, methods=["GET"]),
             Route("/static/app.css", self.static_css, methods=["GET"]),

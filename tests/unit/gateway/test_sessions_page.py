@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import quote
 from xml.etree import ElementTree
 
 import pytest
@@ -67,6 +68,7 @@ def _log(path: Path) -> Path:
     _write(path, "sess-1", 35, vms=[], decision="prompt", row="no_vm", answer="approved",
            approver="olivia")  # fmt: skip
     _write(path, "sess-2", 40, vms=["web-01"], tool="reconfigure_vm")
+    _write(path, "a/b#c", 45, vms=["app-01"])
     return path
 
 
@@ -157,6 +159,9 @@ def test_list_then_one_session(client: TestClient) -> None:
     assert '<svg class="timeline"' in shown.text
     assert "default-src 'none'" in shown.headers["content-security-policy"]
     assert client.get("/sessions/sess-").status_code == 404  # ambiguous: several ids
+    slashed = client.get("/sessions/" + quote("a/b#c", safe=""))
+    assert slashed.status_code == 200
+    assert "a/b#c" in slashed.text
     missing = client.get("/sessions/nope")
     assert missing.status_code == 404
     assert "zerto-rewind sessions" in missing.text
