@@ -358,6 +358,6 @@ def _print_line(console: Console, line: str, as_json: bool) -> None:
     if not isinstance(record, dict):
         return
     vms = ", ".join(str(vm) for vm in record.get("vms") or [])
-    row, decision = record.get("row"), record.get("decision")
+    row, decision = record.get("row"), _decision(record)
     text = visible(f"{record.get('time')} {record.get('tool')} {vms} {row} → {decision}")
     console.print(Text(text), style=_style(record), highlight=False)
