@@ -970,7 +970,7 @@ def _kind(value: Any) -> str:
 
 
 # state.url first: the others apply to a Redis only.
-_LISTENER_TIMEOUTS = ("header_timeout_s", "body_timeout_s", "idle_timeout_s")
+_LISTENER_TIMEOUTS = ("header_timeout_s", "body_timeout_s", "idle_timeout_s", "handshake_timeout_s")
 _LISTENER_CAPS = ("max_connections", "max_connections_per_source")
 _STATE_KEYS = ("url", "password_env", "password_file", "allow_unauthenticated_redis", "ca_file")
 

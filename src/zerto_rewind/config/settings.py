@@ -421,6 +421,7 @@ class GatewaySettings:
         "body_timeout_s",
         "clients",
         "elicit_timeout_s",
+        "handshake_timeout_s",
         "header_timeout_s",
         "idle_timeout_s",
         "limits",
@@ -441,6 +442,7 @@ class GatewaySettings:
         self.max_body_bytes: int = values.get("max_body_bytes", 1_000_000)
         self.elicit_timeout_s: float = values.get("elicit_timeout_s", 120.0)
         # the listener's bounds (gateway/listener.py)
+        self.handshake_timeout_s: float = values.get("handshake_timeout_s", 10.0)
         self.header_timeout_s: float = values.get("header_timeout_s", 10.0)
         self.body_timeout_s: float = values.get("body_timeout_s", 20.0)
         self.idle_timeout_s: float = values.get("idle_timeout_s", 15.0)

@@ -125,7 +125,8 @@ async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port
         )
         raise ConfigError(msg, path=gateway.settings.path, key="approvals.web_approvers")
     app = build_approvals_app(gateway.approvals, secure_cookies=tls)
-    tcp = _tcp_listener(host, port, "--approvals-listen")
+    gate = process_gate(g, gateway.metrics.registry)
+    tcp = gate.listening(_tcp_listener(host, port, "--approvals-listen"), tls=tls)
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -134,7 +135,7 @@ async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port
         ssl_keyfile=g.tls_key,
         lifespan="off",
         timeout_graceful_shutdown=2,
-        **uvicorn_options(process_gate(g, gateway.metrics.registry)),
+        **uvicorn_options(gate),
     )
     server = uvicorn.Server(config)
     tg.start_soon(lambda: server.serve(sockets=[tcp]))
@@ -247,7 +248,7 @@ async def serve_http(
     sockets = []
     info: dict[str, object] = {"pid": os.getpid(), "limits": gate.describe()}
     if host is not None:
-        tcp = _tcp_listener(host, port, "--listen")
+        tcp = gate.listening(_tcp_listener(host, port, "--listen"), tls=tls)
         scheme = "https" if tls else "http"
         shown = f"[{host}]" if ":" in host else host
         url = f"{scheme}://{shown}:{tcp.getsockname()[1]}"
@@ -255,7 +256,7 @@ async def serve_http(
         info["mcp"] = {name: f"{url}/mcp/{name}" for name in gateway.upstreams}
         sockets.append(tcp)
     if unix_socket is not None:
-        sockets.append(_unix_listener(unix_socket, socket_mode))
+        sockets.append(gate.listening(_unix_listener(unix_socket, socket_mode), tls=tls))
         info["socket"] = f"unix:{unix_socket}"
         info.setdefault("url", f"unix:{unix_socket}")
     config = uvicorn.Config(

@@ -110,6 +110,7 @@ def test_the_listener_keys_parse_with_their_defaults(tmp_path: Path) -> None:
     plain = load(tmp_path, {}).gateway
     assert (plain.header_timeout_s, plain.body_timeout_s, plain.idle_timeout_s) == (10, 20, 15)
     assert (plain.max_connections, plain.max_connections_per_source) == (4096, 128)
+    assert plain.handshake_timeout_s == 10
     assert plain.metrics_clients == {}
     given = load(
         tmp_path,
@@ -119,11 +120,13 @@ def test_the_listener_keys_parse_with_their_defaults(tmp_path: Path) -> None:
             "idle_timeout_s": 1,
             "max_connections": 50,
             "max_connections_per_source": 5,
+            "handshake_timeout_s": 0.5,
             "metrics_clients": {"prom": DIGEST.upper()},
         },
     ).gateway
     assert (given.header_timeout_s, given.body_timeout_s, given.idle_timeout_s) == (2, 3.5, 1)
     assert (given.max_connections, given.max_connections_per_source) == (50, 5)
+    assert given.handshake_timeout_s == 0.5
     assert given.metrics_clients == {"prom": DIGEST}
 
 
@@ -132,6 +135,7 @@ def test_the_listener_keys_parse_with_their_defaults(tmp_path: Path) -> None:
     [
         ({"header_timeout_s": 0}, "gateway.header_timeout_s"),
         ({"body_timeout_s": -1}, "gateway.body_timeout_s"),
+        ({"handshake_timeout_s": 0}, "gateway.handshake_timeout_s"),
         ({"max_connections": 0}, "gateway.max_connections"),
         ({"max_connections_per_source": "many"}, "gateway.max_connections_per_source"),
         ({"metrics_clients": {"prom": "not-a-digest"}}, "gateway.metrics_clients.prom"),
