@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from zerto_rewind.config.settings import LimitsSettings
-from zerto_rewind.gateway.limits import Ledger, Refusal, Slot
+from zerto_rewind.gateway.ledger import Ledger, Refusal, Slot
 
 
 class Clock:
