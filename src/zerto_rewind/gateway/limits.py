@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import INVALID_REQUEST
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from .ledger import LIMITED, OPENING, Hold, Ledger, Refusal
 from .proxy import CLIENT_SCOPE_KEY
@@ -45,6 +47,14 @@ __all__ = ["BoundedSessionManager", "Hold", "Ledger", "Refusal", "TokenLimits"]
 log = logging.getLogger("zerto_rewind.gateway")
 
 _SESSION_HEADER = b"mcp-session-id"
+_VERSION_HEADER = b"mcp-protocol-version"
+# A refused request whose body still to come is larger than this is answered and its
+# connection closed, rather than read to its end only to be dropped (a 1 MB body
+# refused once a second by 300 callers was most of what an abuser cost the gateway).
+_DRAIN_MAX_BYTES = 64 * 1024
+# A handshake-era request without a session can only be an initialize: a few hundred
+# bytes. One announcing more is refused before its body is read.
+_OPENING_MAX_BYTES = 64 * 1024
 # _read's answer for a body past gateway.max_body_bytes.
 _TOO_LARGE = object()
 
@@ -78,11 +88,14 @@ class TokenLimits:
             if announced is not None and announced <= self.max_body:
                 refused = ledger.grow(hold, announced)
                 if refused is not None:
-                    await _limited(send, refused, None, scope)
+                    await _limited(send, refused, None, scope, close=announced > _DRAIN_MAX_BYTES)
+                    return
+                if announced > _OPENING_MAX_BYTES and _handshake_opening(scope):
+                    await _not_an_opening(send, f"over {_OPENING_MAX_BYTES} bytes", close=True)
                     return
             body = await self._read(receive, hold, counted=announced is not None)
             if isinstance(body, Refusal):
-                await _limited(send, body, None, scope)
+                await _limited(send, body, None, scope, close=True)  # its rest is unread
             elif body is _TOO_LARGE:
                 await _too_large(send, self.max_body)
             elif isinstance(body, bytes):
@@ -100,6 +113,11 @@ class TokenLimits:
         method, request_id = _jsonrpc(box[0], scope)
         session = _header(scope, _SESSION_HEADER)
         replay = _replay(box, receive)
+        if session is None and method != "initialize" and _handshake_opening(scope):
+            # The SDK would open a session (its task, its streams), parse the body, then
+            # refuse it: refused here at once, with the SDK's own words.
+            await _not_an_opening(send, "not an initialize request" if method else "")
+            return
         if method is None:  # a notification or a response: answered at once, not a call
             await self.app(scope, replay, send)
             return
@@ -183,6 +201,16 @@ def _jsonrpc(body: bytes, scope: Scope) -> tuple[str | None, Any]:
     return method, message.get("id")
 
 
+def _handshake_opening(scope: Scope) -> bool:
+    """A POST to ``/mcp`` the SDK serves as a handshake-era opening: no session, and a
+    handshake-era protocol version (or none). Only an ``initialize`` may open one."""
+    return (
+        str(scope.get("path", "")).startswith("/mcp")
+        and _header(scope, _SESSION_HEADER) is None
+        and _header(scope, _VERSION_HEADER) in (None, *HANDSHAKE_PROTOCOL_VERSIONS)
+    )
+
+
 def _length(raw: str | None) -> int | None:
     try:
         return int(raw) if raw is not None else None
@@ -197,9 +225,12 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _limited(send: Send, refusal: Refusal, request_id: Any, scope: Scope) -> None:
+async def _limited(
+    send: Send, refusal: Refusal, request_id: Any, scope: Scope, *, close: bool = False
+) -> None:
     """429: a JSON-RPC error on ``/mcp``; on ``/v1/decide`` the service's own error shape,
-    which the thin hook shows in its refusal."""
+    which the thin hook shows in its refusal. ``close``: and the connection is closed
+    (uvicorn does so on ``connection: close``) instead of its body being read."""
     cap = {"cap": f"gateway.limits.{refusal.key}", "limit": refusal.limit}
     if str(scope.get("path", "")).startswith("/mcp"):
         error = {"code": LIMITED, "message": refusal.message(), "data": cap}
@@ -212,7 +243,21 @@ async def _limited(send: Send, refusal: Refusal, request_id: Any, scope: Scope) 
         (b"content-length", str(len(body)).encode()),
         (b"retry-after", str(refusal.retry_after_s).encode()),
     ]
+    if close:
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _not_an_opening(send: Send, why: str, *, close: bool = False) -> None:
+    """400 as the SDK answers a request without a session that is not an ``initialize``."""
+    text = "Bad Request: Missing session ID" + (f" ({why})" if why else "")
+    answer = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": text}}
+    body = json.dumps(answer).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
