@@ -385,6 +385,72 @@ def report(
     print(f"gateway fds: peak {peaks.fds}, {fds[0]} under abuse, {fds[1]} after")
 
 
+# ---------------------------------------------------------------------- what a refusal costs
+
+
+def refusal_cost(args: argparse.Namespace) -> int:
+    """The gateway's CPU per refused request of each kind, one at a time from 127.0.0.2.
+
+    CPU seconds (utime + stime from /proc), not wall time: a busy machine delays a
+    refusal but hardly changes what it costs the gateway. Caps lowered so that each
+    request is refused: sessions_per_token 1, argument_bytes_per_token 800,000 (a
+    700 kB call without a session fits it, and is refused as no opening; 900 kB not).
+    """
+    box = _bench.sandbox()
+    tmp = tempfile.mkdtemp(prefix="zr-abuse-")
+    try:
+        upstream = {"command": [sys.executable, UPSTREAM, "stdio"], "timeout_s": 10}
+        limits = {"sessions_per_token": 1, "argument_bytes_per_token": 800_000}
+        box.write_config(
+            upstreams={"vsphere": upstream},
+            gateway={"clients": {n: token_digest(t) for n, t in TOKENS.items()}, "limits": limits},
+            approvals={"approvers": {"users": ["root"]}, "wait_s": 120},
+            state_dir=box.state_dir,
+            log=box.log_path,
+        )
+        gateway, info = spawn_gateway(box, tmp)
+        try:
+            rows = _costs(gateway.pid, info["mcp"]["vsphere"], args.refusal_cost, args.arg_bytes)
+        finally:
+            gateway.terminate()
+            gateway.wait(timeout=10)
+    finally:
+        box.stop()
+    _bench.table(["refused request", "status", "gateway CPU ms each"], rows)
+    return 0
+
+
+def _costs(pid: int, url: str, n: int, size: int) -> list[list[Any]]:
+    import httpx
+
+    def call(blob: int) -> str:
+        params = {"name": "mystery_tool", "arguments": {"blob": "x" * blob}}
+        return json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params})
+
+    transport = httpx.HTTPTransport(local_address=ABUSER_SOURCE)
+    with httpx.Client(transport=transport, timeout=60) as http:
+        opened = http.post(url, content=json.dumps(INIT), headers=_headers())
+        session = opened.headers["mcp-session-id"]
+        kinds = [
+            ("initialize past sessions_per_token", json.dumps(INIT), None),
+            (f"{size} B call past argument_bytes_per_token", call(size), session),
+            (f"{size - 200_000} B call without a session", call(size - 200_000), None),
+        ]
+        rows: list[list[Any]] = []
+        for name, body, sid in kinds:
+            statuses: Counter[str] = Counter()
+            before = cpu_s(pid)
+            for _ in range(n):
+                try:
+                    answered = http.post(url, content=body, headers=_headers(sid))
+                    statuses[str(answered.status_code)] += 1
+                except httpx.HTTPError as exc:
+                    statuses[type(exc).__name__] += 1
+            each = (cpu_s(pid) - before) / n * 1000
+            rows.append([name, ", ".join(f"{k} × {v}" for k, v in statuses.items()), each])
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=300)
@@ -396,7 +462,12 @@ def main() -> int:
     parser.add_argument("--slow-headers", type=int, default=200)
     parser.add_argument("--abuser-nice", type=int, default=10)
     parser.add_argument("--abuser", metavar="URL", help=argparse.SUPPRESS)
+    cost = "instead: the gateway's CPU per refused request, N of each kind"
+    parser.add_argument("--refusal-cost", type=int, metavar="N", default=0, help=cost)
     args = parser.parse_args()
+    if args.refusal_cost:
+        _bench.header("Reliability 16: what a refused request costs the gateway", "bench_abuse.py")
+        return refusal_cost(args)
     if args.abuser:
         os.nice(args.abuser_nice)  # the abuser's client, not the gateway: see the docstring
         anyio.run(abuse, args.abuser, args.abuse_s, args.arg_bytes, args.workers,

@@ -48,12 +48,9 @@ log = logging.getLogger("zerto_rewind.gateway")
 
 _SESSION_HEADER = b"mcp-session-id"
 _VERSION_HEADER = b"mcp-protocol-version"
-# A refused request whose body still to come is larger than this is answered and its
-# connection closed, rather than read to its end only to be dropped (a 1 MB body
-# refused once a second by 300 callers was most of what an abuser cost the gateway).
-_DRAIN_MAX_BYTES = 64 * 1024
 # A handshake-era request without a session can only be an initialize: a few hundred
-# bytes. One announcing more is refused before its body is read.
+# bytes. One announcing more is refused before its body is read, and its connection
+# closed: it does not follow the protocol, and reading a body only to drop it costs more.
 _OPENING_MAX_BYTES = 64 * 1024
 # _read's answer for a body past gateway.max_body_bytes.
 _TOO_LARGE = object()
@@ -88,14 +85,16 @@ class TokenLimits:
             if announced is not None and announced <= self.max_body:
                 refused = ledger.grow(hold, announced)
                 if refused is not None:
-                    await _limited(send, refused, None, scope, close=announced > _DRAIN_MAX_BYTES)
+                    # Kept alive: uvicorn reads the body and drops it (measured cheaper
+                    # than a new connection per refusal), and the client reads its 429.
+                    await _limited(send, refused, None, scope)
                     return
                 if announced > _OPENING_MAX_BYTES and _handshake_opening(scope):
                     await _not_an_opening(send, f"over {_OPENING_MAX_BYTES} bytes", close=True)
                     return
             body = await self._read(receive, hold, counted=announced is not None)
             if isinstance(body, Refusal):
-                await _limited(send, body, None, scope, close=True)  # its rest is unread
+                await _limited(send, body, None, scope)
             elif body is _TOO_LARGE:
                 await _too_large(send, self.max_body)
             elif isinstance(body, bytes):
@@ -225,12 +224,9 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _limited(
-    send: Send, refusal: Refusal, request_id: Any, scope: Scope, *, close: bool = False
-) -> None:
+async def _limited(send: Send, refusal: Refusal, request_id: Any, scope: Scope) -> None:
     """429: a JSON-RPC error on ``/mcp``; on ``/v1/decide`` the service's own error shape,
-    which the thin hook shows in its refusal. ``close``: and the connection is closed
-    (uvicorn does so on ``connection: close``) instead of its body being read."""
+    which the thin hook shows in its refusal."""
     cap = {"cap": f"gateway.limits.{refusal.key}", "limit": refusal.limit}
     if str(scope.get("path", "")).startswith("/mcp"):
         error = {"code": LIMITED, "message": refusal.message(), "data": cap}
@@ -243,14 +239,13 @@ async def _limited(
         (b"content-length", str(len(body)).encode()),
         (b"retry-after", str(refusal.retry_after_s).encode()),
     ]
-    if close:
-        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": 429, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
 async def _not_an_opening(send: Send, why: str, *, close: bool = False) -> None:
-    """400 as the SDK answers a request without a session that is not an ``initialize``."""
+    """400 as the SDK answers a request without a session that is not an ``initialize``;
+    ``close``: and the connection is closed (``connection: close``), its body unread."""
     text = "Bad Request: Missing session ID" + (f" ({why})" if why else "")
     answer = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": text}}
     body = json.dumps(answer).encode()

@@ -20,9 +20,6 @@ gateway at its descriptor limit, and other clients' calls timed out. Here:
   naming the cap).
 * **Handshake time.** From ``accept()`` to a finished TLS handshake,
   ``gateway.handshake_timeout_s``; else the connection is closed.
-* **Lingering close.** A refusal that closes its connection while the client is
-  still sending a body it did not read half-closes and drops the rest unparsed
-  (:meth:`_Guarded.close_after_body`), so the client reads the refusal.
 * **Smuggling.** A request with both ``Content-Length`` and ``Transfer-Encoding``
   gets 400 and its connection is closed: nothing sent after it on that connection
   is read (:func:`_refuse_ambiguous_framing`).
@@ -366,12 +363,9 @@ class _Guarded(_ProtocolBase):  # type: ignore[misc]
     app: Any  # uvicorn's protocol's, wrapped once connected
     _deadline: asyncio.TimerHandle | None = None
     _phase = ""
-    _raw: Any = None  # the transport itself; uvicorn holds a _Lingering around it
-    _lingering = False
 
     def connection_made(self, transport: Any) -> None:
-        self._raw = transport
-        super().connection_made(_Lingering(transport, self))
+        super().connection_made(transport)
         # Counted and admitted at accept() (:meth:`ConnectionGate.listening`); the
         # handshake is over, the request head's time starts.
         self.gate.started(transport)
@@ -383,8 +377,6 @@ class _Guarded(_ProtocolBase):  # type: ignore[misc]
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._lingering:
-            return  # the rest of a refused body: dropped, never parsed
         if self._deadline is None and self.conn.their_state is h11.IDLE:
             self._arm("header", self.gate.header_timeout_s)  # a next request begins
         super().data_received(data)
@@ -394,28 +386,8 @@ class _Guarded(_ProtocolBase):  # type: ignore[misc]
         super().on_response_complete()
         self._track()
 
-    def close_after_body(self) -> None:
-        """Close; but if the answer is out while the client still sends its body (a
-        refusal that did not read it), send FIN and drop what still comes until the
-        client closes, ``body_timeout_s`` at most (a lingering close, as nginx does).
-        Closing with its body unread would reset the connection, and the client, still
-        sending, would lose the answer (the 429 naming its cap). Not over TLS, which
-        has no half-close."""
-        raw = self._raw
-        answered = self.conn.our_state in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED)
-        sending = self.conn.their_state is h11.SEND_BODY
-        if self._lingering or not (answered and sending) or not raw.can_write_eof():
-            raw.close()
-        elif not raw.is_closing():
-            self._disarm()
-            self._lingering = True
-            raw.write_eof()  # after the answer; the client's EOF then closes it
-            self._deadline = self.loop.call_later(self.gate.body_timeout_s, raw.close)
-
     def _track(self) -> None:
         """Move the deadline along as the request head and body arrive."""
-        if self._lingering:
-            return
         state = self.conn.their_state
         if state is h11.SEND_BODY:
             if self._phase != "body":
@@ -435,29 +407,14 @@ class _Guarded(_ProtocolBase):  # type: ignore[misc]
         self._phase = ""
 
     def _expired(self) -> None:
-        phase, self._deadline, raw = self._phase, None, self._raw
-        if raw is None or raw.is_closing():
+        phase, self._deadline = self._phase, None
+        if self.transport is None or self.transport.is_closing():
             return
         self.gate.refused.labels(phase).inc()
         if phase == "header" and self.conn.our_state is h11.IDLE:
             text = f"no complete request head within {self.gate.header_timeout_s:g} s"
-            raw.write(_raw_response(408, "Request Timeout", text))
-        raw.close()
-
-
-class _Lingering:
-    """A connection's transport as uvicorn's protocol sees it: its ``close()`` is
-    :meth:`_Guarded.close_after_body`; everything else is the transport's own."""
-
-    def __init__(self, transport: Any, protocol: _Guarded) -> None:
-        self._transport = transport
-        self._protocol = protocol
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-    def close(self) -> None:
-        self._protocol.close_after_body()
+            self.transport.write(_raw_response(408, "Request Timeout", text))
+        self.transport.close()
 
 
 def guarded_protocol(gate: ConnectionGate, base: type | None = None) -> type:
