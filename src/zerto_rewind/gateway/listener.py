@@ -426,7 +426,8 @@ def guarded_protocol(gate: ConnectionGate, base: type | None = None) -> type:
 
 
 def uvicorn_options(gate: ConnectionGate, base: type | None = None) -> dict[str, Any]:
-    """What ``uvicorn.Config`` takes for a listener bounded by ``gate``."""
+    """What ``uvicorn.Config`` takes for a listener bounded by ``gate``. Serve it on sockets
+    made by :meth:`ConnectionGate.listening`: the connection caps are counted there."""
     return {
         "http": guarded_protocol(gate, base),
         "timeout_keep_alive": gate.idle_timeout_s,
