@@ -194,6 +194,7 @@ GATEWAY = Section(
     Key("header_timeout_s", number(minimum=0.1, inclusive=True)),
     Key("body_timeout_s", number(minimum=0.1, inclusive=True)),
     Key("idle_timeout_s", number(minimum=0.1, inclusive=True)),
+    Key("handshake_timeout_s", number(minimum=0.1, inclusive=True)),
     Key("max_connections", count()),
     Key("max_connections_per_source", count()),
     Key("metrics_clients", digests),

@@ -162,6 +162,7 @@ class GatewaySettings(Record):
     header_timeout_s: float = 10.0
     body_timeout_s: float = 20.0
     idle_timeout_s: float = 15.0
+    handshake_timeout_s: float = 10.0
     max_connections: int = 4096
     max_connections_per_source: int = 128
     # name -> token digest: may read /metrics and /healthz's details

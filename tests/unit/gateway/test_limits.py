@@ -6,7 +6,7 @@ import pytest
 
 from support.fakes import FakeClock
 from zerto_rewind.config.settings import LimitsSettings
-from zerto_rewind.gateway.limits import Ledger, Refusal, Slot
+from zerto_rewind.gateway.ledger import Ledger, Refusal, Slot
 
 
 def _ledger(**caps: object) -> tuple[Ledger, FakeClock]:
