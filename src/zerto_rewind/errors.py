@@ -11,7 +11,7 @@ nothing) are drawn here with their module::
     ├── StateError             the state directory cannot be used
     │   └── KeyFileError       a key file is unreadable, or others may read it (core.keys)
     ├── UsageError             an argument names nothing that exists, or is ambiguous
-    │   └── InstallRefused     install refused, nothing written (claude_code.install_plan)
+    │   └── InstallRefused     install refused, nothing written (hostconfig.install.plan)
     ├── RecoveryError          live recovery refused (disabled, wrong confirm) or its task failed
     ├── ZvmError               talking to the ZVM failed
     │   ├── ZvmConnectionError can't connect / connection dropped

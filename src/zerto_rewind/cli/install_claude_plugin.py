@@ -1,4 +1,4 @@
-"""``zerto-rewind install claude-plugin``: the command line of :mod:`..claude_code.plugin`."""
+"""``zerto-rewind install claude-plugin``: the command line of :mod:`..hostconfig.install.plugin`."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import shlex
 import sys
 from collections.abc import Mapping
 
-from ..claude_code.install_report import InstallReport
-from ..claude_code.plugin import PLUGIN_NAME, build_plugin
 from ..config.loader import load_config
 from ..config.settings import config_path
 from ..errors import ConfigError
+from ..hostconfig.install.plugin import PLUGIN_NAME, build_plugin
+from ..hostconfig.install.report import InstallReport
 from .install_options import add_hook_arguments, add_json_argument
 
 __all__ = ["main"]

@@ -1,7 +1,7 @@
 """``zerto-rewind install host-hook HOST``: the Codex, Gemini CLI or Copilot CLI hook.
 
 A thin client of the guard service, like ``install claude-code --service``: the
-socket's owner is checked (:func:`~zerto_rewind.claude_code.install_socket.socket_identity`)
+socket's owner is checked (:func:`~zerto_rewind.hostconfig.install.socket_trust.socket_identity`)
 and recorded in the hook (``--service-user UID``), the matcher covers the servers
 of the service's own catalog (``GET /v1/catalog``) and the host's shell and file
 tools, and the host's timeout is kept above the hook's budget (each of these
@@ -18,11 +18,6 @@ import sys
 from collections.abc import Mapping
 
 from ..agent_hooks.hook import HOSTS, LAUNCH_CODE
-from ..claude_code.install import reach_service
-from ..claude_code.install_plan import InstallRefused, check_service_url
-from ..claude_code.install_report import InstallReport
-from ..claude_code.matcher import covered_servers
-from ..claude_code.service import thin_budget
 from ..errors import ConfigError
 from ..hostconfig.hooks import (
     HOOK_HOSTS,
@@ -32,6 +27,11 @@ from ..hostconfig.hooks import (
     plan_hook_file,
     write_hook_file,
 )
+from ..hostconfig.install.catalog_client import thin_budget
+from ..hostconfig.install.claude_code import reach_service
+from ..hostconfig.install.matcher import covered_servers
+from ..hostconfig.install.plan import InstallRefused, check_service_url
+from ..hostconfig.install.report import InstallReport
 from .install_options import add_json_argument
 
 __all__ = ["TRUST_STEPS", "hook_command", "main"]

@@ -20,7 +20,6 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ..claude_code.install_report import InstallReport
 from ..config.parser import Parser
 from ..config.settings import config_path
 from ..errors import ConfigError, UsageError
@@ -32,6 +31,8 @@ from ..hostconfig.files import (
     write_gateway_config,
     write_host_config,
 )
+from ..hostconfig.install.next_steps import next_steps
+from ..hostconfig.install.report import InstallReport
 from ..hostconfig.move import (
     HttpGateway,
     StdioGateway,
@@ -41,7 +42,6 @@ from ..hostconfig.move import (
     new_token,
 )
 from ..hostconfig.specs import HOSTS, candidate_files, default_paths
-from .install_next import next_steps
 from .install_options import add_json_argument
 
 __all__ = ["main"]

@@ -21,18 +21,18 @@ import pytest
 
 from support.service import served, served_box, served_url  # noqa: F401  (fixtures)
 from support.users import unix_user
-from zerto_rewind.claude_code.install_managed import managed_config_path
-from zerto_rewind.claude_code.matcher import compile_matcher
-from zerto_rewind.claude_code.service import fetch_catalog, service_options
-from zerto_rewind.claude_code.settings_file import (
-    MANAGED_SETTINGS,
-    is_thin_hook,
-    managed_settings_file,
-)
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli import install_claude_code
 from zerto_rewind.cli import run_command as cli_edge
 from zerto_rewind.errors import ConfigError
+from zerto_rewind.hostconfig.install.catalog_client import fetch_catalog, service_options
+from zerto_rewind.hostconfig.install.managed import managed_config_path
+from zerto_rewind.hostconfig.install.matcher import compile_matcher
+from zerto_rewind.hostconfig.install.settings_file import (
+    MANAGED_SETTINGS,
+    is_thin_hook,
+    managed_settings_file,
+)
 from zerto_rewind.testing import Sandbox
 
 

@@ -20,12 +20,12 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from ...claude_code.install_managed import config_credentials
-from ...claude_code.settings_file import is_thin_hook
 from ...config.settings import Settings
 from ...errors import ConfigError
 from ...hostconfig.entries import is_gateway_entry, looks_like_vm_server
 from ...hostconfig.files import read_host_config
+from ...hostconfig.install.managed import config_credentials
+from ...hostconfig.install.settings_file import is_thin_hook
 from ...hostconfig.specs import known_files
 from .access import User, access_checks, access_of
 from .check import Check

@@ -17,17 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...claude_code.hook import LEGACY_LAUNCH_CODE
-from ...claude_code.matcher import SELF_TOOLS, compile_matcher, covered_servers
-from ...claude_code.settings_file import (
+from ...config.loader import file_sha256
+from ...config.settings import DEFAULT_GUARD_TIMEOUT_S, CatalogSettings, Settings
+from ...core.catalog import MUTATING, UNLISTED, classify
+from ...errors import ConfigError
+from ...hostconfig.install.matcher import SELF_TOOLS, compile_matcher, covered_servers
+from ...hostconfig.install.settings_file import (
     find_our_hooks,
     is_thin_hook,
     read_settings,
     required_margin,
 )
-from ...config.loader import file_sha256
-from ...config.settings import DEFAULT_GUARD_TIMEOUT_S, CatalogSettings, Settings
-from ...core.catalog import MUTATING, UNLISTED, classify
-from ...errors import ConfigError
 from .check import Check
 
 __all__ = [

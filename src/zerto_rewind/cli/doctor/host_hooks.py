@@ -15,9 +15,9 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from ...agent_hooks.hook import DEFAULT_BUDGET_S
-from ...claude_code.service import ServiceCatalog, fetch_catalog
 from ...errors import ConfigError
 from ...hostconfig.hooks import HOOK_HOSTS, InstalledHook, hook_file, installed_hooks
+from ...hostconfig.install.catalog_client import ServiceCatalog, fetch_catalog
 from ...hostconfig.specs import HOSTS
 from .check import Check
 from .sockets import socket_directory_checks

@@ -22,13 +22,13 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from ...claude_code.matcher import compile_matcher
-from ...claude_code.service import THIN_MARGIN_S, ServiceCatalog, fetch_catalog
 from ...claude_code.thin_hook import DEFAULT_BUDGET_S
 from ...config.settings import CatalogSettings
 from ...core.catalog import MUTATING, classify
 from ...errors import ConfigError
 from ...fsaccess import uid_of, user_label
+from ...hostconfig.install.catalog_client import THIN_MARGIN_S, ServiceCatalog, fetch_catalog
+from ...hostconfig.install.matcher import compile_matcher
 from .check import Check
 from .hook import (
     COMMAND_PROBE_TIMEOUT_S,

@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.claude_code.install_plan import (
+from zerto_rewind.config.parser import Parser
+from zerto_rewind.config.settings import Settings
+from zerto_rewind.errors import ConfigError
+from zerto_rewind.hostconfig.claude import McpSource
+from zerto_rewind.hostconfig.install.catalog_client import ServiceCatalog
+from zerto_rewind.hostconfig.install.plan import (
     CurrentFile,
     InstallOptions,
     InstallRefused,
@@ -17,12 +22,7 @@ from zerto_rewind.claude_code.install_plan import (
     plan_managed_config,
     plan_thin_hook,
 )
-from zerto_rewind.claude_code.plugin import MCP_SERVER_NAME
-from zerto_rewind.claude_code.service import ServiceCatalog
-from zerto_rewind.config.parser import Parser
-from zerto_rewind.config.settings import Settings
-from zerto_rewind.errors import ConfigError
-from zerto_rewind.hostconfig.claude import McpSource
+from zerto_rewind.hostconfig.install.plugin import MCP_SERVER_NAME
 
 PYTHON = "/venv/bin/python"
 CONFIG = "/etc/zr/config.json"

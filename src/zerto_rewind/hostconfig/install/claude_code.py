@@ -21,18 +21,19 @@ import shlex
 import sys
 from collections.abc import Mapping
 
-from ..config.loader import file_sha256, load_config
-from ..config.settings import config_path, home_dir
-from ..errors import ConfigError
-from ..hostconfig.claude import McpSource, claude_json_path, read_sources
-from .install_managed import (
+from ...config.loader import file_sha256, load_config
+from ...config.settings import config_path, home_dir
+from ...errors import ConfigError
+from ..claude import McpSource, claude_json_path, read_sources
+from .catalog_client import ServiceCatalog, fetch_catalog, service_options
+from .managed import (
     managed_config_path,
     place_config,
     require_root,
     secure_root_file,
     service_owner,
 )
-from .install_plan import (
+from .plan import (
     ConfigPlacement,
     CurrentFile,
     FileChange,
@@ -44,10 +45,9 @@ from .install_plan import (
     plan_managed_config,
     plan_thin_hook,
 )
-from .install_report import InstallReport
-from .install_socket import socket_identity, user_name
-from .service import ServiceCatalog, fetch_catalog, service_options
+from .report import InstallReport
 from .settings_file import managed_settings_file, read_settings, settings_file, write_settings
+from .socket_trust import socket_identity, user_name
 
 __all__ = ["apply_plan", "install", "reach_service", "read_current"]
 

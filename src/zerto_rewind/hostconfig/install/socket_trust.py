@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import pwd
 
-from ..fsaccess import User, directory_writer, lookup_user, uid_of, user_label, users_except
-from .install_plan import InstallRefused
+from ...fsaccess import User, directory_writer, lookup_user, uid_of, user_label, users_except
+from .plan import InstallRefused
 
 __all__ = ["socket_identity", "user_name"]
 

@@ -20,12 +20,12 @@ import shlex
 import sys
 from collections.abc import Mapping
 
-from ..config.parser import Parser
-from ..config.settings import Settings
-from ..gateway.upstream_probe import probe_start
-from ..gateway.upstream_user import ALLOW_FLAG, upstream_identity
-from ..hostconfig.gateway_unit import gateway_command, gateway_unit, write_unit
-from ..hostconfig.move import HttpGateway, StdioGateway
+from ...config.parser import Parser
+from ...config.settings import Settings
+from ...gateway.upstream_probe import probe_start
+from ...gateway.upstream_user import ALLOW_FLAG, upstream_identity
+from ..gateway_unit import gateway_command, gateway_unit, write_unit
+from ..move import HttpGateway, StdioGateway
 
 __all__ = ["next_steps"]
 

@@ -15,14 +15,14 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from ..config.settings import Settings
-from ..errors import ConfigError, UsageError
-from ..hostconfig.claude import McpSource, defined_servers
-from ..hostconfig.entries import zerto_rewind_role
-from .install_managed import config_credentials, with_policy
+from ...config.settings import Settings
+from ...errors import ConfigError, UsageError
+from ..claude import McpSource, defined_servers
+from ..entries import zerto_rewind_role
+from .catalog_client import ServiceCatalog, thin_budget
+from .managed import config_credentials, with_policy
 from .matcher import SELF_TOOLS, compile_matcher, covered_servers
 from .plugin import MCP_SERVER_NAME
-from .service import ServiceCatalog, thin_budget
 from .settings_file import (
     DEFAULT_TIMEOUT_S,
     build_entry,

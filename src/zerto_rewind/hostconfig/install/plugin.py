@@ -28,8 +28,8 @@ import shlex
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..config.settings import Settings
-from ..errors import StateError
+from ...config.settings import Settings
+from ...errors import StateError
 from .matcher import compile_matcher
 from .settings_file import DEFAULT_TIMEOUT_S, build_entry, mcp_server_entry, plan_timeout
 

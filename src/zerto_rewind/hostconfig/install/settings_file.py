@@ -16,8 +16,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigError, StateError
-from ..fsutil import atomic_write_text, backup_name
+from ...errors import ConfigError, StateError
+from ...fsutil import atomic_write_text, backup_name
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -88,10 +88,11 @@ def launch_code(package_dir: str | None = None) -> str:
     """The ``-c`` program of an installed hook: find the package without ``site``, run the hook."""
     import json
 
-    from .hook import LAUNCH_CODE
+    from ...claude_code.hook import LAUNCH_CODE
 
-    if package_dir is None:  # <dir>/zerto_rewind/claude_code/settings_file.py
-        package_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if package_dir is None:  # <dir>/zerto_rewind/hostconfig/install/settings_file.py
+        here = os.path.abspath(__file__)
+        package_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here))))
     return f"import sys; sys.path[:0] = [{json.dumps(package_dir)}]; {LAUNCH_CODE}"
 
 
@@ -192,7 +193,7 @@ def thin_hook_command(
     after the launch code marks it as ours for :func:`is_our_hook`, like the
     standalone hook's command.
     """
-    from .thin_hook import LAUNCH_CODE
+    from ...claude_code.thin_hook import LAUNCH_CODE
 
     command = f"{shlex.quote(python)} -c {shlex.quote(LAUNCH_CODE)} hook"
     command += f" --service {shlex.quote(service)}"
