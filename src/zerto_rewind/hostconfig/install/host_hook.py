@@ -13,12 +13,12 @@ the call run when its timeout fires first). The files are planned and written by
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ...agent_hooks.hook import HOSTS, LAUNCH_CODE
+from ..hook_command import HookCommand
 from ..hooks import build_entry, hook_file, matcher_for, plan_hook_file, write_hook_file
 from .catalog_client import thin_budget
 from .claude_code import reach_service
@@ -84,27 +84,18 @@ def hook_command(
     protect: list[str],
 ) -> str:
     """The hook's shell command: absolute interpreter, the service and who serves it, the rest."""
-    parts = [
-        python,
-        "-c",
-        LAUNCH_CODE,
-        "hook",
-        "--host",
-        host,
-        "--service",
-        service_opts["service"],
-    ]
-    for flag, key in (("--service-user", "service_user"), ("--token-file", "token_file"),
-                      ("--ca-file", "ca_file")):  # fmt: skip
-        if key in service_opts:
-            parts += [flag, service_opts[key]]
-    parts += ["--servers", ",".join(servers)]
-    if prompt_as:
-        parts += ["--prompt-as", prompt_as]
-    for path in protect:
-        parts += ["--protect", path]
-    parts += ["--budget", str(budget_s)]
-    return shlex.join(parts)
+    return HookCommand(
+        HookCommand.launcher_for(python, LAUNCH_CODE),
+        host=host,
+        service=service_opts["service"],
+        service_user=service_opts.get("service_user"),
+        token_file=service_opts.get("token_file"),
+        ca_file=service_opts.get("ca_file"),
+        servers=tuple(servers),
+        prompt_as=prompt_as or None,
+        protect=tuple(protect),
+        budget=str(budget_s),
+    ).render()
 
 
 def install_host_hook(args: HostHookOptions, env: Mapping[str, str], report: InstallReport) -> None:

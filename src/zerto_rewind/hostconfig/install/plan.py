@@ -270,9 +270,8 @@ def plan_thin_hook(
         budget_s=budget,
         token_file=_absolute(options.token_file),
         ca_file=_absolute(options.ca_file),
+        service_user=None if service_uid is None else str(service_uid),
     )
-    if service_uid is not None:
-        _add_service_user(entry, service_uid)
     summary = [
         f"settings: {current.path}",
         f"service:  {service} (its catalog compiled into the matcher; no config, no credential "
@@ -365,12 +364,6 @@ def _server_change(mcp: CurrentFile, python: str, config: str) -> FileChange:
         "mcpServers": {**servers, MCP_SERVER_NAME: mcp_server_entry(python, config)},
     }
     return FileChange(mcp.path, render(updated), mcp.text)
-
-
-def _add_service_user(entry: dict[str, Any], uid: int) -> None:
-    """Append ``--service-user UID`` to the thin hook's command (a uid: no lookup in the hook)."""
-    handler = entry["hooks"][0]
-    handler["command"] = f"{handler['command']} --service-user {uid}"
 
 
 def _absolute(path: str | None) -> str | None:

@@ -12,12 +12,12 @@ import copy
 import json
 import math
 import os
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
 from ...errors import ConfigError, StateError
 from ...fsutil import atomic_write_text, backup_name
+from ..hook_command import HookCommand
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -25,6 +25,7 @@ __all__ = [
     "build_entry",
     "build_thin_entry",
     "find_our_hooks",
+    "handler_command",
     "hook_command",
     "is_our_hook",
     "is_thin_hook",
@@ -122,15 +123,14 @@ def hook_command(
     ``mcp_server`` is zerto-rewind's MCP server as the host names it, when installed:
     the rewind hint then names its tool (it changes only that text, never a decision).
     """
-    code = shlex.quote(launch_code(package_dir))
-    command = f"{shlex.quote(python)} -S -c {code} hook --config {shlex.quote(config)}"
-    if config_sha256:
-        command += f" --config-sha256 {shlex.quote(config_sha256)}"
-    if settings:
-        command += f" --settings {shlex.quote(settings)}"
-    if all_tools:
-        command += " --all-tools"
-    return command + (f" --mcp-server {shlex.quote(mcp_server)}" if mcp_server else "")
+    return HookCommand(
+        HookCommand.launcher_for(python, launch_code(package_dir), isolated=True),
+        config=config,
+        config_sha256=config_sha256 or None,
+        settings=settings or None,
+        all_tools=all_tools,
+        mcp_server=mcp_server or None,
+    ).render()
 
 
 def _entry(matcher: str, command: str, timeout_s: int) -> dict[str, Any]:
@@ -186,21 +186,25 @@ def thin_hook_command(
     budget_s: int,
     token_file: str | None = None,
     ca_file: str | None = None,
+    service_user: str | None = None,
 ) -> str:
     """The thin hook's shell command: absolute interpreter, the service, its budget.
 
     It names no config: the service classifies and tags with its own. ``hook``
     after the launch code marks it as ours for :func:`is_our_hook`, like the
-    standalone hook's command.
+    standalone hook's command. ``service_user`` (a uid: no lookup in the hook) is
+    who must serve a unix socket.
     """
     from ...claude_code.thin_hook import LAUNCH_CODE
 
-    command = f"{shlex.quote(python)} -c {shlex.quote(LAUNCH_CODE)} hook"
-    command += f" --service {shlex.quote(service)}"
-    for flag, path in (("--token-file", token_file), ("--ca-file", ca_file)):
-        if path:
-            command += f" {flag} {shlex.quote(path)}"
-    return command + f" --budget {budget_s}"
+    return HookCommand(
+        HookCommand.launcher_for(python, LAUNCH_CODE),
+        service=service,
+        service_user=service_user or None,
+        token_file=token_file or None,
+        ca_file=ca_file or None,
+        budget=str(budget_s),
+    ).render()
 
 
 def build_thin_entry(
@@ -212,6 +216,7 @@ def build_thin_entry(
     budget_s: int,
     token_file: str | None = None,
     ca_file: str | None = None,
+    service_user: str | None = None,
 ) -> dict[str, Any]:
     """The ``hooks.PreToolUse`` entry of a thin hook (``install claude-code --service``)."""
     for what, path in (("interpreter", python), ("token file", token_file), ("CA file", ca_file)):
@@ -219,7 +224,12 @@ def build_thin_entry(
             msg = f"the hook's {what} path must be absolute, not {path!r}"
             raise ValueError(msg)
     command = thin_hook_command(
-        python, service, budget_s=budget_s, token_file=token_file, ca_file=ca_file
+        python,
+        service,
+        budget_s=budget_s,
+        token_file=token_file,
+        ca_file=ca_file,
+        service_user=service_user,
     )
     return _entry(matcher, command, timeout_s)
 
@@ -231,6 +241,21 @@ def is_thin_hook(handler: Any) -> bool:
     args = handler.get("args")
     parts = [handler.get("command"), *(args if isinstance(args, list) else [])]
     return any(isinstance(p, str) and THIN_MARKER in p for p in parts)
+
+
+def handler_command(handler: Mapping[str, Any]) -> HookCommand:
+    """The command a hook handler runs (shell form, or exec form: ``command`` + ``args``).
+
+    ValueError says why it cannot be read (no command, not valid shell).
+    """
+    command = handler.get("command")
+    if not isinstance(command, str) or not command.strip():
+        msg = "the hook has no command"
+        raise ValueError(msg)
+    args = handler.get("args")
+    if isinstance(args, list):
+        return HookCommand.from_argv([command, *map(str, args)])
+    return HookCommand.parse(command)
 
 
 def managed_settings_file(root: str = "/") -> str:

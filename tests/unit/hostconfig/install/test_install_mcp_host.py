@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from support.config import OFFLINE_ZVM, write_config
-from zerto_rewind.hostconfig.install.mcp_host import McpHostOptions, _start_warnings
 from zerto_rewind.errors import ConfigError
+from zerto_rewind.hostconfig.install.mcp_host import McpHostOptions, _start_warnings
 
 
 def warnings(tmp_path: Path, upstream: dict[str, Any], **flags: Any) -> list[str]:
