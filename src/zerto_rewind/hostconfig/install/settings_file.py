@@ -18,6 +18,7 @@ from typing import Any
 from ...errors import ConfigError, StateError
 from ...fsutil import atomic_write_text, backup_name
 from ..hook_command import HookCommand
+from ..objectfile import read_object_file
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -346,28 +347,11 @@ def settings_file(*, project: str | None, user: bool, home: str) -> str:
 def read_settings(path: str) -> tuple[dict[str, Any], str | None]:
     """The settings in ``path`` (``{}`` if absent) and the original text, if any.
 
-    ConfigError (naming the file) when it is unreadable, not JSON or not an
-    object: such a file is never overwritten.
+    ConfigError (naming the file, what is wrong, what to do) when it is unreadable,
+    not JSON or not an object: such a file is never overwritten.
     """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        return {}, None
-    except (OSError, UnicodeDecodeError) as exc:
-        msg = f"cannot read it ({exc}); nothing was written"
-        raise ConfigError(msg, path=path) from None
-    if not text.strip():
-        return {}, text
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        msg = f"not valid JSON ({exc}); fix or move the file, nothing was written"
-        raise ConfigError(msg, path=path) from None
-    if not isinstance(data, dict):
-        msg = "must hold a JSON object; fix or move the file, nothing was written"
-        raise ConfigError(msg, path=path)
-    return data, text
+    read = read_object_file(path)
+    return read.data, read.text
 
 
 def write_settings(path: str, text: str, *, original: str | None) -> str | None:
