@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ...agent_hooks.hook import HOSTS, LAUNCH_CODE
 from ..hook_command import HookCommand
-from ..hooks import build_entry, hook_file, matcher_for, plan_hook_file, write_hook_file
+from ..hooks import HookPlan, build_entry, hook_file, matcher_for, plan_hook_file, write_hook_file
 from .catalog_client import thin_budget
 from .claude_code import reach_service
 from .matcher import covered_servers
@@ -101,12 +101,7 @@ def hook_command(
 def install_host_hook(args: HostHookOptions, env: Mapping[str, str], report: InstallReport) -> None:
     """Plan, then write (or with ``dry_run`` show) the hook in the host's hook file."""
     host: str = args.host
-    if args.prompt_as and args.prompt_as not in HOSTS[host].PROMPT_CHOICES:
-        msg = (
-            f"--prompt-as {args.prompt_as}: a {host} hook cannot ask in a way that holds, so a "
-            "prompt is always a deny there"
-        )
-        raise InstallRefused(msg)
+    _check_prompt_as(args)
     check_service_url(args.service)
     opts, remote, _uid, _identity = reach_service(
         args.service,
@@ -118,13 +113,7 @@ def install_host_hook(args: HostHookOptions, env: Mapping[str, str], report: Ins
     servers = _servers(args, covered_servers(remote.catalog))
     budget = thin_budget(remote.guard_timeout_s)
     timeout = budget + HOST_MARGIN_S
-    path = (
-        os.path.abspath(args.file)
-        if args.file
-        else hook_file(
-            host, project=os.path.abspath(args.project) if args.project else None, env=env
-        )
-    )
+    path = _hook_path(args, env)
     protect = [path, *(os.path.abspath(p) for p in args.protect)]
     python = os.path.abspath(args.python or sys.executable)
     command = hook_command(python, host, opts, budget_s=budget, servers=servers,
@@ -151,8 +140,31 @@ def install_host_hook(args: HostHookOptions, env: Mapping[str, str], report: Ins
         f"kept:     {plan.kept_hooks} other hook entr{'y' if plan.kept_hooks == 1 else 'ies'}",
         f"trust:    {TRUST_STEPS[host]}",
     ]
+    _apply(args, plan, summary, report)
+
+
+def _check_prompt_as(args: HostHookOptions) -> None:
+    if args.prompt_as and args.prompt_as not in HOSTS[args.host].PROMPT_CHOICES:
+        msg = (
+            f"--prompt-as {args.prompt_as}: a {args.host} hook cannot ask in a way that holds, "
+            "so a prompt is always a deny there"
+        )
+        raise InstallRefused(msg)
+
+
+def _hook_path(args: HostHookOptions, env: Mapping[str, str]) -> str:
+    if args.file:
+        return os.path.abspath(args.file)
+    project = os.path.abspath(args.project) if args.project else None
+    return hook_file(args.host, project=project, env=env)
+
+
+def _apply(
+    args: HostHookOptions, plan: HookPlan, summary: list[str], report: InstallReport
+) -> None:
+    """Write the plan (or show it, with ``dry_run``) and say what was done."""
     if args.dry_run:
-        report.dry_run(path, plan.text)
+        report.dry_run(plan.path, plan.text)
         report.say(["dry run, nothing written", *summary], err=True)
         return
     if plan.text is None:
@@ -160,8 +172,8 @@ def install_host_hook(args: HostHookOptions, env: Mapping[str, str], report: Ins
         report.say(["already installed, nothing to change", *summary])
         return
     backup = write_hook_file(plan)
-    report.wrote(path, backup)
-    lines = [f"installed the zerto-rewind {host} hook", *summary]
+    report.wrote(plan.path, backup)
+    lines = [f"installed the zerto-rewind {args.host} hook", *summary]
     if backup:
         lines.append(f"backup:   {backup}")
     if plan.drops_comments:

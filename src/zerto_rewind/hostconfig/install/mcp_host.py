@@ -79,22 +79,7 @@ def install_mcp_host(args: McpHostOptions, env: Mapping[str, str], report: Insta
             [f"{current.file.where}: {args.server!r} already reaches the gateway; nothing to do"]
         )
         return 0
-    via: StdioGateway | HttpGateway
-    if args.url:
-        url = gateway_endpoint(args.url, args.server)
-        client = args.client or _default_client(host.name, env)
-        via = HttpGateway(url, client, new_token())
-    else:
-        if not sys.executable:
-            msg = (
-                "cannot tell which Python runs zerto-rewind (sys.executable is empty); "
-                "run it as `python3 -m zerto_rewind install mcp-host ...`"
-            )
-            raise ConfigError(msg)
-        # abspath, not realpath: a venv's bin/python is a symlink, and only the
-        # venv path makes the interpreter find the venv's site-packages.
-        python = os.path.abspath(sys.executable)
-        via = StdioGateway(python, gateway.path, allow_privileged=args.allow_privileged_upstream)
+    via = _gateway_entry(args, gateway.path, env)
     moved, new_gateway = move_to_gateway(
         current, args.server, gateway.data, via=via, upstream_user=args.upstream_user
     )
@@ -122,17 +107,7 @@ def install_mcp_host(args: McpHostOptions, env: Mapping[str, str], report: Insta
         backups.append(host_backup)
     lines = [f"moved {args.server!r} behind the zerto-rewind gateway", *summary]
     lines += [f"backup:      {b}" for b in backups]
-    if current.had_comments and not kept:
-        lines.append("note:        the host file's comments were dropped (the backup keeps them)")
-    lines.append(
-        f"the credentials now live only in {gateway.path}; the host backup holding them is "
-        f"in {backup_dir} (0600)"
-    )
-    if http and args.project is not None:
-        lines.append(
-            "note:        a project file now holds a bearer token: keep it out of version "
-            "control (or use --user)"
-        )
+    lines += _notes(args, gateway.path, backup_dir, dropped=current.had_comments and not kept)
     if args.systemd_unit:
         report.extra["systemd_unit"] = args.systemd_unit
     if isinstance(via, HttpGateway):
@@ -145,6 +120,43 @@ def install_mcp_host(args: McpHostOptions, env: Mapping[str, str], report: Insta
     if warnings:
         sys.stderr.write("\n".join(warnings) + "\n")
     return 0
+
+
+def _notes(args: McpHostOptions, gateway_path: str, backup_dir: str, *, dropped: bool) -> list[str]:
+    """What a person must know about the files just written."""
+    lines = []
+    if dropped:
+        lines.append("note:        the host file's comments were dropped (the backup keeps them)")
+    lines.append(
+        f"the credentials now live only in {gateway_path}; the host backup holding them is "
+        f"in {backup_dir} (0600)"
+    )
+    if args.url and args.project is not None:
+        lines.append(
+            "note:        a project file now holds a bearer token: keep it out of version "
+            "control (or use --user)"
+        )
+    return lines
+
+
+def _gateway_entry(
+    args: McpHostOptions, gateway_path: str, env: Mapping[str, str]
+) -> StdioGateway | HttpGateway:
+    """How the host will reach the gateway: an HTTP endpoint and a new token, or stdio."""
+    if args.url:
+        url = gateway_endpoint(args.url, args.server)
+        client = args.client or _default_client(HOSTS[args.host].name, env)
+        return HttpGateway(url, client, new_token())
+    if not sys.executable:
+        msg = (
+            "cannot tell which Python runs zerto-rewind (sys.executable is empty); "
+            "run it as `python3 -m zerto_rewind install mcp-host ...`"
+        )
+        raise ConfigError(msg)
+    # abspath, not realpath: a venv's bin/python is a symlink, and only the
+    # venv path makes the interpreter find the venv's site-packages.
+    python = os.path.abspath(sys.executable)
+    return StdioGateway(python, gateway_path, allow_privileged=args.allow_privileged_upstream)
 
 
 def _start_warnings(
