@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TextIO
 
-__all__ = ["COMMANDS", "main", "report_error", "run_command"]
+__all__ = ["COMMANDS", "main", "report_error", "report_warning", "run_command"]
 
 # name -> (module, function, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -145,6 +145,11 @@ def run_command(name: str, command: Callable[[], int | None]) -> int:
 def report_error(name: str, error: ZertoRewindError) -> None:
     """Write ``zerto-rewind NAME: Type: what failed — what to do`` to stderr."""
     sys.stderr.write(f"zerto-rewind {name}: {describe(error)}\n")
+
+
+def report_warning(name: str, text: str) -> None:
+    """Write ``zerto-rewind NAME: warning: TEXT`` to stderr: the command goes on without."""
+    sys.stderr.write(f"zerto-rewind {name}: warning: {text}\n")
 
 
 def _label(args: list[str]) -> str:

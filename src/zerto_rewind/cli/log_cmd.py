@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from typing import Any
 
@@ -22,6 +21,7 @@ from ..config.settings import Settings, default_log_path, home_dir
 from ..core.decisions_log import tail, verify
 from ..core.reconcile import TagFate, reconcile
 from ..errors import ConfigError, StateError, ZertoRewindError
+from . import report_warning
 
 __all__ = ["main"]
 
@@ -135,7 +135,7 @@ def _settings(env: Any, *, verifying: bool) -> Settings | None:
             if verifying
             else "showing the log without reconciling"
         )
-        sys.stderr.write(f"zerto-rewind log: config not usable ({exc}); {doing}\n")
+        report_warning("log", f"config not usable ({exc}); {doing}")
         return None
 
 
@@ -167,7 +167,7 @@ def _reconcile(
     try:
         return reconcile(records, state, clients=client_of)
     except ZertoRewindError as exc:  # fall back to what the state directory knows
-        sys.stderr.write(f"zerto-rewind log: ZVM not asked ({exc}); reconciling from state only\n")
+        report_warning("log", f"ZVM not asked ({exc}); reconciling from state only")
         return reconcile(records, state)
     finally:
         guard.close()

@@ -12,7 +12,7 @@ import logging
 import os
 import secrets
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -29,7 +29,9 @@ from .upstream_probe import check_reachable
 from .upstream_user import check_upstreams
 
 if TYPE_CHECKING:
-    from ..config.settings import Settings
+    import uvicorn
+
+    from ..config.settings import GatewaySettings, Settings
 
 __all__ = ["ApprovalChannels", "serve_http", "serve_stdio"]
 
@@ -110,7 +112,6 @@ async def start_approvals(
 
 
 async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port: int) -> str:
-    import uvicorn
 
     from .approvals_web import build_approvals_app
 
@@ -126,22 +127,42 @@ async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port
         raise ConfigError(msg, path=gateway.settings.path, key="approvals.web_approvers")
     app = build_approvals_app(gateway.approvals, secure_cookies=tls)
     tcp = _tcp_listener(host, port, "--approvals-listen")
+    options = uvicorn_options(process_gate(g, gateway.metrics.registry))
+    server = _uvicorn_server(app, g, options, lifespan="off", grace_s=2)
+    tg.start_soon(lambda: server.serve(sockets=[tcp]))
+    while not server.started:
+        await anyio.sleep(0.02)
+    return _http_url(host, tcp.getsockname()[1], tls=tls)
+
+
+def _uvicorn_server(
+    app: Any,
+    g: GatewaySettings,
+    options: dict[str, Any],
+    *,
+    lifespan: Literal["on", "off"],
+    grace_s: int,
+) -> uvicorn.Server:
+    """uvicorn over the gateway's TLS files; its access log off (the decision log is ours)."""
+    import uvicorn
+
     config = uvicorn.Config(
         app,
         log_level="warning",
         access_log=False,
         ssl_certfile=g.tls_cert,
         ssl_keyfile=g.tls_key,
-        lifespan="off",
-        timeout_graceful_shutdown=2,
-        **uvicorn_options(process_gate(g, gateway.metrics.registry)),
+        lifespan=lifespan,
+        timeout_graceful_shutdown=grace_s,
+        **options,
     )
-    server = uvicorn.Server(config)
-    tg.start_soon(lambda: server.serve(sockets=[tcp]))
-    while not server.started:
-        await anyio.sleep(0.02)
+    return uvicorn.Server(config)
+
+
+def _http_url(host: str, port: int, *, tls: bool) -> str:
+    """The URL a listener on ``host:port`` answers at (an IPv6 host in brackets)."""
     shown = f"[{host}]" if ":" in host else host
-    return f"{'https' if tls else 'http'}://{shown}:{tcp.getsockname()[1]}"
+    return f"{'https' if tls else 'http'}://{shown}:{port}"
 
 
 def _tcp_listener(host: str, port: int, option: str) -> socket.socket:
@@ -224,7 +245,6 @@ async def serve_http(
     mode decides who may connect) may each be given, or both.
     ``allow_privileged_upstream`` as for :func:`serve_stdio`.
     """
-    import uvicorn
 
     if host is None and unix_socket is None:
         msg = "nothing to listen on: give --listen HOST:PORT, --socket PATH, or both"
@@ -248,9 +268,7 @@ async def serve_http(
     info: dict[str, object] = {"pid": os.getpid(), "limits": gate.describe()}
     if host is not None:
         tcp = _tcp_listener(host, port, "--listen")
-        scheme = "https" if tls else "http"
-        shown = f"[{host}]" if ":" in host else host
-        url = f"{scheme}://{shown}:{tcp.getsockname()[1]}"
+        url = _http_url(host, tcp.getsockname()[1], tls=tls)
         info["url"] = url
         info["mcp"] = {name: f"{url}/mcp/{name}" for name in gateway.upstreams}
         sockets.append(tcp)
@@ -258,17 +276,9 @@ async def serve_http(
         sockets.append(_unix_listener(unix_socket, socket_mode))
         info["socket"] = f"unix:{unix_socket}"
         info.setdefault("url", f"unix:{unix_socket}")
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        ssl_certfile=g.tls_cert,
-        ssl_keyfile=g.tls_key,
-        lifespan="on",
-        timeout_graceful_shutdown=5,
-        **uvicorn_options(gate, _peer_protocol()),
+    server = _uvicorn_server(
+        app, g, uvicorn_options(gate, _peer_protocol()), lifespan="on", grace_s=5
     )
-    server = uvicorn.Server(config)
     try:
         if unix_socket is not None:  # once bound: its group is the file system's to say
             check_trust_socket(settings, unix_socket)

@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..config.settings import home_dir
 from ..errors import ConfigError
 from ..fsutil import atomic_write_text, backup_name
 from .formats import edit_json_servers, parse_jsonc
@@ -71,7 +72,7 @@ _NAME = "zerto-rewind"
 
 def hook_file(host: str, *, project: str | None, env: Mapping[str, str]) -> str:
     """The host's hook file: the project's with ``project``, else the user's."""
-    home = env.get("HOME") or os.path.expanduser("~")
+    home = home_dir(env)
     if host == "codex":
         if project:
             return os.path.join(project, ".codex", "hooks.json")
