@@ -224,22 +224,7 @@ def _install_managed(
     notes: list[str] = []
     if options.service:
         if options.config:
-            try:
-                settings = load_config(env)
-            except ConfigError as exc:
-                msg = f"{exc}\nNot installed: fix the service's config first."
-                raise InstallRefused(msg) from None
-            owner = None
-            if options.service_user:
-                name = user_name(options.service_user)
-                if name is None:
-                    msg = f"--service-user {options.service_user}: no such user"
-                    raise InstallRefused(msg)
-                owner = service_owner(name, settings)
-            placement = plan_managed_config(
-                options, settings, source=config_path(env), dest=dest, owner=owner
-            )
-            notes += _place(placement, dry_run=options.dry_run, report=report)
+            notes += _place_service_config(options, env, dest, report)
         _install_thin(options, env, report)
     else:
         if options.service_user:
@@ -267,6 +252,28 @@ def _install_managed(
         f"--managed-file {shlex.quote(managed_file)} --as-user AGENT_USER"
     )
     report.say(notes, err=options.dry_run)
+
+
+def _place_service_config(
+    options: InstallOptions, env: Mapping[str, str], dest: str, report: InstallReport
+) -> list[str]:
+    """``--managed --service --config``: the service's config, root-owned at ``dest``."""
+    try:
+        settings = load_config(env)
+    except ConfigError as exc:
+        msg = f"{exc}\nNot installed: fix the service's config first."
+        raise InstallRefused(msg) from None
+    owner = None
+    if options.service_user:
+        name = user_name(options.service_user)
+        if name is None:
+            msg = f"--service-user {options.service_user}: no such user"
+            raise InstallRefused(msg)
+        owner = service_owner(name, settings)
+    placement = plan_managed_config(
+        options, settings, source=config_path(env), dest=dest, owner=owner
+    )
+    return _place(placement, dry_run=options.dry_run, report=report)
 
 
 # ------------------------------------------------------------------ reading and writing
