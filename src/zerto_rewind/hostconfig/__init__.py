@@ -12,6 +12,8 @@ VS Code, Codex, Gemini CLI, Copilot CLI) keeps its servers in, used by ``install
 * :mod:`.bypass`: the doctor's scan for entries that bypass the gateway;
 * :mod:`.claude`: every MCP source Claude Code reads for a project or a user;
 * :mod:`.hooks`: the hook files of Codex, Gemini CLI and Copilot CLI (``install host-hook``);
+* :mod:`.objectfile`: every host file read one way, with one message when it cannot be;
+* :mod:`.hook_command`: every hook's command line, written and read as one value;
 * :mod:`.install`: the installers themselves (``zerto-rewind install TARGET``), a
   subpackage ranked above the doors, whose hooks it writes.
 
