@@ -12,7 +12,7 @@ drawn without one is defined here::
     ├── StateError             the state directory cannot be used
     │   └── KeyFileError       a key file is unreadable, or others may read it
     ├── UsageError             an argument names nothing that exists, or is ambiguous
-    │   └── InstallRefused     install refused, nothing written (claude_code.install_plan)
+    │   └── InstallRefused     install refused, nothing written (hostconfig.install.plan)
     ├── RecoveryError          live recovery refused (disabled, wrong confirm) or its task failed
     ├── ZvmError               talking to the ZVM failed
     │   ├── ZvmConnectionError can't connect / connection dropped

@@ -25,11 +25,11 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.claude_code.settings_file import find_our_hooks
 from zerto_rewind.cli import main as cli_main
 from zerto_rewind.config.parser import Parser
 from zerto_rewind.config.schema import TOP
 from zerto_rewind.config.settings import validate_patterns
+from zerto_rewind.hostconfig.install.settings_file import find_our_hooks
 from zerto_rewind.sim.estate import parse_estate
 
 ROOT = Path(__file__).resolve().parents[2]
