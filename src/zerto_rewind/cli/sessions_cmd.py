@@ -98,10 +98,16 @@ def _log_path(args: argparse.Namespace) -> str:
 def _state_mac(args: argparse.Namespace) -> RecordMac | None:
     """The state's MAC key, which seals the log's index; None (read the log whole) if
     there is no usable config or key. A reader never creates the key: the guard does."""
+    from .log_cmd import _state_dir  # the state directory, with or without a config
+
     env = dict(os.environ, ZERTO_REWIND_CONFIG=args.config) if args.config else os.environ
     try:
-        key = read_key_file(state_key_path(load_settings(env).state_dir))
-    except (ConfigError, KeyFileError, FileNotFoundError):
+        settings = load_settings(env)
+    except ConfigError:
+        settings = None
+    try:
+        key = read_key_file(state_key_path(_state_dir(settings, env)))
+    except (KeyFileError, FileNotFoundError):
         return None
     return RecordMac(key=key)
 
