@@ -1,9 +1,10 @@
 """Agent sessions as the decision log records them: the list, and one session's timeline.
 
-Both read the log once, front to back, a line at a time (never the whole file in
+The list reads the log once, front to back, a line at a time (never the whole file in
 memory), as ``zerto-rewind log`` does: the one file the config names, no rotated
 copies (zerto-rewind does not rotate its log; a copy rotated away by another tool
-is not read).
+is not read). The timeline does too, unless it is given the state's MAC key: then it
+reads only the lines the log's index (:mod:`.log_index`) names.
 
 What a line counts as (:func:`kind_of`), for a person asking "what did this
 session change?":
