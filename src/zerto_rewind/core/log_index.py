@@ -180,6 +180,8 @@ def open_index(log_path: str, mac: RecordMac) -> LogIndex | None:
     approver reading the service's log) gets None."""
     try:
         return _open(log_path, mac)
+    except FileNotFoundError:
+        return None  # no log yet: nothing to index
     except (OSError, sqlite3.Error, ValueError) as exc:
         log.warning("log index not used (%s); reading the log instead", exc)
         return None
@@ -247,7 +249,7 @@ def _read_meta(
     row = conn.execute("SELECT body FROM meta WHERE id = 1").fetchone()
     try:
         body = mac.open("log-index", _ident(path), json.loads(row[0])) if row else None
-    except ValueError:
+    except (ValueError, TypeError):  # not JSON text: not ours
         body = None
     if body is None or body.pop("version", None) != _VERSION:
         msg = "its header is missing or does not verify"

@@ -281,3 +281,16 @@ def _outcome(path: Path, prefix: str, mac: RecordMac | None) -> Any:
         return read_timeline(str(path), prefix, mac=mac).to_json()
     except UsageError as exc:
         return str(exc)
+
+
+def test_no_log_no_index(tmp_path: Path) -> None:
+    assert open_index(str(tmp_path / "none.jsonl"), MAC) is None
+    assert not (tmp_path / "none.jsonl.index").exists()
+
+
+def test_header_not_text_rebuilds(log: Path) -> None:
+    before = _index_id(log)
+    with sqlite3.connect(index_path(str(log))) as db:
+        db.execute("UPDATE meta SET body = 42")
+    _both(log, "sess-a")
+    assert _index_id(log) != before
