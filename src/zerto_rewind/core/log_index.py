@@ -33,6 +33,7 @@ from __future__ import annotations
 import array
 import contextlib
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -143,7 +144,17 @@ class LogIndex:
         """(line number, record), in order: the lines of the sessions starting with
         ``prefix``, the lines naming a VM ``watched`` (a record -> the VMs it makes the
         reader watch) after the first of them that did, and every line written after
-        the index was opened. None if a row does not verify: read the log instead."""
+        the index was opened. None if a row does not verify or the index cannot be
+        read: read the log instead."""
+        try:
+            return self._lines_for(path, prefix, watched)
+        except (OSError, sqlite3.Error, ValueError) as exc:
+            log.warning("log index not read (%s); reading the log instead", exc)
+            return None
+
+    def _lines_for(
+        self, path: str, prefix: str, watched: Callable[[dict[str, Any]], Iterable[str]]
+    ) -> list[tuple[int, dict[str, Any]]] | None:
         sessions = self.sessions(prefix)
         if sessions is None:
             return None
@@ -167,7 +178,7 @@ class LogIndex:
         return sorted(records.items())
 
     def _open_row(self, kind: str, key: bytes, blob: bytes, mac: Any) -> Lines | None:
-        if not isinstance(mac, str) or _row_mac(self._mac, self.meta, kind, key, blob) != mac:
+        if not _row_ok(self._mac, self.meta, kind, key, blob, mac):
             log.warning("log index row does not verify; reading the log instead")
             return None
         return _pairs(blob)
@@ -319,7 +330,7 @@ def _extend(
         blob = b""
         if row is not None:
             blob = bytes(row[0])
-            if _row_mac(mac, meta, kind, key, blob) != row[1]:
+            if not _row_ok(mac, meta, kind, key, blob, row[1]):
                 msg = "a row does not verify"
                 raise _Invalid(msg)
         blob += array.array("q", more).tobytes()
@@ -400,3 +411,8 @@ def _row_mac(mac: RecordMac, meta: _Meta, kind: str, key: bytes, blob: bytes) ->
     ident = f"{meta.index_id}:{kind}:{key.hex()}"
     digest = hashlib.sha256(blob).hexdigest()
     return str(mac.seal("log-index-row", ident, {"offsets": digest})[MAC_FIELD])
+
+
+def _row_ok(mac: RecordMac, meta: _Meta, kind: str, key: bytes, blob: bytes, claimed: Any) -> bool:
+    expected = _row_mac(mac, meta, kind, key, blob)
+    return isinstance(claimed, str) and hmac.compare_digest(claimed, expected)
