@@ -23,8 +23,10 @@ from rich.text import Text
 from ..config.loader import load_settings
 from ..config.settings import default_log_path
 from ..core.approval_view import visible
+from ..core.keys import read_key_file
+from ..core.record_mac import RecordMac, state_key_path
 from ..core.sessions import SessionSummary, Timeline, list_sessions, parse_since, read_timeline
-from ..errors import ConfigError
+from ..errors import ConfigError, KeyFileError
 
 __all__ = ["list_main", "session_main"]
 
@@ -57,7 +59,7 @@ def session_main(argv: list[str] | None = None) -> int:
     _common(show)
     show.add_argument("id", help="the session id, or its start if no other id starts so")
     args = parser.parse_args(argv)
-    timeline = read_timeline(_log_path(args), args.id)
+    timeline = read_timeline(_log_path(args), args.id, mac=_state_mac(args))
     if args.json:
         print(json.dumps(timeline.to_json(), ensure_ascii=False, indent=2))
         return 0
@@ -91,6 +93,23 @@ def _log_path(args: argparse.Namespace) -> str:
             raise  # a config named on the command line must be usable
         sys.stderr.write(f"zerto-rewind: config not usable ({exc}); reading the default log\n")
         return default_log_path(env)
+
+
+def _state_mac(args: argparse.Namespace) -> RecordMac | None:
+    """The state's MAC key, which seals the log's index; None (read the log whole) if
+    there is no usable config or key. A reader never creates the key: the guard does."""
+    from .log_cmd import _state_dir  # the state directory, with or without a config
+
+    env = dict(os.environ, ZERTO_REWIND_CONFIG=args.config) if args.config else os.environ
+    try:
+        settings = load_settings(env)
+    except ConfigError:
+        settings = None
+    try:
+        key = read_key_file(state_key_path(_state_dir(settings, env)))
+    except (KeyFileError, FileNotFoundError):
+        return None
+    return RecordMac(key=key)
 
 
 def _console() -> Console:

@@ -1,9 +1,10 @@
 """Agent sessions as the decision log records them: the list, and one session's timeline.
 
-Both read the log once, front to back, a line at a time (never the whole file in
+The list reads the log once, front to back, a line at a time (never the whole file in
 memory), as ``zerto-rewind log`` does: the one file the config names, no rotated
 copies (zerto-rewind does not rotate its log; a copy rotated away by another tool
-is not read).
+is not read). The timeline does too, unless it is given the state's MAC key: then it
+reads only the lines the log's index (:mod:`.log_index`) names.
 
 What a line counts as (:func:`kind_of`), for a person asking "what did this
 session change?":
@@ -30,10 +31,13 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import StateError, UsageError
 from .call_result import RESULT_EVENT
+
+if TYPE_CHECKING:
+    from .record_mac import RecordMac
 
 __all__ = [
     "NOT_RECORDED",
@@ -369,16 +373,38 @@ def _count(summary: SessionSummary, record: dict[str, Any], when: str) -> None:
             summary.vms.append(vm)
 
 
-def read_timeline(path: str, prefix: str) -> Timeline:
-    """The session whose id is ``prefix`` or starts with it; UsageError if none or several."""
+def read_timeline(path: str, prefix: str, *, mac: RecordMac | None = None) -> Timeline:
+    """The session whose id is ``prefix`` or starts with it; UsageError if none or several.
+
+    With ``mac`` (the state's MAC key), the log's index (:mod:`.log_index`) is used,
+    made or brought up to date, so only the session's lines and its VMs' are read;
+    without it, or when the index cannot be used, the log is read front to back."""
     prefix = prefix.strip()
     if not prefix:
         msg = "no session id given; `zerto-rewind sessions` lists them"
         raise UsageError(msg)
     reader = _TimelineReader(prefix)
-    for number, record in _matching(path, reader.needles):
+    lines = _indexed(path, prefix, mac) if mac is not None else None
+    for number, record in _matching(path, reader.needles) if lines is None else lines:
         reader.take(number, record)
     return reader.timeline(path)
+
+
+def _indexed(path: str, prefix: str, mac: RecordMac) -> list[tuple[int, dict[str, Any]]] | None:
+    from .log_index import open_index
+
+    index = open_index(path, mac)
+    if index is None:
+        return None
+    with index:
+        return index.lines_for(path, prefix, _watched)
+
+
+def _watched(record: dict[str, Any]) -> tuple[str, ...]:
+    """The VMs a line makes ``session show`` watch for later changes, if it is the session's."""
+    if _is_result(record) or _is_approval(record) or kind_of(record) != "change":
+        return ()
+    return _strings(record.get("vms"))
 
 
 class _TimelineReader:

@@ -46,6 +46,7 @@ Security, in short:
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -59,8 +60,10 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from ..core.approvals import APPROVED, PENDING, ApprovalError, ApprovalRequest, store_error
+from ..core.keys import read_key_file
+from ..core.record_mac import RecordMac, state_key_path
 from ..core.sessions import SessionSummary, list_sessions, read_timeline
-from ..errors import StateError, UsageError
+from ..errors import KeyFileError, StateError, UsageError
 from .approvals_auth import COOKIE, PageAuth, approver, check_password, hash_password, same_origin
 from .approvals_html import BASE as _BASE
 from .approvals_html import url as _url
@@ -192,6 +195,15 @@ def _list_sessions(log_path: str) -> list[SessionSummary]:
 
 def _page(text: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(text, status_code=status)
+
+
+def _log_index_mac(state_dir: str) -> RecordMac | None:
+    """The state's MAC key, which seals the log's index; None (read the log whole) until
+    the guard has made it: the page never creates the key."""
+    try:
+        return RecordMac(key=read_key_file(state_key_path(state_dir)))
+    except (KeyFileError, FileNotFoundError):
+        return None
 
 
 async def _read(fn: Callable[..., _T], *args: object) -> _T:
@@ -348,7 +360,9 @@ class _Routes:
             return _to_login(request)
         wanted = request.path_params["session_id"]
         try:
-            timeline = await _read(read_timeline, self.service.settings.log_path, wanted)
+            settings = self.service.settings
+            read = functools.partial(read_timeline, mac=_log_index_mac(settings.state_dir))
+            timeline = await _read(read, settings.log_path, wanted)
         except UsageError as exc:
             return _page(message_page(session, "No such session", str(exc)), 404)
         except StateError as exc:

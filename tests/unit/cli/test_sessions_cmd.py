@@ -122,3 +122,23 @@ def test_log_session_filter_and_columns(log: Path, capsys: pytest.CaptureFixture
     assert text.count("2026-12-01") == 3
     result = {"event_type": "tool_call.result", "result": "failed", "time": "x", "tool": "t"}
     assert "result: failed" in _render(log_table, [result], {}, str(log), width=160)
+
+
+def test_session_show_uses_the_index_once_the_state_key_exists(
+    log: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from zerto_rewind.core.keys import load_or_create_key
+    from zerto_rewind.core.log_index import index_path
+    from zerto_rewind.core.record_mac import state_key_path
+
+    monkeypatch.delenv("ZERTO_REWIND_CONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("ZERTO_REWIND_STATE_DIR", str(tmp_path / "state"))
+    show = ["session", "show", "0b7c", "--log", str(log), "--json"]
+    assert cli_main(show) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert not Path(index_path(str(log))).exists()  # no key: the log is read whole, no index
+    load_or_create_key(state_key_path(str(tmp_path / "state")))
+    assert cli_main(show) == 0
+    assert json.loads(capsys.readouterr().out) == whole
+    assert Path(index_path(str(log))).stat().st_mode & 0o777 == 0o600
