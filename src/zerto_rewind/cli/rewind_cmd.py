@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     approver = None if args.dry_run else _approver(settings)
     with _zvms(settings) as zvms:
         plan = _plan(args, settings, zvms)
-        if args.dry_run or (args.plan is None and args.resume is None):
+        built = args.plan is None and args.resume is None
+        # A run's --json is its report alone: one JSON document on stdout.
+        if args.dry_run or (built and not args.json):
             _show_plan(plan, args.json, dry_run=args.dry_run)
         if args.dry_run or approver is None:
             return 0

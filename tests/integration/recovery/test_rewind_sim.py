@@ -210,3 +210,29 @@ def test_test_mode_starts_failover_tests(
     assert test is not None
     assert (test.checkpoint_id, test.vm_ids) == (checkpoint, (vm_id,))
     assert sim_requests(sim).get("POST vms.restore", 0) == 0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Run the async test on asyncio."""
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_mcp_tool_proposes_a_plan_and_runs_nothing(
+    sim: SimServer, zvm: ZvmClient, tmp_path: Path
+):
+    """zerto_rewind_plan: the same plan, read-only; nothing saved, nothing restored."""
+    from mcp import Client
+
+    from integration.mcp_server.mcp_helpers import call
+    from zerto_rewind.mcp_server.server import build_server
+
+    cfg = config(sim, tmp_path, [getpass.getuser()])
+    _, checkpoint = log_change(tmp_path / "decisions.jsonl", zvm, "s1", "vm-00001")
+    server = build_server({"HOME": str(tmp_path)}, config=str(cfg))
+    async with Client(server, raise_exceptions=True) as client:
+        plan = await call(client, "zerto_rewind_plan", session="s1")
+    assert plan["vms"][0]["checkpoint_id"] == checkpoint
+    assert not (tmp_path / "state" / "rewind").exists()
+    assert sim_requests(sim).get("POST vms.restore", 0) == 0
