@@ -154,15 +154,17 @@ def test_a_plan_changed_since_the_dry_run_is_refused(
     assert sim_requests(sim).get("POST vms.restore", 0) == 0
 
 
+@pytest.mark.parametrize("kind", ["status", "drop"])
 def test_a_fault_partway_then_resume(
-    sim: SimServer, zvm: ZvmClient, tmp_path: Path, capsys: Any, restores: list[Any]
+    sim: SimServer, zvm: ZvmClient, tmp_path: Path, capsys: Any, restores: list[Any], kind: str
 ):
-    """The second VM's commit fails: it is rolled back, the first stays; --resume finishes it."""
+    """The second VM's commit fails (a 503, a dropped connection): it is rolled back, the
+    first stays restored; --resume finishes the second."""
     cfg = config(sim, tmp_path, [getpass.getuser()])
     log_change(tmp_path / "decisions.jsonl", zvm, "s1", "vm-00001")
     third, _ = log_change(tmp_path / "decisions.jsonl", zvm, "s1", "vm-00003")
     _, plan, _ = rewind(capsys, cfg, "--session", "s1", "--dry-run")
-    fault = {"route": f"POST /v1/vms/{third}/RestoreCommit", "kind": "status", "status": 503}
+    fault = {"route": f"POST /v1/vms/{third}/RestoreCommit", "kind": kind, "status": 503}
     with sim_http(sim) as http:
         http.post(f"{sim.url}/_sim/faults", json=fault).raise_for_status()
     code, report, _ = rewind(capsys, cfg, "--plan", plan["plan_id"])
@@ -236,3 +238,23 @@ async def test_the_mcp_tool_proposes_a_plan_and_runs_nothing(
     assert plan["vms"][0]["checkpoint_id"] == checkpoint
     assert not (tmp_path / "state" / "rewind").exists()
     assert sim_requests(sim).get("POST vms.restore", 0) == 0
+
+
+def test_failover_needs_the_vpg_typed(sim: SimServer, zvm: ZvmClient, tmp_path: Path, capsys: Any):
+    """--failover: skipped unless the VPG's name is typed; with it, the whole VPG moves."""
+    cfg = config(sim, tmp_path, [getpass.getuser()])
+    log_change(tmp_path / "decisions.jsonl", zvm, "s1", "vm-00001")
+    _, plan, _ = rewind(capsys, cfg, "--session", "s1", "--dry-run")
+    vpg = sim.world.vpgs_by_name["vpg-00001"]
+    protected = vpg.protected.name
+    code, report, _ = rewind(capsys, cfg, "--plan", plan["plan_id"], "--failover")
+    assert code == 1
+    assert "not confirmed" in report["results"][0]["why"]
+    assert sim_requests(sim).get("POST vpgs.failover", 0) == 0
+    code, report, _ = rewind(
+        capsys, cfg, "--plan", plan["plan_id"], "--failover", "--confirm", "vpg-00001"
+    )
+    assert code == 0, report
+    assert "also moved vm-00002" in report["results"][0]["why"]
+    assert vpg.protected.name != protected  # committed with reverse protection
+    assert sim_requests(sim)["POST vpgs.failover_commit"] == 1

@@ -153,3 +153,29 @@ def test_only_an_approver_may_run(tmp_path: Path):
     refused = approver_refusal(settings_for(tmp_path, ["someone-else"]))
     assert refused is not None
     assert "not an approver" in refused
+
+
+class InterruptedZvm(RewindZvm):
+    """Ctrl-C arrives while the commit's task is followed."""
+
+    def get_task(self, task_id: str, *, deadline: Any = None) -> Any:
+        if self.calls and self.calls[-1][0] == "restore_commit":
+            self.calls.append(("ctrl-c",))
+            raise KeyboardInterrupt
+        return super().get_task(task_id, deadline=deadline)
+
+
+def test_ctrl_c_rolls_the_vm_back_and_stops(tmp_path: Path):
+    """Ctrl-C during the first VM: its restore is rolled back, the second is not started."""
+    zvm = InterruptedZvm()
+    zvm.add("vpg-web", ["web-01", "app-01"])
+    zvm.journal = [cp("100", NOW - 500, tag="zr"), cp("101", NOW - 400, tag="zr 2")]
+    settings = settings_for(tmp_path, [getpass.getuser()])
+    log_change(settings, "s1", "web-01", "100")
+    log_change(settings, "s1", "app-01", "101")
+    plan = build_plan(zvm, settings, Scope(session_id="s1"))
+    report = run_plan(zvm, settings, plan, approver="unix:olivia")
+    assert report.interrupted
+    states = {r.vm: (r.state, r.vm_state) for r in report.results}
+    assert states == {"web-01": ("failed", "untouched"), "app-01": ("skipped", "untouched")}
+    assert zvm.operations() == ["restore_vm", "restore_commit", "ctrl-c", "restore_rollback"]
