@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.decision import fmt_time
@@ -270,7 +270,7 @@ class _Run:
         """The group's results after Ctrl-C: what the rollback left, else untouched."""
         undone, self.undone = self.undone, None
         if undone is not None:
-            return [undone]
+            return [replace(undone, vm=v.vm) for v in group]
         why = "interrupted (Ctrl-C) before it ran, or while a failover or test ran"
         return [VmResult(v.vm, "failed", "unknown", why) for v in group]
 
@@ -370,6 +370,10 @@ class _Run:
             self._step("failover_commit", lead, cp, task_id=task_id)
             task_id = client.failover_commit(vpg_id, True)
             self.follow(client, task_id, lead.vpg or lead.vm, "commit")
+        except KeyboardInterrupt:
+            state = self._failover_undo(client, vpg_id, started)
+            self.undone = VmResult(lead.vm, "failed", state, "interrupted (Ctrl-C)")
+            raise
         except (ZvmError, RecoveryError, StateError) as exc:
             state = self._failover_undo(client, vpg_id, started)
             return [VmResult(v.vm, "failed", state, str(exc)) for v in group]
