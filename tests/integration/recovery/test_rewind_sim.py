@@ -258,3 +258,24 @@ def test_failover_needs_the_vpg_typed(sim: SimServer, zvm: ZvmClient, tmp_path: 
     assert "also moved vm-00002" in report["results"][0]["why"]
     assert vpg.protected.name != protected  # committed with reverse protection
     assert sim_requests(sim)["POST vpgs.failover_commit"] == 1
+
+
+def test_the_text_plan(sim: SimServer, zvm: ZvmClient, tmp_path: Path, capsys: Any):
+    """The dry run as text: the id, the rewind point, the VPG's other VM, what cannot be rewound."""
+    cfg = config(sim, tmp_path, [getpass.getuser()])
+    log = tmp_path / "decisions.jsonl"
+    _, checkpoint = log_change(log, zvm, "s1", "vm-00001")
+    write_record(
+        str(log),
+        {"time": fmt_time(time.time()), "session_id": "s1", "tool": "run_script",
+         "decision": "prompt", "answer": "approved", "approver": "unix:olivia", "vms": []},
+    )  # fmt: skip
+    assert main(["rewind", "--session", "s1", "--dry-run", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert f"rewind point: checkpoint {checkpoint} tagged 'zr s1 vm-00001'" in out
+    assert "a --failover of the VPG would also move: vm-00002" in out
+    assert "cannot be rewound:" in out
+    assert "run_script on no VM: the call names no VM" in out
+    plan_id = out.split()[2]
+    assert f"Nothing was changed. Run it: zerto-rewind rewind --plan {plan_id}" in out
+    assert (tmp_path / "state" / "rewind" / f"plan-{plan_id}.json").stat().st_mode & 0o077 == 0

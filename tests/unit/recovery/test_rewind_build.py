@@ -147,12 +147,21 @@ def test_a_failed_commit_is_rolled_back(tmp_path: Path, zvm: RewindZvm):
 
 
 def test_only_an_approver_may_run(tmp_path: Path):
-    """Not listed as an approver, or listed as an agent's user: refused."""
+    """Not listed as an approver, or a name an agent's token also has: refused."""
     me = getpass.getuser()
     assert approver_refusal(settings_for(tmp_path, [me])) is None
     refused = approver_refusal(settings_for(tmp_path, ["someone-else"]))
     assert refused is not None
     assert "not an approver" in refused
+    config = {
+        "zvm": {"url": "https://zvm.test", "username": "u", "password": "p"},
+        "state_dir": str(tmp_path / "state"),
+        "approvals": {"approvers": {"users": [me]}},
+        "gateway": {"clients": {f"unix:{me}": "0" * 64}},
+    }
+    token = approver_refusal(load_written_settings(tmp_path, config, name="agent.json"))
+    assert token is not None
+    assert "agents cannot approve" in token
 
 
 class InterruptedZvm(RewindZvm):
