@@ -25,7 +25,15 @@ from ..core.decision import fmt_time
 from ..errors import ZertoRewindError
 from ..zvm.models import tag_refusal
 from .plan import IN_PLACE_NOTE, _busy
-from .rewind_plan import Change, Scope, Unrewindable, Wanted, read_changes, select
+from .rewind_plan import (
+    Change,
+    Scope,
+    Unrewindable,
+    Wanted,
+    read_changes,
+    scope_needles,
+    select,
+)
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -110,7 +118,8 @@ def build_plan(
     deadline: float | None = None,
 ) -> RewindPlan:
     """The plan for ``scope``, from the log and the ZVM; read-only."""
-    changes = read_changes(log_path or settings.log_path)
+    path = log_path or settings.log_path
+    changes = read_changes(path, scope_needles(path, scope))
     selection = select(changes, scope)
     guard_checkpoints = {cp for c in changes for cp in c.checkpoint_ids}
     facts: dict[str, str] = {}

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO
 
-from ..errors import UsageError
+from ..errors import StateError, UsageError
 
 __all__ = [
     "Change",
@@ -33,12 +33,14 @@ __all__ = [
     "epoch_of",
     "is_change",
     "read_changes",
+    "scope_needles",
     "select",
 ]
 
 # A prompt line counts as a change when the call may have run: approved, used, or
 # asked of the person at the host (no answer recorded).
 _FORWARDED_ANSWERS = frozenset({"", "approved", "used"})
+_CHUNK = 1 << 20  # bytes searched at a time for the lines a plan needs
 
 
 @dataclass(frozen=True)
@@ -106,9 +108,8 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def change_of(line: int, record: dict[str, Any]) -> Change:
-    """A log record as a :class:`Change`."""
-    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def change_of(line: int, record: dict[str, Any], raw: bytes) -> Change:
+    """A log record (``raw``: its line as written) as a :class:`Change`."""
     return Change(
         line=line,
         time=str(record.get("time") or ""),
@@ -122,23 +123,79 @@ def change_of(line: int, record: dict[str, Any]) -> Change:
         landed_at=_text(record.get("landed_at")),
         decision=str(record.get("decision") or ""),
         approver=_text(record.get("approver")),
-        digest=hashlib.sha256(canonical.encode()).hexdigest(),
+        digest=hashlib.sha256(raw.rstrip(b"\r\n")).hexdigest(),
     )
 
 
-def read_changes(log_path: str) -> list[Change]:
-    """Every change in the decision log, oldest first.
+def read_changes(log_path: str, needles: Iterable[str] = ()) -> list[Change]:
+    """The changes in the decision log, oldest first.
 
     The one place a rewind reads the log: point it at another reader (core.sessions)
-    here. Approval events are not calls; a line that is not JSON is skipped.
+    here. With ``needles`` (session ids, VM names, VPG ids), a line that holds none of
+    them as a JSON string is not parsed: it cannot be about them, and a plan over a
+    long log then costs about the size of what it names. Approval events are not
+    calls; a line that is not JSON is skipped.
     """
-    from ..core.decisions_log import iter_records
-
+    keys = {json.dumps(n, ensure_ascii=a).encode() for n in needles for a in (False, True)}
+    try:
+        fh = open(log_path, "rb")  # noqa: SIM115  # closed below
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        msg = f"cannot read the decision log {log_path}: {exc.strerror}; run as its owner"
+        raise StateError(msg) from exc
     changes: list[Change] = []
-    for number, record in enumerate(iter_records(log_path), start=1):
-        if is_change(record):
-            changes.append(change_of(number, record))
+    with fh:
+        lines = _lines_holding(fh, keys) if keys else enumerate(fh, start=1)
+        for number, raw in lines:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and is_change(record):
+                changes.append(change_of(number, record, raw))
     return changes
+
+
+def _lines_holding(fh: BinaryIO, keys: set[bytes]) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of each line holding one of ``keys``, in order.
+
+    Searches a chunk at a time for the keys themselves, so a line about something
+    else is never split out or parsed."""
+    number, pending = 1, b""  # the line number at the start of ``pending``
+    while True:
+        chunk = fh.read(_CHUNK)
+        data = pending + chunk
+        end = len(data) if not chunk else data.rfind(b"\n") + 1
+        block, pending = data[:end], data[end:]
+        starts: set[int] = set()
+        for key in keys:
+            at = block.find(key)
+            while at >= 0:
+                starts.add(block.rfind(b"\n", 0, at) + 1)
+                after = block.find(b"\n", at)
+                at = -1 if after < 0 else block.find(key, after)
+        cursor = 0
+        for start in sorted(starts):
+            number += block.count(b"\n", cursor, start)
+            cursor = start
+            stop = block.find(b"\n", start)
+            yield number, block[start : len(block) if stop < 0 else stop]
+        number += block.count(b"\n", cursor)
+        if not chunk:
+            return
+
+
+def scope_needles(log_path: str, scope: Scope) -> set[str]:
+    """What to look for in the log for ``scope``: its session or VM, then its VMs and VPGs."""
+    first = scope.session_id if scope.session_id is not None else scope.vm
+    assert first is not None  # Scope checks
+    in_scope = _in_scope(read_changes(log_path, (first,)), scope)
+    return (
+        {first}
+        | {vm for c in in_scope for vm in c.vms}
+        | {vpg for c in in_scope for vpg in c.vpg_ids}
+    )
 
 
 def epoch_of(text: str) -> float:

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from zerto_rewind.errors import UsageError
 from zerto_rewind.recovery.rewind_build import changed_facts, plan_id
-from zerto_rewind.recovery.rewind_plan import Change, Scope, change_of, is_change, select
+from zerto_rewind.recovery.rewind_plan import (
+    Change,
+    Scope,
+    change_of,
+    is_change,
+    read_changes,
+    scope_needles,
+    select,
+)
 
 
 def change(
@@ -52,16 +63,29 @@ def test_is_change_counts_calls_let_through():
 
 def test_change_of_pairs_checkpoints_with_vpgs_only_when_aligned():
     """A checkpoint is tied to its VPG only when every VPG of the line got one."""
-    aligned = change_of(
-        1, {"decision": "context", "vms": ["a"], "vpg_ids": ["v1"], "checkpoint_ids": ["9"]}
-    )
+    one = {"decision": "context", "vms": ["a"], "vpg_ids": ["v1"], "checkpoint_ids": ["9"]}
+    aligned = change_of(1, one, json.dumps(one).encode())
     assert aligned.rewind_points() == {"v1": ("9", None)}
-    partial = change_of(
-        2,
-        {"decision": "context", "vms": ["a"], "vpg_ids": ["v1", "v2"], "checkpoint_ids": ["9"]},
-    )
+    two = {**one, "vpg_ids": ["v1", "v2"]}
+    partial = change_of(2, two, json.dumps(two).encode())
     assert partial.rewind_points() == {}
     assert aligned.digest != partial.digest
+
+
+def test_read_changes_parses_only_lines_naming_a_needle(tmp_path: Path):
+    """With needles, lines about other sessions and VMs are left out; line numbers stay."""
+    log = tmp_path / "log.jsonl"
+    lines = [
+        {"decision": "context", "session_id": "s1", "vms": ["web-01"]},
+        "not json",
+        {"decision": "context", "session_id": "s2", "vms": ["db-01"]},
+        {"decision": "context", "session_id": "s2", "vms": ["web-01"]},
+        {"decision": "deny", "session_id": "s1", "vms": ["web-01"]},
+    ]
+    log.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    assert [c.line for c in read_changes(str(log))] == [1, 3, 4]
+    assert [c.line for c in read_changes(str(log), ["web-01"])] == [1, 4]
+    assert scope_needles(str(log), Scope(session_id="s1")) == {"s1", "web-01"}
 
 
 def test_rewind_point_is_the_sessions_first_change_to_each_vm():
@@ -144,3 +168,21 @@ def test_plan_id_and_changed_facts_name_what_moved():
         "web-01: journal: was 'checkpoint 100 in the journal', now 'checkpoint 100 gone'"
     ]
     assert len(changed_facts(before, now, {"web-01", "db-01"})) == 2
+
+
+def test_the_chunked_search_agrees_with_reading_every_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Lines split across chunks, and a last line with no newline, are found whole."""
+    from zerto_rewind.recovery import rewind_plan
+
+    log = tmp_path / "log.jsonl"
+    records = [
+        {"decision": "context", "session_id": f"s{i % 3}", "vms": [f"vm-{i % 4}"], "n": i}
+        for i in range(39)
+    ]
+    log.write_text("\n".join(json.dumps(r) for r in records))
+    every = [c for c in read_changes(str(log)) if "vm-1" in c.vms or c.session_id == "s2"]
+    monkeypatch.setattr(rewind_plan, "_CHUNK", 7)
+    assert read_changes(str(log), ["vm-1", "s2"]) == every
+    assert every[-1].line == 39
