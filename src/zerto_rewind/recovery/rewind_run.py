@@ -127,7 +127,13 @@ def run_plan(
     """Run ``saved`` (see the module docstring); RecoveryError, with nothing done, if it moved."""
     run = _Run(zvms, settings, saved, mode, approver, log_path or settings.log_path)
     run.progress, run.task_wait_s = progress, task_wait_s
-    states = load_run(settings.state_dir, saved.plan_id, mode) if resume else {}
+    states = load_run(settings.state_dir, saved.plan_id, mode)
+    if states and not resume:
+        msg = (
+            f"plan {saved.plan_id} was already run ({mode}): carry on with the VMs not done "
+            f"with `rewind --resume {saved.plan_id}`, or build a new plan. Nothing was changed."
+        )
+        raise RecoveryError(msg)
     todo = {v.vm for v in saved.vms if states.get(v.vm, {}).get("state") != "done"}
     fresh = run.check(todo, resume)
     run.event("start", {"vms": sorted(todo)})

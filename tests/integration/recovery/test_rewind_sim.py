@@ -251,8 +251,11 @@ def test_failover_needs_the_vpg_typed(sim: SimServer, zvm: ZvmClient, tmp_path: 
     assert code == 1
     assert "not confirmed" in report["results"][0]["why"]
     assert sim_requests(sim).get("POST vpgs.failover", 0) == 0
+    code, _, err = rewind(capsys, cfg, "--plan", plan["plan_id"], "--failover")
+    assert code == 1
+    assert "was already run (failover)" in err  # a second --plan would run it twice
     code, report, _ = rewind(
-        capsys, cfg, "--plan", plan["plan_id"], "--failover", "--confirm", "vpg-00001"
+        capsys, cfg, "--resume", plan["plan_id"], "--failover", "--confirm", "vpg-00001"
     )
     assert code == 0, report
     assert "also moved vm-00002" in report["results"][0]["why"]
