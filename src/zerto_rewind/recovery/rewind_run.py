@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.decision import fmt_time
-from ..errors import ApiError, RecoveryError, StateError, ZvmError
+from ..errors import ApiError, RecoveryError, StateError, ZertoRewindError, ZvmError
 from .rewind_build import RewindPlan, VmRewind, build_plan, changed_facts, place_of
 from .rewind_plan import Scope
 from .rewind_store import load_run, save_run
@@ -262,15 +262,21 @@ class _Run:
             why = "; ".join(f"{v.blocked}" for v in blocked)
             return [self._result(v, VmResult(v.vm, "skipped", "untouched", why), v.checkpoint_id)
                     for v in group]  # fmt: skip
-        if self.mode == "restore":
-            return [self._restore(group[0])]
         lead = min(group, key=lambda v: (v.checkpoint_time or "", v.checkpoint_id))
-        if self.mode == "test":
-            return self._test(group, lead)
-        if lead.vpg not in confirmed:
+        if self.mode == "failover" and lead.vpg not in confirmed:
             why = f"VPG {lead.vpg!r} not confirmed: a failover moves every VM in it; type its name"
             return [VmResult(v.vm, "skipped", "untouched", why) for v in group]
-        return self._failover(group, lead)
+        try:
+            client = self._client(lead)
+        except ZertoRewindError as exc:
+            why = f"nothing was sent: the ZVM could not be asked about {lead.vm}: {exc}"
+            return [self._result(v, VmResult(v.vm, "failed", "untouched", why), v.checkpoint_id)
+                    for v in group]  # fmt: skip
+        if self.mode == "restore":
+            return [self._restore(client, lead)]
+        if self.mode == "test":
+            return self._test(client, group, lead)
+        return self._failover(client, group, lead)
 
     def interrupted(self, group: list[VmRewind]) -> list[VmResult]:
         """The group's results after Ctrl-C: what the rollback left, else untouched."""
@@ -304,11 +310,10 @@ class _Run:
 
     # ------------------------------------------------------------------ the operations
 
-    def _restore(self, v: VmRewind) -> VmResult:
+    def _restore(self, client: ZvmClient, v: VmRewind) -> VmResult:
         assert v.vm_id is not None  # a VM the ZVM did not show is blocked
         assert v.vpg_id is not None
         cp, committing = v.checkpoint_id, False
-        client = self._client(v)
         try:
             self._step("restore", v, cp)
             task_id = client.restore_vm(v.vm_id, v.vpg_id, cp)
@@ -344,9 +349,9 @@ class _Run:
             return VmResult(v.vm, "failed", "unknown", _unknown(v, why, exc))
         return VmResult(v.vm, "failed", "untouched", f"{why}; the restore was rolled back")
 
-    def _test(self, group: list[VmRewind], lead: VmRewind) -> list[VmResult]:
+    def _test(self, client: ZvmClient, group: list[VmRewind], lead: VmRewind) -> list[VmResult]:
         assert lead.vpg_id is not None
-        client, cp = self._client(lead), lead.checkpoint_id
+        cp = lead.checkpoint_id
         vm_ids = [v.vm_id for v in group if v.vm_id]
         try:
             self._step("failover_test", lead, cp, vms_tested=[v.vm for v in group])
@@ -362,9 +367,9 @@ class _Run:
         )
         return [self._result(v, VmResult(v.vm, "done", "test running", why), cp) for v in group]
 
-    def _failover(self, group: list[VmRewind], lead: VmRewind) -> list[VmResult]:
+    def _failover(self, client: ZvmClient, group: list[VmRewind], lead: VmRewind) -> list[VmResult]:
         assert lead.vpg_id is not None
-        client, cp, vpg_id = self._client(lead), lead.checkpoint_id, lead.vpg_id
+        cp, vpg_id = lead.checkpoint_id, lead.vpg_id
         started = False
         try:
             self._step("failover", lead, cp, touches=lead.failover_touches)

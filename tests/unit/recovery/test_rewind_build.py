@@ -13,7 +13,7 @@ from support.fakes import FakeZvmClient, cp
 from zerto_rewind.config import Settings
 from zerto_rewind.core.decision import fmt_time
 from zerto_rewind.core.decisions_log import iter_records, write_record
-from zerto_rewind.errors import RecoveryError
+from zerto_rewind.errors import RecoveryError, ZvmConnectionError
 from zerto_rewind.recovery.rewind_build import build_plan
 from zerto_rewind.recovery.rewind_plan import Scope
 from zerto_rewind.recovery.rewind_run import approver_refusal, run_plan
@@ -188,3 +188,30 @@ def test_ctrl_c_rolls_the_vm_back_and_stops(tmp_path: Path):
     states = {r.vm: (r.state, r.vm_state) for r in report.results}
     assert states == {"web-01": ("failed", "untouched"), "app-01": ("skipped", "untouched")}
     assert zvm.operations() == ["restore_vm", "restore_commit", "ctrl-c", "restore_rollback"]
+
+
+class DarkAfterCommit(RewindZvm):
+    """The ZVM stops answering once the first VM's restore is committed."""
+
+    def find_vms(self, name: str, *, deadline: Any = None) -> list[VmRef]:
+        if "restore_commit" in self.operations():
+            raise ZvmConnectionError(f"GET https://zvm.test/v1/vms: connection refused ({name})")
+        return super().find_vms(name, deadline=deadline)
+
+
+def test_a_zvm_gone_between_vms_leaves_the_rest_untouched(tmp_path: Path):
+    """The second VM cannot even be looked up: nothing is sent for it; --resume may carry on."""
+    zvm = DarkAfterCommit()
+    zvm.add("vpg-web", ["web-01", "app-01"])
+    zvm.journal = [cp("100", NOW - 500, tag="zr"), cp("101", NOW - 400, tag="zr 2")]
+    settings = settings_for(tmp_path, [getpass.getuser()])
+    log_change(settings, "s1", "web-01", "100")
+    log_change(settings, "s1", "app-01", "101")
+    plan = build_plan(zvm, settings, Scope(session_id="s1"))
+    report = run_plan(zvm, settings, plan, approver="unix:olivia")
+    states = {r.vm: (r.state, r.vm_state) for r in report.results}
+    assert states == {"web-01": ("done", "restored"), "app-01": ("failed", "untouched")}
+    assert "nothing was sent" in report.results[1].why
+    assert zvm.operations() == ["restore_vm", "restore_commit"]
+    steps = [r["step"] for r in iter_records(settings.log_path) if r.get("origin") == "rewind"]
+    assert steps[-2:] == ["result", "end"]
