@@ -12,7 +12,7 @@ drawn without one is defined here::
     ├── StateError             the state directory cannot be used
     │   └── KeyFileError       a key file is unreadable, or others may read it
     ├── UsageError             an argument names nothing that exists, or is ambiguous
-    │   └── InstallRefused     install refused, nothing written (claude_code.install_plan)
+    │   └── InstallRefused     install refused, nothing written (hostconfig.install.plan)
     ├── RecoveryError          live recovery refused (disabled, wrong confirm) or its task failed
     ├── ZvmError               talking to the ZVM failed
     │   ├── ZvmConnectionError can't connect / connection dropped
@@ -23,7 +23,7 @@ drawn without one is defined here::
     │   │   └── NotFound       404, or a lookup that found nothing
     │   └── AmbiguousVm        a VM name matches several VMs and the caller needs one
     ├── ApprovalError          an approval cannot be given or recorded (core.approvals_model)
-    │   └── ApprovalLimitError  a caller or the store is at its cap of requests (core.approvals_model)
+    │   └── ApprovalLimitError  a caller or the store is at its request cap (core.approvals_model)
     ├── ScanError              a server's tools/list could not be read (scan.client)
     ├── UpstreamError          a VM MCP server behind the gateway failed (gateway.upstream)
     ├── ServiceError           the guard service gave no decision (service_client)

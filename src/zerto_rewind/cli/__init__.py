@@ -55,6 +55,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "tag": ("zerto_rewind.cli.zvm_cmds", "tag", "tag a checkpoint for a VM and wait for it"),
     "log": ("zerto_rewind.cli.log_cmd", "main", "recent decisions; reconcile pending tags"),
+    "sessions": (
+        "zerto_rewind.cli.sessions_cmd",
+        "list_main",
+        "recent agent sessions: who, when, how many changes, which VMs",
+    ),
+    "session": (
+        "zerto_rewind.cli.sessions_cmd",
+        "session_main",
+        "one agent session: session show ID (its changes and rewind points)",
+    ),
     "install": (
         "zerto_rewind.cli.install_cmd",
         "main",
@@ -105,7 +115,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 # Commands that answer every failure in their host's protocol themselves.
 _OWN_ERROR_EDGE = frozenset({"hook"})
 # Commands whose first argument names a subcommand: an error names both words.
-_WITH_SUBCOMMAND = frozenset({"install", "catalog"})
+_WITH_SUBCOMMAND = frozenset({"install", "catalog", "session"})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,10 @@
-"""``zerto-rewind install claude-code``: the command line of :mod:`..claude_code.install`.
+"""``zerto-rewind install claude-code``: the command line of the Claude Code installer.
+
+The installer is :mod:`zerto_rewind.hostconfig.install.claude_code`.
 
 Parses the options, checks the ones that only go together, and hands them to
-:func:`~zerto_rewind.claude_code.install.install` as an
-:class:`~zerto_rewind.claude_code.install_plan.InstallOptions`.
+:func:`~zerto_rewind.hostconfig.install.claude_code.install` as an
+:class:`~zerto_rewind.hostconfig.install.plan.InstallOptions`.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ..claude_code.install import install
-from ..claude_code.install_plan import InstallOptions
-from ..claude_code.install_report import InstallReport
+from ..hostconfig.install.claude_code import install
+from ..hostconfig.install.plan import InstallOptions
+from ..hostconfig.install.report import InstallReport
 from .install_options import add_hook_arguments, add_json_argument
 
 __all__ = ["main"]

@@ -46,11 +46,12 @@ __all__ = [
 POLL_MS = 2000
 MAX_NAME = 100
 
-_NEXT = re.compile(r"/(?:requests/[0-9A-Za-z-]{1,64})?")
+_NEXT = re.compile(r"/(?:requests/[0-9A-Za-z-]{1,64}|sessions(?:/[0-9A-Za-z._%-]{1,200})?)?")
 
 
 def safe_next(raw: str | None) -> str:
-    """A local path to go to after login: ``/`` or ``/requests/<id>``; ``/`` otherwise."""
+    """A local path to go to after login: ``/``, ``/requests/<id>``, ``/sessions`` or
+    ``/sessions/<id>``; ``/`` otherwise."""
     if raw and _NEXT.fullmatch(raw):
         return raw
     return "/"
@@ -75,6 +76,8 @@ def document(title: str, page: str, body: str, *, who: Session | None = None) ->
     header = ""
     if who is not None:
         header = (
+            f'<nav><a href="{_e(_url("/"))}">Approvals</a>'
+            f'<a href="{_e(_url("/sessions"))}" id="nav-sessions">Sessions</a></nav>'
             f'<div class="who">Signed in as <b>{_e(who.name)}</b>'
             f'<form method="post" action="{_e(_url("/logout"))}">'
             f'<input type="hidden" name="csrf" value="{_e(who.csrf)}">'

@@ -59,7 +59,8 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from ..core.approvals import APPROVED, PENDING, ApprovalError, ApprovalRequest, store_error
-from ..errors import StateError
+from ..core.sessions import SessionSummary, list_sessions, read_timeline
+from ..errors import StateError, UsageError
 from .approvals_auth import COOKIE, PageAuth, approver, check_password, hash_password, same_origin
 from .approvals_html import BASE as _BASE
 from .approvals_html import url as _url
@@ -77,6 +78,7 @@ from .approvals_pages import (
     summary,
     version,
 )
+from .sessions_page import session_page, sessions_page
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -90,6 +92,7 @@ __all__ = ["build_approvals_app", "check_password", "hash_password", "safe_next"
 log = logging.getLogger("zerto_rewind.gateway")
 
 RECENT = 50
+SESSIONS = 50  # sessions on /sessions, latest activity first
 _MAX_FORM_BYTES = 16 * 1024
 _T = TypeVar("_T")
 
@@ -183,6 +186,10 @@ def _to_login(request: Request) -> Response:
     return _go(f"/login{suffix}")
 
 
+def _list_sessions(log_path: str) -> list[SessionSummary]:
+    return list_sessions(log_path, limit=SESSIONS)
+
+
 def _page(text: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(text, status_code=status)
 
@@ -212,6 +219,8 @@ class _Routes:
             Route("/requests/{request_id}", self.one, methods=["GET"]),
             Route("/requests/{request_id}/approve", self.approve, methods=["POST"]),
             Route("/requests/{request_id}/deny", self.deny, methods=["POST"]),
+            Route("/sessions", self.sessions, methods=["GET"]),
+            Route("/sessions/{session_id:path}", self.one_session, methods=["GET"]),
             Route("/api/pending", self.api_pending, methods=["GET"]),
             Route("/api/session", self.api_session, methods=["GET"]),
             Route("/static/app.css", self.static_css, methods=["GET"]),
@@ -319,6 +328,32 @@ class _Routes:
             text = f"There is no approval request {request_id[:80]}."
             return _page(message_page(session, "Not found", text), 404)
         return _page(request_page(session, found, pending, recent, time.time()))
+
+    async def sessions(self, request: Request) -> Response:
+        """``/sessions``: recent agent sessions, for approvers and operators alike."""
+        _, session = self.auth.current(request)
+        if session is None:
+            return _to_login(request)
+        log_path = self.service.settings.log_path
+        try:
+            found = await _read(_list_sessions, log_path)
+        except StateError as exc:
+            return _page(message_page(session, "Log unavailable", str(exc)), 503)
+        return _page(sessions_page(session, found, log_path))
+
+    async def one_session(self, request: Request) -> Response:
+        """``/sessions/<id>``: one session's timeline, drawn (an id's start works too)."""
+        _, session = self.auth.current(request)
+        if session is None:
+            return _to_login(request)
+        wanted = request.path_params["session_id"]
+        try:
+            timeline = await _read(read_timeline, self.service.settings.log_path, wanted)
+        except UsageError as exc:
+            return _page(message_page(session, "No such session", str(exc)), 404)
+        except StateError as exc:
+            return _page(message_page(session, "Log unavailable", str(exc)), 503)
+        return _page(session_page(session, timeline))
 
     async def api_pending(self, request: Request) -> Response:
         _, session = self.auth.current(request, touch=False)

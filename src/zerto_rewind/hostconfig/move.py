@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..config.parser import Parser
+from ..config.parse_gateway import GatewayParser
 from ..config.settings import DEFAULT_GUARD_TIMEOUT_S
 from ..errors import ConfigError, UsageError
 from ..netutil import is_loopback, token_digest
@@ -368,7 +368,7 @@ def move_to_gateway(
 
 
 def _validate_gateway_sections(gateway: Mapping[str, Any]) -> None:
-    parser = Parser("the gateway config", "")
+    parser = GatewayParser("the gateway config", "")
     parser.upstreams(gateway.get("upstreams", {}), loose_permissions=False)
     parser.gateway(gateway.get("gateway", {}))
 

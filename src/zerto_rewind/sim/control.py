@@ -149,3 +149,9 @@ def vm_actions_add(ctx: Context, req: Request) -> Response:
 def vm_actions_list(ctx: Context, req: Request) -> Response:
     """GET /_sim/vm-actions: every recorded VM change, oldest first."""
     return Response(body=list(ctx.backend.vm_actions))
+
+
+def vcenter(ctx: Context, req: Request) -> Response:
+    """GET /_sim/vcenter: the linked VMs, their latest kept state and the restores done."""
+    replica = ctx.backend.world.replica
+    return Response(body={"linked": False} if replica is None else replica.to_json())

@@ -16,7 +16,8 @@ import tomllib
 from pathlib import Path
 
 from zerto_rewind.core.approvals import new_request
-from zerto_rewind.gateway import approvals_pages
+from zerto_rewind.core.sessions import SessionSummary, Timeline
+from zerto_rewind.gateway import approvals_pages, sessions_page
 from zerto_rewind.gateway.approvals_auth import Session
 from zerto_rewind.gateway.approvals_login import Failure
 
@@ -44,6 +45,8 @@ def every_page() -> dict[str, str]:
         "request": approvals_pages.request_page(session, pending, [pending], [], now),
         "message": approvals_pages.message_page(session, "Not found", "no such request"),
         "not accepted": approvals_pages.not_accepted_page(None),
+        "sessions": sessions_page.sessions_page(session, [SessionSummary("s-1")], "/l"),
+        "session": sessions_page.session_page(session, Timeline("s-1", "", "", [])),
     }
 
 

@@ -214,9 +214,12 @@ def test_who_may_not_approve(tmp_path: Path, approver: Approver, why: str) -> No
     from zerto_rewind.core.approvals import ApprovalError
 
     gateway = ApprovalGateway(
-        tmp_path, prompt(), approver_users=("olivia", "bob"), agent_users=("bob",)
+        tmp_path,
+        prompt(),
+        approver_users=("olivia", "bob"),
+        agent_users=("bob",),
+        web_approvers={"olivia-bot": "scrypt$x$x$x$x$x"},
     )
-    gateway.settings.approvals.web_approvers = {"olivia-bot": "scrypt$x$x$x$x$x"}
     call(gateway, FakeUpstream(), ctx())
     (request,) = pending(gateway)
     with pytest.raises(ApprovalError, match=why):

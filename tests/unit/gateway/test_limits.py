@@ -6,7 +6,7 @@ import pytest
 
 from support.fakes import FakeClock
 from zerto_rewind.config.settings import LimitsSettings
-from zerto_rewind.gateway.limits import Ledger, Refusal, Slot
+from zerto_rewind.gateway.ledger import Ledger, Refusal, Slot
 
 
 def _ledger(**caps: object) -> tuple[Ledger, FakeClock]:
@@ -104,10 +104,10 @@ def test_calls_and_bytes_per_token_and_in_all() -> None:
 def test_the_config_refuses_limits_that_bound_nothing(
     limits: dict[str, object], message: str
 ) -> None:
-    from zerto_rewind.config.parser import Parser
+    from zerto_rewind.config.parse_gateway import GatewayParser
     from zerto_rewind.errors import ConfigError
 
-    parser = Parser("/tmp/config.json", "/tmp")
+    parser = GatewayParser("/tmp/config.json", "/tmp")
     with pytest.raises(ConfigError, match=message):
         parser.gateway_limits(limits)
 

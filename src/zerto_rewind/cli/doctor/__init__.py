@@ -36,11 +36,11 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 
-from ...claude_code.settings_file import MANAGED_SETTINGS, is_thin_hook
 from ...config.settings import config_path, home_dir
 from ...hostconfig.bypass import Finding, bypass_findings
 from ...hostconfig.claude import read_sources
 from ...hostconfig.hooks import InstalledHook
+from ...hostconfig.install.settings_file import MANAGED_SETTINGS, is_thin_hook
 from ...hostconfig.specs import HOSTS, known_files
 from .access import User, lookup_user
 from .catalog import pattern_check, vm_arg_check

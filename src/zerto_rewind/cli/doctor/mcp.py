@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ...claude_code.matcher import covered_servers
 from ...config.settings import Settings
 from ...hostconfig.claude import McpSource
 from ...hostconfig.entries import looks_like_vm_server, zerto_rewind_role
+from ...hostconfig.install.matcher import covered_servers
 from .check import Check, Status
 
 __all__ = ["NAME", "mcp_server_checks"]

@@ -41,6 +41,10 @@
     return;
   }
 
+  if (page === "sessions" || page === "session") {
+    return; // read from the log when asked for; not redrawn by the approvals poll
+  }
+
   function version() {
     var live = document.getElementById("live");
     return live ? live.getAttribute("data-version") : null;

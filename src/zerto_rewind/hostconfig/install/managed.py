@@ -17,10 +17,10 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from ..config.settings import Settings
-from ..errors import ConfigError, StateError
-from ..fsaccess import group_name_of, user_name_of
-from ..fsutil import atomic_write_text, backup_name
+from ...config.settings import Settings
+from ...errors import ConfigError, StateError
+from ...fsaccess import group_name_of, user_name_of
+from ...fsutil import atomic_write_text, backup_name
 
 __all__ = [
     "CONFIG_DIR",

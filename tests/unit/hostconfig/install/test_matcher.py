@@ -11,15 +11,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zerto_rewind.claude_code.matcher import (
+from zerto_rewind.config import CatalogSettings, ToolSpec
+from zerto_rewind.core.catalog import READ_ONLY, classify, glob_match
+from zerto_rewind.errors import ConfigError
+from zerto_rewind.hostconfig.install.matcher import (
     compile_matcher,
     covered_servers,
     glob_to_regex,
     js_escape,
 )
-from zerto_rewind.config import CatalogSettings, ToolSpec
-from zerto_rewind.core.catalog import READ_ONLY, classify, glob_match
-from zerto_rewind.errors import ConfigError
 
 
 def catalog(read_only: list[str], tools: list[str]) -> CatalogSettings:

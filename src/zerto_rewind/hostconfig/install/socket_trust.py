@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import pwd
 
-from ..fsaccess import User, directory_writer, lookup_user, uid_of, user_label, users_except
-from .install_plan import InstallRefused
+from ...fsaccess import User, directory_writer, lookup_user, uid_of, user_label, users_except
+from .plan import InstallRefused
 
 __all__ = ["socket_identity", "user_name"]
 
@@ -27,21 +27,7 @@ def socket_identity(
     world-writable sticky directory too: the agent can create the path before the
     service does). ``--force`` does not override any of these.
     """
-    try:
-        owner = os.stat(path).st_uid
-    except OSError as exc:
-        msg = (
-            f"cannot find the guard service's socket {path} ({exc.strerror or exc}): start the "
-            "service (zerto-rewind gateway --socket PATH) first"
-        )
-        raise InstallRefused(msg) from None
-    if service_user:
-        uid = uid_of(service_user)
-        if uid is None:
-            msg = f"--service-user {service_user}: no such user"
-            raise InstallRefused(msg)
-    else:
-        uid = owner
+    owner, uid = _owner_and_service_uid(path, service_user)
     agents, who = _agent_users(agent_user, uid)
     label = user_label(uid)
     if any(agent.uid == uid for agent in agents):  # as root, by default, it is left out
@@ -79,6 +65,25 @@ def socket_identity(
         f"any other listener; no directory at or above it can be changed by {who}"
     )
     return uid, summary
+
+
+def _owner_and_service_uid(path: str, service_user: str | None) -> tuple[int, int]:
+    """(who owns the socket, the uid the service must run as: ``service_user``, else the owner)."""
+    try:
+        owner = os.stat(path).st_uid
+    except OSError as exc:
+        msg = (
+            f"cannot find the guard service's socket {path} ({exc.strerror or exc}): start the "
+            "service (zerto-rewind gateway --socket PATH) first"
+        )
+        raise InstallRefused(msg) from None
+    if not service_user:
+        return owner, owner
+    uid = uid_of(service_user)
+    if uid is None:
+        msg = f"--service-user {service_user}: no such user"
+        raise InstallRefused(msg)
+    return owner, uid
 
 
 def _agent_users(name: str | None, service_uid: int) -> tuple[list[User], str]:

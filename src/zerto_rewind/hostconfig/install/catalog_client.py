@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..config.settings import DEFAULT_GUARD_TIMEOUT_S, CatalogSettings, ToolSpec
-from ..errors import ConfigError
-from ..service_client import ServiceError, request_json
+from ...config.settings import DEFAULT_GUARD_TIMEOUT_S, CatalogSettings, ToolSpec
+from ...errors import ConfigError
+from ...service_client import ServiceError, request_json
 
 __all__ = ["ServiceCatalog", "fetch_catalog", "service_options", "thin_budget"]
 

@@ -6,7 +6,6 @@ that both a root and an unprivileged installer can be shown on one machine.
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 from typing import Any
@@ -14,15 +13,15 @@ from typing import Any
 import pytest
 
 from support.config import OFFLINE_ZVM, write_config
-from zerto_rewind.cli.install_mcp_host import _start_warnings
 from zerto_rewind.errors import ConfigError
+from zerto_rewind.hostconfig.install.mcp_host import McpHostOptions, _start_warnings
 
 
 def warnings(tmp_path: Path, upstream: dict[str, Any], **flags: Any) -> list[str]:
     gateway = {"zvm": OFFLINE_ZVM, "upstreams": {"vsphere": upstream}}
     path = write_config(tmp_path, gateway, name="gateway.json")
-    values = {"server": "vsphere", "url": None, "allow_privileged_upstream": False, **flags}
-    return _start_warnings(argparse.Namespace(**values), gateway, str(path), {})
+    options = McpHostOptions(host="claude-code", server="vsphere", **flags)
+    return _start_warnings(options, gateway, str(path), {})
 
 
 def test_root_without_a_user_is_a_warning_with_what_to_do(

@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.claude_code.install_plan import (
+from zerto_rewind.config.parser import Parser
+from zerto_rewind.config.settings import Settings
+from zerto_rewind.errors import ConfigError
+from zerto_rewind.hostconfig.claude import McpSource
+from zerto_rewind.hostconfig.hook_command import HookCommand
+from zerto_rewind.hostconfig.install.catalog_client import ServiceCatalog
+from zerto_rewind.hostconfig.install.plan import (
     CurrentFile,
     InstallOptions,
     InstallRefused,
@@ -17,12 +23,7 @@ from zerto_rewind.claude_code.install_plan import (
     plan_managed_config,
     plan_thin_hook,
 )
-from zerto_rewind.claude_code.plugin import MCP_SERVER_NAME
-from zerto_rewind.claude_code.service import ServiceCatalog
-from zerto_rewind.config.parser import Parser
-from zerto_rewind.config.settings import Settings
-from zerto_rewind.errors import ConfigError
-from zerto_rewind.hostconfig.claude import McpSource
+from zerto_rewind.hostconfig.install.plugin import MCP_SERVER_NAME
 
 PYTHON = "/venv/bin/python"
 CONFIG = "/etc/zr/config.json"
@@ -172,7 +173,7 @@ def test_the_thin_plan_names_the_service_and_its_uid() -> None:
     (entry,) = json.loads(plan.settings.text)["hooks"]["PreToolUse"]
     command = entry["hooks"][0]["command"]
     assert "unix:/run/zr/guard.sock" in command
-    assert command.endswith("--service-user 998")
+    assert HookCommand.parse(command).service_user == "998"
     assert plan.summary[2] == "identity: served by uid 998"
     assert plan.check == "check it with: zerto-rewind doctor --project /proj"
 

@@ -14,8 +14,13 @@ import pytest
 
 from support.config import write_offline_config
 from zerto_rewind.claude_code.hook import LAUNCH_CODE
-from zerto_rewind.claude_code.matcher import SELF_TOOLS, compile_matcher
-from zerto_rewind.claude_code.settings_file import (
+from zerto_rewind.cli import install_claude_code, run_command
+from zerto_rewind.config import load_settings
+from zerto_rewind.config.loader import file_sha256
+from zerto_rewind.config.settings import DEFAULT_GUARD_TIMEOUT_S
+from zerto_rewind.errors import ConfigError
+from zerto_rewind.hostconfig.install.matcher import SELF_TOOLS, compile_matcher
+from zerto_rewind.hostconfig.install.settings_file import (
     build_entry,
     find_our_hooks,
     hook_command,
@@ -24,11 +29,6 @@ from zerto_rewind.claude_code.settings_file import (
     plan_timeout,
     required_margin,
 )
-from zerto_rewind.cli import install_claude_code, run_command
-from zerto_rewind.config import load_settings
-from zerto_rewind.config.loader import file_sha256
-from zerto_rewind.config.settings import DEFAULT_GUARD_TIMEOUT_S
-from zerto_rewind.errors import ConfigError
 
 
 def main(argv: list[str], env: Mapping[str, str] | None = None) -> int:
@@ -36,7 +36,7 @@ def main(argv: list[str], env: Mapping[str, str] | None = None) -> int:
     return run_command("install claude-code", lambda: install_claude_code.main(argv, env))
 
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "hooks" / "settings.example.json"
+EXAMPLE = Path(__file__).resolve().parents[4] / "hooks" / "settings.example.json"
 VSPHERE_MATCHER = "^mcp__vsphere__(?!(?:list_vms|get_.*)$)"
 # guard.protect_self (default on) adds Claude Code's file and shell tools.
 OWN_TOOLS = "Bash$|Write$|Edit$|MultiEdit$|NotebookEdit$"
@@ -435,7 +435,7 @@ def test_user_install_with_mcp_server_writes_claude_json(home: Path, config: Pat
 
 def test_the_plugin_hook_names_the_plugin_server(config: Path) -> None:
     """The plugin bundles the MCP server, so its hook hint names plugin_<name>_zerto-rewind."""
-    from zerto_rewind.claude_code.plugin import plugin_files
+    from zerto_rewind.hostconfig.install.plugin import plugin_files
 
     settings = load_settings({"ZPW": "x"}, path=str(config))
     files, _notes = plugin_files(settings, python=sys.executable, config=str(config))

@@ -21,18 +21,19 @@ import shlex
 import sys
 from collections.abc import Mapping
 
-from ..config.loader import file_sha256, load_config
-from ..config.settings import config_path, home_dir
-from ..errors import ConfigError
-from ..hostconfig.claude import McpSource, claude_json_path, read_sources
-from .install_managed import (
+from ...config.loader import file_sha256, load_config
+from ...config.settings import config_path, home_dir
+from ...errors import ConfigError
+from ..claude import McpSource, claude_json_path, read_sources
+from .catalog_client import ServiceCatalog, fetch_catalog, service_options
+from .managed import (
     managed_config_path,
     place_config,
     require_root,
     secure_root_file,
     service_owner,
 )
-from .install_plan import (
+from .plan import (
     ConfigPlacement,
     CurrentFile,
     FileChange,
@@ -44,10 +45,9 @@ from .install_plan import (
     plan_managed_config,
     plan_thin_hook,
 )
-from .install_report import InstallReport
-from .install_socket import socket_identity, user_name
-from .service import ServiceCatalog, fetch_catalog, service_options
+from .report import InstallReport
 from .settings_file import managed_settings_file, read_settings, settings_file, write_settings
+from .socket_trust import socket_identity, user_name
 
 __all__ = ["apply_plan", "install", "reach_service", "read_current"]
 
@@ -224,22 +224,7 @@ def _install_managed(
     notes: list[str] = []
     if options.service:
         if options.config:
-            try:
-                settings = load_config(env)
-            except ConfigError as exc:
-                msg = f"{exc}\nNot installed: fix the service's config first."
-                raise InstallRefused(msg) from None
-            owner = None
-            if options.service_user:
-                name = user_name(options.service_user)
-                if name is None:
-                    msg = f"--service-user {options.service_user}: no such user"
-                    raise InstallRefused(msg)
-                owner = service_owner(name, settings)
-            placement = plan_managed_config(
-                options, settings, source=config_path(env), dest=dest, owner=owner
-            )
-            notes += _place(placement, dry_run=options.dry_run, report=report)
+            notes += _place_service_config(options, env, dest, report)
         _install_thin(options, env, report)
     else:
         if options.service_user:
@@ -267,6 +252,28 @@ def _install_managed(
         f"--managed-file {shlex.quote(managed_file)} --as-user AGENT_USER"
     )
     report.say(notes, err=options.dry_run)
+
+
+def _place_service_config(
+    options: InstallOptions, env: Mapping[str, str], dest: str, report: InstallReport
+) -> list[str]:
+    """``--managed --service --config``: the service's config, root-owned at ``dest``."""
+    try:
+        settings = load_config(env)
+    except ConfigError as exc:
+        msg = f"{exc}\nNot installed: fix the service's config first."
+        raise InstallRefused(msg) from None
+    owner = None
+    if options.service_user:
+        name = user_name(options.service_user)
+        if name is None:
+            msg = f"--service-user {options.service_user}: no such user"
+            raise InstallRefused(msg)
+        owner = service_owner(name, settings)
+    placement = plan_managed_config(
+        options, settings, source=config_path(env), dest=dest, owner=owner
+    )
+    return _place(placement, dry_run=options.dry_run, report=report)
 
 
 # ------------------------------------------------------------------ reading and writing

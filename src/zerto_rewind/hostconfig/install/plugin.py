@@ -25,15 +25,19 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sys
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..config.settings import Settings
-from ..errors import StateError
+from ...config.loader import load_config
+from ...config.settings import Settings, config_path
+from ...errors import ConfigError, StateError
 from .matcher import compile_matcher
+from .report import InstallReport
 from .settings_file import DEFAULT_TIMEOUT_S, build_entry, mcp_server_entry, plan_timeout
 
-__all__ = ["MCP_SERVER_NAME", "PLUGIN_NAME", "build_plugin", "plugin_files"]
+__all__ = ["MCP_SERVER_NAME", "PLUGIN_NAME", "build_plugin", "install_plugin", "plugin_files"]
 
 PLUGIN_NAME = "zerto-rewind"
 MCP_SERVER_NAME = "zerto-rewind"
@@ -152,3 +156,41 @@ def build_plugin(
             msg = f"cannot write {path}: {exc.strerror or exc}; check --out and its permissions"
             raise StateError(msg) from None
     return notes
+
+
+def install_plugin(
+    out: str,
+    env: Mapping[str, str],
+    report: InstallReport,
+    *,
+    timeout_s: float,
+    all_tools: bool,
+    name: str = PLUGIN_NAME,
+) -> None:
+    """``install claude-plugin``: the plugin for the config ``env`` names, in ``out``.
+
+    A config that does not load generates nothing: a broken one denies every call.
+    """
+    config = config_path(env)
+    try:
+        settings = load_config(env)
+    except ConfigError as exc:
+        # Re-raised to say that nothing was generated; the CLI's edge reports it.
+        msg = f"{exc.detail}; fix the config first: a broken one denies every call (not generated)"
+        raise ConfigError(msg, path=exc.path, key=exc.key) from None
+    out = os.path.abspath(os.path.expanduser(out))
+    python = os.path.abspath(sys.executable)
+    notes = build_plugin(
+        out,
+        settings,
+        python=python,
+        config=config,
+        timeout_s=timeout_s,
+        all_tools=all_tools,
+        name=name,
+    )
+    report.wrote(out)
+    lines = [f"generated the {name} plugin in {out}", *(f"note: {n}" for n in notes)]
+    lines.append(f"use it with: claude --plugin-dir {shlex.quote(out)}")
+    lines.append(f"check it with: claude plugin validate {shlex.quote(out)}")
+    report.say(lines)

@@ -13,27 +13,42 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import pwd
 import shlex
 import sys
 from collections.abc import Mapping
+from typing import Protocol
 
-from ..config.parser import Parser
-from ..config.settings import Settings
-from ..gateway.upstream_probe import probe_start
-from ..gateway.upstream_user import ALLOW_FLAG, upstream_identity
-from ..hostconfig.gateway_unit import gateway_command, gateway_unit, write_unit
-from ..hostconfig.move import HttpGateway, StdioGateway
+from ...config.parser import Parser
+from ...config.settings import Settings
+from ...gateway.upstream_probe import probe_start
+from ...gateway.upstream_user import ALLOW_FLAG, upstream_identity
+from ..gateway_unit import gateway_command, gateway_unit, write_unit
+from ..move import HttpGateway, StdioGateway
 
 __all__ = ["next_steps"]
 
 _TRIAL_TIMEOUT_S = 15.0
 
 
+class Asked(Protocol):
+    """What the install was asked (:class:`~.mcp_host.McpHostOptions` is one)."""
+
+    @property
+    def server(self) -> str: ...
+    @property
+    def systemd_unit(self) -> str | None: ...
+    @property
+    def upstream_user(self) -> str | None: ...
+    @property
+    def dry_run(self) -> bool: ...
+    @property
+    def force(self) -> bool: ...
+
+
 def next_steps(
-    args: argparse.Namespace,
+    args: Asked,
     via: StdioGateway | HttpGateway,
     path: str,
     new_gateway: dict[str, object],
@@ -59,7 +74,7 @@ def next_steps(
         root = " (as root: it starts the VM server as its own user)" if _confined(settings) else ""
         lines.append(f"start:       {shlex.join(command)}{root}")
         if args.systemd_unit:
-            lines.append(_unit(args, settings, command, path))
+            lines.append(_unit(args, args.systemd_unit, settings, command, path))
     if args.upstream_user and not args.dry_run:
         lines.append(_trial(settings, args.server))
     doctor = f"then:        {shlex.join(['zerto-rewind', 'doctor', '--config', path])}"
@@ -73,14 +88,13 @@ def _confined(settings: Settings) -> bool:
     return any(u.command is not None and u.user for u in settings.upstreams.values())
 
 
-def _unit(args: argparse.Namespace, settings: Settings, command: list[str], path: str) -> str:
+def _unit(args: Asked, unit: str, settings: Settings, command: list[str], path: str) -> str:
     user = None if _confined(settings) else _owner(path)
     writable = [settings.state_dir, os.path.dirname(os.path.abspath(settings.log_path))]
     for spec in settings.upstreams.values():
         writable += [os.path.dirname(p) for p in [spec.log_path] if p]
         writable += [spec.workdir] if spec.workdir else []
     text = gateway_unit(command, config=path, user=user, writable=writable)
-    unit = args.systemd_unit
     if args.dry_run:
         return f"unit:        would write {unit}:\n" + text.rstrip("\n")
     done = write_unit(unit, text, force=args.force)

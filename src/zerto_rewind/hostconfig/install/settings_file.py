@@ -12,12 +12,13 @@ import copy
 import json
 import math
 import os
-import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigError, StateError
-from ..fsutil import atomic_write_text, backup_name
+from ...errors import ConfigError, StateError
+from ...fsutil import atomic_write_text, backup_name
+from ..hook_command import HookCommand
+from ..objectfile import read_object_file
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -25,6 +26,7 @@ __all__ = [
     "build_entry",
     "build_thin_entry",
     "find_our_hooks",
+    "handler_command",
     "hook_command",
     "is_our_hook",
     "is_thin_hook",
@@ -88,10 +90,11 @@ def launch_code(package_dir: str | None = None) -> str:
     """The ``-c`` program of an installed hook: find the package without ``site``, run the hook."""
     import json
 
-    from .hook import LAUNCH_CODE
+    from ...claude_code.hook import LAUNCH_CODE
 
-    if package_dir is None:  # <dir>/zerto_rewind/claude_code/settings_file.py
-        package_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if package_dir is None:  # <dir>/zerto_rewind/hostconfig/install/settings_file.py
+        here = os.path.abspath(__file__)
+        package_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here))))
     return f"import sys; sys.path[:0] = [{json.dumps(package_dir)}]; {LAUNCH_CODE}"
 
 
@@ -121,15 +124,14 @@ def hook_command(
     ``mcp_server`` is zerto-rewind's MCP server as the host names it, when installed:
     the rewind hint then names its tool (it changes only that text, never a decision).
     """
-    code = shlex.quote(launch_code(package_dir))
-    command = f"{shlex.quote(python)} -S -c {code} hook --config {shlex.quote(config)}"
-    if config_sha256:
-        command += f" --config-sha256 {shlex.quote(config_sha256)}"
-    if settings:
-        command += f" --settings {shlex.quote(settings)}"
-    if all_tools:
-        command += " --all-tools"
-    return command + (f" --mcp-server {shlex.quote(mcp_server)}" if mcp_server else "")
+    return HookCommand(
+        HookCommand.launcher_for(python, launch_code(package_dir), isolated=True),
+        config=config,
+        config_sha256=config_sha256 or None,
+        settings=settings or None,
+        all_tools=all_tools,
+        mcp_server=mcp_server or None,
+    ).render()
 
 
 def _entry(matcher: str, command: str, timeout_s: int) -> dict[str, Any]:
@@ -185,21 +187,25 @@ def thin_hook_command(
     budget_s: int,
     token_file: str | None = None,
     ca_file: str | None = None,
+    service_user: str | None = None,
 ) -> str:
     """The thin hook's shell command: absolute interpreter, the service, its budget.
 
     It names no config: the service classifies and tags with its own. ``hook``
     after the launch code marks it as ours for :func:`is_our_hook`, like the
-    standalone hook's command.
+    standalone hook's command. ``service_user`` (a uid: no lookup in the hook) is
+    who must serve a unix socket.
     """
-    from .thin_hook import LAUNCH_CODE
+    from ...claude_code.thin_hook import LAUNCH_CODE
 
-    command = f"{shlex.quote(python)} -c {shlex.quote(LAUNCH_CODE)} hook"
-    command += f" --service {shlex.quote(service)}"
-    for flag, path in (("--token-file", token_file), ("--ca-file", ca_file)):
-        if path:
-            command += f" {flag} {shlex.quote(path)}"
-    return command + f" --budget {budget_s}"
+    return HookCommand(
+        HookCommand.launcher_for(python, LAUNCH_CODE),
+        service=service,
+        service_user=service_user or None,
+        token_file=token_file or None,
+        ca_file=ca_file or None,
+        budget=str(budget_s),
+    ).render()
 
 
 def build_thin_entry(
@@ -211,6 +217,7 @@ def build_thin_entry(
     budget_s: int,
     token_file: str | None = None,
     ca_file: str | None = None,
+    service_user: str | None = None,
 ) -> dict[str, Any]:
     """The ``hooks.PreToolUse`` entry of a thin hook (``install claude-code --service``)."""
     for what, path in (("interpreter", python), ("token file", token_file), ("CA file", ca_file)):
@@ -218,7 +225,12 @@ def build_thin_entry(
             msg = f"the hook's {what} path must be absolute, not {path!r}"
             raise ValueError(msg)
     command = thin_hook_command(
-        python, service, budget_s=budget_s, token_file=token_file, ca_file=ca_file
+        python,
+        service,
+        budget_s=budget_s,
+        token_file=token_file,
+        ca_file=ca_file,
+        service_user=service_user,
     )
     return _entry(matcher, command, timeout_s)
 
@@ -230,6 +242,21 @@ def is_thin_hook(handler: Any) -> bool:
     args = handler.get("args")
     parts = [handler.get("command"), *(args if isinstance(args, list) else [])]
     return any(isinstance(p, str) and THIN_MARKER in p for p in parts)
+
+
+def handler_command(handler: Mapping[str, Any]) -> HookCommand:
+    """The command a hook handler runs (shell form, or exec form: ``command`` + ``args``).
+
+    ValueError says why it cannot be read (no command, not valid shell).
+    """
+    command = handler.get("command")
+    if not isinstance(command, str) or not command.strip():
+        msg = "the hook has no command"
+        raise ValueError(msg)
+    args = handler.get("args")
+    if isinstance(args, list):
+        return HookCommand.from_argv([command, *map(str, args)])
+    return HookCommand.parse(command)
 
 
 def managed_settings_file(root: str = "/") -> str:
@@ -320,28 +347,11 @@ def settings_file(*, project: str | None, user: bool, home: str) -> str:
 def read_settings(path: str) -> tuple[dict[str, Any], str | None]:
     """The settings in ``path`` (``{}`` if absent) and the original text, if any.
 
-    ConfigError (naming the file) when it is unreadable, not JSON or not an
-    object: such a file is never overwritten.
+    ConfigError (naming the file, what is wrong, what to do) when it is unreadable,
+    not JSON or not an object: such a file is never overwritten.
     """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        return {}, None
-    except (OSError, UnicodeDecodeError) as exc:
-        msg = f"cannot read it ({exc}); nothing was written"
-        raise ConfigError(msg, path=path) from None
-    if not text.strip():
-        return {}, text
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        msg = f"not valid JSON ({exc}); fix or move the file, nothing was written"
-        raise ConfigError(msg, path=path) from None
-    if not isinstance(data, dict):
-        msg = "must hold a JSON object; fix or move the file, nothing was written"
-        raise ConfigError(msg, path=path)
-    return data, text
+    read = read_object_file(path)
+    return read.data, read.text
 
 
 def write_settings(path: str, text: str, *, original: str | None) -> str | None:

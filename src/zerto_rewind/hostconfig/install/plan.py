@@ -15,14 +15,14 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from ..config.settings import Settings
-from ..errors import ConfigError, UsageError
-from ..hostconfig.claude import McpSource, defined_servers
-from ..hostconfig.entries import zerto_rewind_role
-from .install_managed import config_credentials, with_policy
+from ...config.settings import Settings
+from ...errors import ConfigError, UsageError
+from ..claude import McpSource, defined_servers
+from ..entries import zerto_rewind_role
+from .catalog_client import ServiceCatalog, thin_budget
+from .managed import config_credentials, with_policy
 from .matcher import SELF_TOOLS, compile_matcher, covered_servers
 from .plugin import MCP_SERVER_NAME
-from .service import ServiceCatalog, thin_budget
 from .settings_file import (
     DEFAULT_TIMEOUT_S,
     build_entry,
@@ -145,14 +145,7 @@ def plan_hook(
     ``mcp`` is the MCP config that ``--with-mcp-server`` registers the server in.
     """
     timeout, note = plan_timeout(options.timeout, settings.guard.timeout_s)
-    self_tools = SELF_TOOLS if settings.guard.protect_self else ()
-    try:
-        matcher = compile_matcher(
-            settings.catalog, all_tools=options.all_tools, self_tools=self_tools
-        )
-    except ConfigError as exc:
-        msg = f"{config}: {exc.detail}"
-        raise InstallRefused(msg) from None
+    matcher = _config_matcher(options, settings, config)
     undefined = _undefined_servers(sources, covered_servers(settings.catalog))
     if undefined and not options.force:
         raise InstallRefused(undefined + _FORCE_HINT)
@@ -178,14 +171,8 @@ def plan_hook(
     ]
     if note:
         summary.append(f"note:     {note}")
-    before: tuple[FileChange, ...] = ()
-    if mcp is not None:
-        summary.append(f"mcp:      server {MCP_SERVER_NAME!r} (zerto-rewind serve) in {mcp.path}")
-        before = (_server_change(mcp, python, config),)
-    elif server:
-        summary.append(f"mcp:      the rewind hint names mcp__{server}__zerto_recovery_plan")
-    else:
-        summary.append("mcp:      not installed; the rewind hint names the CLI (--with-mcp-server)")
+    summary.append(_mcp_line(mcp, server))
+    before = () if mcp is None else (_server_change(mcp, python, config),)
     return InstallPlan(
         what="the zerto-rewind hook",
         settings=_settings_change(options, current, entry),
@@ -193,6 +180,25 @@ def plan_hook(
         before=before,
         check="check it with: zerto-rewind doctor " + _doctor_args(options, config),
     )
+
+
+def _config_matcher(options: InstallOptions, settings: Settings, config: str) -> str:
+    """The matcher compiled from the config's catalog; InstallRefused naming the config."""
+    self_tools = SELF_TOOLS if settings.guard.protect_self else ()
+    try:
+        return compile_matcher(settings.catalog, all_tools=options.all_tools, self_tools=self_tools)
+    except ConfigError as exc:
+        msg = f"{config}: {exc.detail}"
+        raise InstallRefused(msg) from None
+
+
+def _mcp_line(mcp: CurrentFile | None, server: str | None) -> str:
+    """What the summary says of zerto-rewind's MCP server (and so of the rewind hint)."""
+    if mcp is not None:
+        return f"mcp:      server {MCP_SERVER_NAME!r} (zerto-rewind serve) in {mcp.path}"
+    if server:
+        return f"mcp:      the rewind hint names mcp__{server}__zerto_recovery_plan"
+    return "mcp:      not installed; the rewind hint names the CLI (--with-mcp-server)"
 
 
 # ------------------------------------------------------------------ the thin hook
@@ -270,9 +276,8 @@ def plan_thin_hook(
         budget_s=budget,
         token_file=_absolute(options.token_file),
         ca_file=_absolute(options.ca_file),
+        service_user=None if service_uid is None else str(service_uid),
     )
-    if service_uid is not None:
-        _add_service_user(entry, service_uid)
     summary = [
         f"settings: {current.path}",
         f"service:  {service} (its catalog compiled into the matcher; no config, no credential "
@@ -286,17 +291,19 @@ def plan_thin_hook(
         summary.insert(2, f"identity: {identity}")
     if note:
         summary.append(f"note:     {note}")
-    check = None
-    if not options.managed:
-        project = shlex.quote(os.path.abspath(options.project or ""))
-        where = "--user" if options.user else f"--project {project}"
-        check = f"check it with: zerto-rewind doctor {where}"
     return InstallPlan(
         what="the zerto-rewind thin hook",
         settings=_settings_change(options, current, entry),
         summary=tuple(summary),
-        check=check,
+        check=None if options.managed else _thin_check(options),
     )
+
+
+def _thin_check(options: InstallOptions) -> str:
+    """The doctor command that checks a thin hook in a project's or the user's settings."""
+    project = shlex.quote(os.path.abspath(options.project or ""))
+    where = "--user" if options.user else f"--project {project}"
+    return f"check it with: zerto-rewind doctor {where}"
 
 
 # ------------------------------------------------------------------ the managed config
@@ -365,12 +372,6 @@ def _server_change(mcp: CurrentFile, python: str, config: str) -> FileChange:
         "mcpServers": {**servers, MCP_SERVER_NAME: mcp_server_entry(python, config)},
     }
     return FileChange(mcp.path, render(updated), mcp.text)
-
-
-def _add_service_user(entry: dict[str, Any], uid: int) -> None:
-    """Append ``--service-user UID`` to the thin hook's command (a uid: no lookup in the hook)."""
-    handler = entry["hooks"][0]
-    handler["command"] = f"{handler['command']} --service-user {uid}"
 
 
 def _absolute(path: str | None) -> str | None:
