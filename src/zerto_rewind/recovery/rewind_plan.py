@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
+from ..core.sessions import kind_of
 from ..errors import StateError, UsageError
 
 __all__ = [
@@ -37,9 +38,6 @@ __all__ = [
     "select",
 ]
 
-# A prompt line counts as a change when the call may have run: approved, used, or
-# asked of the person at the host (no answer recorded).
-_FORWARDED_ANSWERS = frozenset({"", "approved", "used"})
 _CHUNK = 1 << 20  # bytes searched at a time for the lines a plan needs
 
 
@@ -91,11 +89,9 @@ class Change:
 
 
 def is_change(record: dict[str, Any]) -> bool:
-    """Whether a log record is a call the guard let through (see the module docstring)."""
-    decision = str(record.get("decision") or "")
-    if decision in ("none", "context"):
-        return True
-    return decision == "prompt" and str(record.get("answer") or "") in _FORWARDED_ANSWERS
+    """Whether a log record is a call the guard let through: what a session's timeline
+    counts as a change (:func:`~zerto_rewind.core.sessions.kind_of`)."""
+    return kind_of(record) == "change"
 
 
 def _strings(value: Any) -> tuple[str, ...]:
