@@ -217,7 +217,7 @@ def _show_report(report: RunReport, as_json: bool) -> None:
         print(json.dumps(report.to_json(), indent=2))
         return
     out = Console(highlight=False, soft_wrap=True)
-    out.print(f"Rewind {report.plan_id} ({report.mode}):")
+    out.print(f"\nRewind {report.plan_id} ({report.mode}):")
     for r in report.results:
         out.print(f"  {escape(r.vm)}: {r.state} ({r.vm_state}): {escape(r.why)}")
     if not report.ok:
