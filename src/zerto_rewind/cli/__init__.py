@@ -90,6 +90,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "calls waiting for a person: list, show, approve, deny",
     ),
+    "rewind": (
+        "zerto_rewind.cli.rewind_cmd",
+        "main",
+        "put a session's VMs back to the checkpoints taken before its changes",
+    ),
     "check": (
         "zerto_rewind.cli.check_cmd",
         "main",
