@@ -24,7 +24,7 @@ no stripping): ``Web-01`` or ``web-01`` + NBSP is another VM, unknown to Zerto.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -39,8 +39,18 @@ from .decision import (
     ToolCall,
     VmIdentity,
     VpgOutcome,
-    fmt_time,
     shown_vm,
+)
+from .guard_messages import (
+    ambiguous_decision,
+    checkpoint_context,
+    deny_decision,
+    error_reason,
+    failed_reason,
+    host_path_decision,
+    identity_unverified,
+    no_vm_decision,
+    pending_reason,
 )
 
 if TYPE_CHECKING:
@@ -57,6 +67,7 @@ __all__ = [
     "budget_deadline",
     "entity_type_names",
     "host_path_decision",
+    "identity_unverified",
     "no_vm_decision",
 ]
 
@@ -142,12 +153,12 @@ class Guard:
                 f"({exc.summary}), so no checkpoint could be made; the call was not run. An "
                 "operator can see the problem with `zerto-rewind doctor`."
             )
-            decision = _deny(call, Row.CONFIG_ERROR, reason, vms)
+            decision = deny_decision(call, Row.CONFIG_ERROR, reason, vms)
         except ZertoRewindError as exc:
             vms = verdict.vms if verdict else ()
             site = self._dark_errors.get(id(exc))
             where = self._site_words(site) if site is not None else None
-            decision = _deny(call, Row.ERROR, _error_reason(call, vms, exc, where), vms)
+            decision = deny_decision(call, Row.ERROR, error_reason(call, vms, exc, where), vms)
         decision.elapsed_ms = int((self.mono() - started) * 1000)
         return decision
 
@@ -203,7 +214,7 @@ class Guard:
             return self._dark_unknown(call, vms, unknown, found.failed)
         ambiguous = {vm: ids for vm, ids in identities.items() if len(ids) > 1}
         if ambiguous and not unknown:
-            return _ambiguous(call, vms, ambiguous, self._zvm_words())
+            return ambiguous_decision(call, vms, ambiguous, self._zvm_words())
         if unknown:
             return self._unknown(call, vms, unknown, verdict)
         for vpg_name in fixed:
@@ -460,18 +471,18 @@ class Guard:
         decision = Decision(worst, Outcome.DENY, call.tool_name, vms=vms, vpgs=outcomes)
         if worst == Row.CONFIRMED:
             decision.outcome = Outcome.CONTEXT
-            decision.context = _context(call, outcomes, self.rewind_tool)
+            decision.context = checkpoint_context(call, outcomes, self.rewind_tool)
         elif worst == Row.PENDING:
             pending = [o for o in outcomes if o.row == Row.PENDING]
             retry = max((o.expected_at or 0.0) for o in pending) + 1.0
             decision.retry_after = max(retry, self.wall() + 2.0)
-            decision.reason = _pending_reason(call, pending, decision.retry_after, self.settings)
+            decision.reason = pending_reason(call, pending, decision.retry_after, self.settings)
             decision.outcome = {"prompt": Outcome.PROMPT, "defer": Outcome.DEFER}.get(
                 self.settings.guard.on_pending, Outcome.DENY
             )
         else:
             failed = [o for o in outcomes if o.row == Row.FAILED]
-            decision.reason = _failed_reason(call, failed)
+            decision.reason = failed_reason(call, failed)
         return decision
 
     # ------------------------------------------------------------------ collaborators
@@ -593,184 +604,5 @@ def entity_type_names(
     return names
 
 
-# ---------------------------------------------------------------------- messages
-
-
-def _deny(call: ToolCall, row: str, reason: str, vms: tuple[str, ...]) -> Decision:
-    return Decision(row, Outcome.DENY, call.tool_name, reason=reason, vms=vms)
-
-
 def _reset(outcome: VpgOutcome) -> VpgOutcome:
     return VpgOutcome(outcome.vpg_id, outcome.vpg_name, outcome.vms, site_kind=outcome.site_kind)
-
-
-def _ambiguous(
-    call: ToolCall,
-    vms: tuple[str, ...],
-    ambiguous: dict[str, list[VmIdentity]],
-    zvms: str,
-) -> Decision:
-    """Zerto lists several VMs of one name: the guard cannot tell which one the server changes."""
-    parts = [
-        f"{vm!r} ({len(ids)} VMs: {', '.join(i.vm_id for i in ids)})"
-        for vm, ids in ambiguous.items()
-    ]
-    reason = (
-        f"zerto-rewind cannot tell which VM {call.tool_name} changes: Zerto ({zvms}) lists "
-        f"several VMs of the name {', '.join(parts)} (vCenter allows one name in several "
-        "folders), and the VM server picks one by itself. No checkpoint was made. Approve only "
-        "if you know which VM the call changes and accept it without a rewind point; an "
-        "operator can rename one of the VMs so each name is unique."
-    )
-    return Decision(Row.VM_AMBIGUOUS, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms)
-
-
-def _error_reason(
-    call: ToolCall, vms: tuple[str, ...], exc: ZertoRewindError, where: str | None = None
-) -> str:
-    target = f" on {', '.join(vms)}" if vms else ""
-    source = f"{where} failed: " if where else ""
-    return (
-        f"zerto-rewind denied {call.tool_name}{target}: no checkpoint could be confirmed because "
-        f"{source}{type(exc).__name__}: {exc}. The call was not run. An operator can look into "
-        "it with `zerto-rewind doctor`; retry the same call once it is resolved."
-    )
-
-
-def no_vm_decision(call: ToolCall, verdict: Classification) -> Decision:
-    """Nothing can be checkpointed: the tool's own ``decision`` (default prompt)."""
-    spec = verdict.spec
-    choice = (spec.decision if spec is not None else None) or "prompt"
-    entry = verdict.entry or call.tool_name
-    if choice == "allow":  # the parser allows it only for tools that name no existing VM
-        reason = (
-            f"zerto-rewind allowed {call.tool_name} without a checkpoint: the catalog entry "
-            f"{entry!r} says it changes no existing VM (decision: allow)."
-        )
-        return Decision(Row.NO_VM, Outcome.NONE, call.tool_name, reason=reason)
-    configurable = (
-        "an operator can configure which VPGs it affects or a per-tool policy"
-        if spec is not None and not spec.vm_arg
-        else "an operator can check where the guard's catalog looks for this tool's VM"
-    )
-    if choice == "deny":
-        reason = (
-            f"zerto-rewind denied {call.tool_name}: it cannot tell which VM the call changes "
-            f"({verdict.problem}), so no rewind point can be made, and the catalog's policy for "
-            f"this tool is to deny such calls. The call was not run; {configurable}."
-        )
-        return Decision(Row.NO_VM, Outcome.DENY, call.tool_name, reason=reason)
-    reason = (
-        f"zerto-rewind cannot tell which VM {call.tool_name} changes ({verdict.problem}); "
-        "no checkpoint was made. Approve only if you accept a change with no rewind point; "
-        f"{configurable}."
-    )
-    return Decision(Row.NO_VM, Outcome.PROMPT, call.tool_name, reason=reason)
-
-
-def host_path_decision(call: ToolCall, verdict: Classification) -> Decision:
-    """The call names a file on the VM server's host: a person decides, checkpoint or not.
-
-    The reason names the arguments, never their values (it is logged); the values
-    ride in ``Decision.host_paths`` for the person who approves.
-    """
-    spec = verdict.spec
-    names = ", ".join(verdict.host_paths)
-    label = "argument" if len(verdict.host_paths) == 1 else "arguments"
-    touches = (
-        f"reads or writes a file on the machine where the VM server runs ({label} {names}), "
-        "with the rights of the guard service that runs that server"
-    )
-    if spec is not None and spec.decision == "deny":
-        reason = (
-            f"zerto-rewind denied {call.tool_name}: it {touches}. No checkpoint can rewind "
-            "that, and the catalog's policy for this tool is to deny such calls. The call was "
-            "not run."
-        )
-        outcome = Outcome.DENY
-    else:
-        reason = (
-            f"zerto-rewind: {call.tool_name} {touches}; no Zerto checkpoint can rewind that, so "
-            f"none was made. Approve only if you have checked the path in {names} and the call "
-            "may touch it."
-        )
-        outcome = Outcome.PROMPT
-    decision = Decision(Row.HOST_PATH, outcome, call.tool_name, reason=reason, vms=verdict.vms)
-    decision.host_paths = dict(verdict.host_paths)
-    return decision
-
-
-def _failed_reason(call: ToolCall, failed: list[VpgOutcome]) -> str:
-    parts = [
-        f"VPG {o.vpg_name!r} ({', '.join(o.vms) or 'named by the catalog'}): {o.reason}"
-        for o in failed
-    ]
-    return (
-        f"zerto-rewind denied {call.tool_name}: no rewind point could be made, so the call was not "
-        f"run. {' '.join(parts)}"
-    )
-
-
-def _pending_reason(
-    call: ToolCall, pending: list[VpgOutcome], retry_after: float, settings: Settings
-) -> str:
-    parts = []
-    for o in pending:
-        cadence = f"~{o.cadence_s:.0f} s ({o.cadence_source})" if o.cadence_s else "unknown"
-        parts.append(
-            f"tag {o.tag!r} was requested at {fmt_time(o.requested_at or 0)} on VPG {o.vpg_name!r} "
-            f"({o.site_kind}-protected, journal cadence {cadence}) and is expected in the "
-            f"journal by {fmt_time(o.expected_at or 0)}."
-        )
-    budget = settings.guard.timeout_s
-    return (
-        f"zerto-rewind: checkpoint pending for {call.tool_name}, so the call was not run yet. "
-        f"{' '.join(parts)} That is beyond this guard's {budget:.0f} s budget. Retry the same call "
-        f"after {fmt_time(retry_after)}: the retry finds the landed checkpoint and is allowed "
-        "without a new tag."
-    )
-
-
-def _context(call: ToolCall, outcomes: list[VpgOutcome], rewind_tool: str | None = None) -> str:
-    lines = [f"zerto-rewind: a Zerto checkpoint protects this {call.tool_name} call."]
-    for o in outcomes:
-        landed = fmt_time(o.landed_at) if o.landed_at else "unknown time"
-        kind = f"{o.site_kind}, site {o.site}" if o.site else o.site_kind
-        if not o.vms:  # a VPG the catalog names for this tool
-            lines.append(
-                f"- VPG {o.vpg_name!r} ({kind}): checkpoint {o.checkpoint_id} tagged "
-                f"{o.tag!r} at {landed}. To rewind: recover VPG {o.vpg_name!r} to checkpoint "
-                f"{o.checkpoint_id!r} (Zerto failover test or failover)."
-            )
-            continue
-        vm = o.vms[0]
-        if rewind_tool:
-            how = (
-                f"the MCP tool {rewind_tool}(vm={vm!r}, checkpoint={o.checkpoint_id!r}) "
-                "lists the ways back"
-            )
-        else:
-            how = (
-                f"`zerto-rewind checkpoints {vm} --tagged` lists the tagged checkpoints; then "
-                f"recover VPG {o.vpg_name!r} to checkpoint {o.checkpoint_id!r} (Zerto failover "
-                "test or failover)"
-            )
-        lines.append(
-            f"- VM {', '.join(o.vms)}: VPG {o.vpg_name!r} ({kind}), checkpoint "
-            f"{o.checkpoint_id} tagged {o.tag!r} at {landed}. To rewind: {how}."
-        )
-    named = [vm for o in outcomes for vm in o.vms]
-    if named and call.origin != "gateway":  # only the gateway can check (gateway/identity.py)
-        lines.append(identity_unverified(named))
-    return "\n".join(lines)
-
-
-def identity_unverified(vms: Sequence[str]) -> str:
-    """The checkpoint note's line for a call whose VM no identity check confirmed."""
-    shown = ", ".join(repr(vm) for vm in dict.fromkeys(vms))
-    return (
-        f"- The VM's identity was not verified: the checkpoint covers the VM Zerto protects "
-        f"as {shown}, found by name; the VM server looked the name up on its own, and if "
-        "another VM has that name (in another folder, or renamed to it), that VM may be the "
-        "one changed, with no checkpoint."
-    )
