@@ -245,9 +245,9 @@ class _Answer:
         threading.Thread(target=fire, name="zerto-rewind-watchdog", daemon=True).start()
 
     def _timeout(self) -> None:
+        from ..core.deadline import timeout_reason
         from ..core.decision import Decision, Outcome, Row
 
-        budget = self.settings.guard.timeout_s
         zvms = self.settings.zvms
         where = (
             f"the ZVM at {self.settings.zvm.url} did not answer in time"
@@ -255,13 +255,13 @@ class _Answer:
             else "a ZVM of the estate did not answer in time: "
             + ", ".join(f"site {site} at {zvm.url}" for site, zvm in zvms.items())
         )
-        reason = (
-            f"zerto-rewind could not confirm a checkpoint for {self.call.tool_name} within its "
-            f"{budget:g} s budget ({where}); "
-            "the call was not run. Check the ZVM with `zerto-rewind doctor`, then retry."
+        reason = timeout_reason(
+            self.call.tool_name, self.settings.guard.timeout_s, where, "the ZVM"
         )
-        decision = Decision(Row.ERROR, Outcome.DENY, self.call.tool_name, reason=reason)
-        decision.elapsed_ms = int((time.time() - self.call.started_at) * 1000)
+        elapsed_ms = int((time.time() - self.call.started_at) * 1000)
+        decision = Decision(
+            Row.ERROR, Outcome.DENY, self.call.tool_name, reason=reason, elapsed_ms=elapsed_ms
+        )
         if not self._deliver(decision):
             return  # the guard answered while this one was being prepared
         sys.stdout.flush()
@@ -280,7 +280,7 @@ class _Answer:
             self.given = True
             self.answered.set()
             if decision.outcome == "prompt" and self.settings.guard.prompt_via == "approvals":
-                _by_approval(self.settings, decision, self.call)
+                decision = _by_approval(self.settings, decision, self.call)
             # A prompt is read by the person asked: it may show the host paths the call
             # names; the log line below keeps the reason, which names the arguments only.
             shown = decision.for_approver() if decision.outcome == "prompt" else decision.reason
@@ -298,7 +298,7 @@ class _Answer:
             return True
 
 
-def _by_approval(settings: Settings, decision: Decision, call: ToolCall) -> None:
+def _by_approval(settings: Settings, decision: Decision, call: ToolCall) -> Decision:
     """``guard.prompt_via: approvals`` for headless runs: an approval of this very call lets
     it run (once); else deny, naming the request a person approves. The queue is the
     guard's state directory, which a standalone install shares with the agent's user
@@ -317,8 +317,7 @@ def _by_approval(settings: Settings, decision: Decision, call: ToolCall) -> None
 
     config = settings.approvals
     if not (config.approver_users or config.approver_groups):
-        decision.outcome, decision.reason = Outcome.DENY, f"{decision.reason} {NO_APPROVER}"
-        return
+        return decision.but(outcome=Outcome.DENY, reason=f"{decision.reason} {NO_APPROVER}")
     try:
         used, waiting = prompt_by_approval(
             open_approvals(settings.state_connection_url(), settings.state_dir),
@@ -335,20 +334,17 @@ def _by_approval(settings: Settings, decision: Decision, call: ToolCall) -> None
             max_open=config.max_open_per_principal,
         )
     except ApprovalLimitError as exc:
-        decision.outcome, decision.reason = Outcome.DENY, f"{decision.reason} {exc.reason()}"
-        return
+        return decision.but(outcome=Outcome.DENY, reason=f"{decision.reason} {exc.reason()}")
     except Exception as exc:  # the queue cannot be used: refuse, never run it unasked
-        decision.outcome = Outcome.DENY
-        decision.reason = (
+        reason = (
             f"{decision.reason} It needs a person's approval, and the approval queue failed "
             f"({type(exc).__name__}: {exc}). The call was not run."
         )
-        return
+        return decision.but(outcome=Outcome.DENY, reason=reason)
     if used is not None:
-        decision.outcome, decision.context = Outcome.CONTEXT, approved_context(used)
-        return
+        return decision.but(outcome=Outcome.CONTEXT, context=approved_context(used))
     assert waiting is not None
-    decision.outcome, decision.reason = Outcome.DENY, f"{decision.reason} {waiting_reason(waiting)}"
+    return decision.but(outcome=Outcome.DENY, reason=f"{decision.reason} {waiting_reason(waiting)}")
 
 
 def _config_denial(
@@ -369,7 +365,7 @@ def _config_denial(
     call = ToolCall(
         payload.tool_name, None, session_id=payload.session_id, tool_use_id=payload.tool_use_id
     )
-    decision.elapsed_ms = int((time.time() - started) * 1000)
+    decision = decision.but(elapsed_ms=int((time.time() - started) * 1000))
     _log(default_log_path(env), decision, call)
     return 0
 
@@ -429,7 +425,7 @@ def _protect(
     call = ToolCall(
         payload.tool_name, None, session_id=payload.session_id, tool_use_id=payload.tool_use_id
     )
-    decision.elapsed_ms = int((time.time() - started) * 1000)
+    decision = decision.but(elapsed_ms=int((time.time() - started) * 1000))
     _log(settings.log_path, decision, call, settings)
     return 0
 

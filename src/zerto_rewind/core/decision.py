@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
@@ -23,7 +23,9 @@ __all__ = [
     "VmIdentity",
     "VpgOutcome",
     "fmt_time",
+    "pending_outcome",
     "shown_vm",
+    "unlisted_outcome",
 ]
 
 
@@ -66,6 +68,16 @@ SEVERITY = {
     Row.SITE_UNKNOWN: 2,
     Row.CONFIRMED: 1,
 }
+
+
+def pending_outcome(on_pending: str) -> str:
+    """The outcome of the pending row under ``guard.on_pending`` (prompt, defer, else deny)."""
+    return {"prompt": Outcome.PROMPT, "defer": Outcome.DEFER}.get(on_pending, Outcome.DENY)
+
+
+def unlisted_outcome(unknown: str) -> str:
+    """The outcome of the unlisted row under the catalog's ``unknown_tools`` rule."""
+    return {"allow": Outcome.NONE, "deny": Outcome.DENY}.get(unknown, Outcome.PROMPT)
 
 
 @dataclass(frozen=True)
@@ -124,9 +136,14 @@ class VpgOutcome:
     site: str | None = None  # the estate's site whose ZVM takes the tag (several ZVMs only)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Decision:
-    """The guard's answer for one call."""
+    """The guard's answer for one call: immutable once made.
+
+    A step that changes the answer (an approval, the identity check) makes a new
+    one with :meth:`but` (``dataclasses.replace``); the one it was given stays as
+    the step before it left it.
+    """
 
     row: str
     outcome: str
@@ -145,6 +162,10 @@ class Decision:
     identities: dict[str, VmIdentity] = field(default_factory=dict)
     # VM name -> the name as the call gave it (before vm_map). Neither is logged.
     vm_args: dict[str, str] = field(default_factory=dict)
+
+    def but(self, **changes: Any) -> Decision:
+        """A copy of this decision with ``changes`` (the fields of ``dataclasses.replace``)."""
+        return replace(self, **changes)
 
     def for_approver(self) -> str:
         """The reason, plus the host paths the call names: for a person's eyes, not a log."""

@@ -39,7 +39,9 @@ from .decision import (
     ToolCall,
     VmIdentity,
     VpgOutcome,
+    pending_outcome,
     shown_vm,
+    unlisted_outcome,
 )
 from .guard_messages import (
     ambiguous_decision,
@@ -159,8 +161,7 @@ class Guard:
             site = self._dark_errors.get(id(exc))
             where = self._site_words(site) if site is not None else None
             decision = deny_decision(call, Row.ERROR, error_reason(call, vms, exc, where), vms)
-        decision.elapsed_ms = int((self.mono() - started) * 1000)
-        return decision
+        return decision.but(elapsed_ms=int((self.mono() - started) * 1000))
 
     def close(self) -> None:
         """Release the ZVM connections."""
@@ -195,8 +196,9 @@ class Guard:
             f"set by {catalog.unknown_source}). An operator can add this tool to the guard's "
             "catalog to have it checkpointed."
         )
-        outcome = {"allow": Outcome.NONE, "deny": Outcome.DENY}.get(catalog.unknown, Outcome.PROMPT)
-        return Decision(Row.UNLISTED, outcome, call.tool_name, reason=reason)
+        return Decision(
+            Row.UNLISTED, unlisted_outcome(catalog.unknown), call.tool_name, reason=reason
+        )
 
     def _mutating(
         self,
@@ -242,8 +244,10 @@ class Guard:
         self._witness(outcomes, found.listed_by, deadline)
         decision = self._combine(call, vms, outcomes)
         if decision.row == Row.CONFIRMED:
-            decision.identities = {vm: ids[0] for vm, ids in identities.items()}
-            decision.vm_args = dict(verdict.args) if verdict is not None else {}
+            return decision.but(
+                identities={vm: ids[0] for vm, ids in identities.items()},
+                vm_args=dict(verdict.args) if verdict is not None else {},
+            )
         return decision
 
     def _unknown(
@@ -468,22 +472,27 @@ class Guard:
         self, call: ToolCall, vms: tuple[str, ...], outcomes: list[VpgOutcome]
     ) -> Decision:
         worst = max(outcomes, key=lambda o: SEVERITY.get(o.row, 0)).row
-        decision = Decision(worst, Outcome.DENY, call.tool_name, vms=vms, vpgs=outcomes)
         if worst == Row.CONFIRMED:
-            decision.outcome = Outcome.CONTEXT
-            decision.context = checkpoint_context(call, outcomes, self.rewind_tool)
-        elif worst == Row.PENDING:
+            context = checkpoint_context(call, outcomes, self.rewind_tool)
+            return Decision(
+                worst, Outcome.CONTEXT, call.tool_name, context=context, vms=vms, vpgs=outcomes
+            )
+        if worst == Row.PENDING:
             pending = [o for o in outcomes if o.row == Row.PENDING]
             retry = max((o.expected_at or 0.0) for o in pending) + 1.0
-            decision.retry_after = max(retry, self.wall() + 2.0)
-            decision.reason = pending_reason(call, pending, decision.retry_after, self.settings)
-            decision.outcome = {"prompt": Outcome.PROMPT, "defer": Outcome.DEFER}.get(
-                self.settings.guard.on_pending, Outcome.DENY
+            retry_after = max(retry, self.wall() + 2.0)
+            return Decision(
+                worst,
+                pending_outcome(self.settings.guard.on_pending),
+                call.tool_name,
+                reason=pending_reason(call, pending, retry_after, self.settings),
+                vms=vms,
+                vpgs=outcomes,
+                retry_after=retry_after,
             )
-        else:
-            failed = [o for o in outcomes if o.row == Row.FAILED]
-            decision.reason = failed_reason(call, failed)
-        return decision
+        failed = [o for o in outcomes if o.row == Row.FAILED]
+        reason = failed_reason(call, failed)
+        return Decision(worst, Outcome.DENY, call.tool_name, reason=reason, vms=vms, vpgs=outcomes)
 
     # ------------------------------------------------------------------ collaborators
 

@@ -125,9 +125,14 @@ def host_path_decision(call: ToolCall, verdict: Classification) -> Decision:
             "may touch it."
         )
         outcome = Outcome.PROMPT
-    decision = Decision(Row.HOST_PATH, outcome, call.tool_name, reason=reason, vms=verdict.vms)
-    decision.host_paths = dict(verdict.host_paths)
-    return decision
+    return Decision(
+        Row.HOST_PATH,
+        outcome,
+        call.tool_name,
+        reason=reason,
+        vms=verdict.vms,
+        host_paths=dict(verdict.host_paths),
+    )
 
 
 def failed_reason(call: ToolCall, failed: list[VpgOutcome]) -> str:

@@ -143,7 +143,8 @@ async def handle_call(
             if isinstance(outcome, types.InputRequiredResult):
                 return outcome
             forward, answer, extra = outcome
-    decision.elapsed_ms = int((time.monotonic() - started_mono) * 1000)
+            decision = extra.pop("decision", decision)
+    decision = decision.but(elapsed_ms=int((time.monotonic() - started_mono) * 1000))
     gateway.metrics.decided(decision, time.monotonic() - started_mono, answer)
     tracing.decided(decision, answer)
     if decision.row != Row.READ_ONLY:  # as the hook: read-only calls leave no log line
@@ -170,7 +171,7 @@ async def _with_identity(gateway: Gateway, upstream: Upstream, decision: Decisio
     decision = await check_identity(gateway.settings.catalog, upstream, decision)
     unchecked = upstream.name not in gateway.settings.catalog.resolvers
     if unchecked and decision.outcome == Outcome.CONTEXT and decision.vms and decision.context:
-        decision.context += "\n" + identity_unverified(decision.vms)
+        decision = decision.but(context=decision.context + "\n" + identity_unverified(decision.vms))
     return decision
 
 
@@ -200,8 +201,8 @@ async def _by_approval(
             call, decision, ctx.client, host=ctx.host, secret_paths=secret_paths
         )
     except ApprovalLimitError as exc:  # refused at once; the call's log line says why
-        decision.reason = f"{decision.reason} {exc.reason()}".strip()
-        return False, "capped", {"ending": ""}
+        capped = decision.but(reason=f"{decision.reason} {exc.reason()}".strip())
+        return False, "capped", {"ending": "", "decision": capped}
     except Exception as exc:  # the channel is down: a prompt that cannot be asked is refused
         log.warning("approval request failed: %s", type(exc).__name__)
         return False, "approvals_down", {"ending": _channel_down(exc)}

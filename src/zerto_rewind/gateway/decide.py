@@ -71,7 +71,7 @@ async def _answer(gateway: Gateway, request: Request, payload: dict[str, Any]) -
     principal = _principal(request)
     answer: str | None = None
     if decision.outcome == Outcome.PROMPT and gateway.settings.guard.prompt_via == "approvals":
-        answer = await _by_approval(gateway, call, decision, principal)
+        answer, decision = await _by_approval(gateway, call, decision, principal)
     gateway.metrics.decided(decision, time.monotonic() - started, answer)
     tracing.decided(decision, answer)
     if decision.row != Row.READ_ONLY:  # as the standalone hook: no line for read-only calls
@@ -109,7 +109,9 @@ def _principal(request: Request) -> str:
     return str(request.scope.get(CLIENT_SCOPE_KEY, "unknown"))
 
 
-async def _by_approval(gateway: Gateway, call: ToolCall, decision: Decision, principal: str) -> str:
+async def _by_approval(
+    gateway: Gateway, call: ToolCall, decision: Decision, principal: str
+) -> tuple[str, Decision]:
     """``guard.prompt_via: approvals``: an approval lets the call run; else deny with its id.
 
     The hook does not wait (its host's timeout is short): the person approves, the
@@ -118,9 +120,8 @@ async def _by_approval(gateway: Gateway, call: ToolCall, decision: Decision, pri
     service = gateway.approvals
     try:
         if not service.has_approvers:
-            decision.outcome = Outcome.DENY
-            decision.reason = f"{decision.reason} {NO_APPROVER}".strip()
-            return "no_approver"
+            reason = f"{decision.reason} {NO_APPROVER}".strip()
+            return "no_approver", decision.but(outcome=Outcome.DENY, reason=reason)
         used, waiting = await anyio.to_thread.run_sync(
             lambda: prompt_by_approval(
                 service.store,
@@ -138,26 +139,21 @@ async def _by_approval(gateway: Gateway, call: ToolCall, decision: Decision, pri
             )
         )
     except ApprovalLimitError as exc:  # refused at once; the call's log line says why
-        decision.outcome = Outcome.DENY
-        decision.reason = f"{decision.reason} {exc.reason()}".strip()
-        return "capped"
+        reason = f"{decision.reason} {exc.reason()}".strip()
+        return "capped", decision.but(outcome=Outcome.DENY, reason=reason)
     except Exception as exc:  # the channel is down: refuse, never run it unasked
-        decision.outcome = Outcome.DENY
-        decision.reason = (
+        reason = (
             f"{decision.reason} It needs a person's approval, and the approval channel "
             f"failed ({type(exc).__name__}). The call was not run."
         ).strip()
-        return "approvals_down"
+        return "approvals_down", decision.but(outcome=Outcome.DENY, reason=reason)
     if used is not None:
-        decision.outcome = Outcome.CONTEXT
-        decision.context = approved_context(used)
-        return "approved"
+        return "approved", decision.but(outcome=Outcome.CONTEXT, context=approved_context(used))
     assert waiting is not None
     if service.notifier is not None:
         await service.notifier("requested", waiting)
-    decision.outcome = Outcome.DENY
-    decision.reason = f"{decision.reason} {waiting_reason(waiting, service.link(waiting.id))}"
-    return "waiting"
+    reason = f"{decision.reason} {waiting_reason(waiting, service.link(waiting.id))}"
+    return "waiting", decision.but(outcome=Outcome.DENY, reason=reason)
 
 
 def _problem(payload: Any) -> str | None:

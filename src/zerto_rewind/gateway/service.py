@@ -24,6 +24,7 @@ import anyio.to_thread
 import mcp_types as types
 
 from ..core.catalog import READ_ONLY, classify
+from ..core.deadline import timeout_reason
 from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.guard import Guard
 from ..errors import ConfigError
@@ -162,10 +163,8 @@ class Gateway:
                     self.guard.decide, call, limiter=self._limiter, abandon_on_cancel=True
                 )
         except TimeoutError:
-            reason = (
-                f"zerto-rewind could not decide on {call.tool_name} within its {budget:g} s "
-                "budget; the call was not run. An operator can check the gateway with "
-                "`zerto-rewind doctor` and its /healthz."
+            reason = timeout_reason(
+                call.tool_name, budget, "the guard did not answer in time", "the gateway's /healthz"
             )
             return Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason)
         except Exception as exc:  # fail closed: the guard's crash is a refusal

@@ -397,9 +397,9 @@ def test_the_watchdog_denies_naming_the_budget_and_the_zvm_then_exits(
     assert exits == [0]
     reason = streams.answer()["permissionDecisionReason"]
     assert reason == (
-        f"zerto-rewind could not confirm a checkpoint for {TOOL} within its 2.5 s budget (the "
-        "ZVM at https://127.0.0.1:9 did not answer in time); the call was not run. Check the "
-        "ZVM with `zerto-rewind doctor`, then retry."
+        f"zerto-rewind could not decide on {TOOL} within its 2.5 s budget (the "
+        "ZVM at https://127.0.0.1:9 did not answer in time); the call was not run. An operator "
+        "can check the ZVM with `zerto-rewind doctor`, then retry."
     )
     (line,) = log_lines(tmp_path)
     assert (line["row"], line["decision"], line["tool"]) == ("error", "deny", TOOL)

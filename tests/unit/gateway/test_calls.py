@@ -303,7 +303,7 @@ def test_a_closed_output_schema_keeps_structured_content_as_it_is(tmp_path: Path
 def test_a_denied_call_is_not_forwarded_and_says_why(tmp_path: Path) -> None:
     """deny: isError with the guard's reason; _meta gives the row, refused, and the retry time."""
     decision = Decision(Row.PENDING, Outcome.DENY, HOST_TOOL, reason="pending: retry later")
-    decision.retry_after = 1_800_000_100.0
+    decision = decision.but(retry_after=1_800_000_100.0)
     gateway = FakeGateway(tmp_path, decision)
     upstream = FakeUpstream()
     result = run(gateway, upstream, ctx())
@@ -552,7 +552,7 @@ def test_the_call_carries_its_start_time_and_the_decision_its_duration(
     gateway = FakeGateway(tmp_path, decision)
     run(gateway, FakeUpstream(), ctx())
     assert gateway.calls[0].started_at == 1_800_000_000.0
-    assert decision.elapsed_ms == 2500
+    assert decision.elapsed_ms == 0  # immutable: the door logs a copy with its duration
     assert gateway.metrics.seconds == pytest.approx(2.5)
     assert gateway.log()[0]["elapsed_ms"] == 2500
 
