@@ -13,7 +13,10 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .catalog import Classification
 
 __all__ = [
     "Decision",
@@ -46,6 +49,7 @@ class Row:
     ERROR = "error"
     PROTECTED = "protected"  # a host file/shell call that would write the guard's own files
     HOST_PATH = "host_path"  # a VM tool that reads or writes a file on the VM server's host
+    UNDECIDED = "undecided"  # no step of the pipeline decided (core.pipeline): a deny
 
 
 class Outcome:
@@ -90,6 +94,10 @@ class ToolCall:
     tool_use_id: str | None = None
     origin: str = "hook"  # hook | mcp | demo
     started_at: float = field(default_factory=time.time)
+    # Who asks (``unix:USER``, a token's name, ``hook:USER``) and through which MCP client;
+    # the approvals step keys an approval on the principal.
+    principal: str | None = None
+    host: str | None = None
 
     @cached_property
     def args_digest(self) -> str:
@@ -162,6 +170,14 @@ class Decision:
     identities: dict[str, VmIdentity] = field(default_factory=dict)
     # VM name -> the name as the call gave it (before vm_map). Neither is logged.
     vm_args: dict[str, str] = field(default_factory=dict)
+    # The catalog's word on the call, made once (core.pipeline); steps read it, never redo it.
+    classification: Classification | None = field(default=None, repr=False, compare=False)
+    # The approvals step: what became of the request (approved, waiting, no_approver,
+    # capped, approvals_down…), the request, and the reason the approver was asked with.
+    answer: str | None = None
+    # An approvals.ApprovalRequest (typed loosely: approvals imports this module).
+    approval: Any = field(default=None, repr=False, compare=False)
+    asked: str = ""
 
     def but(self, **changes: Any) -> Decision:
         """A copy of this decision with ``changes`` (the fields of ``dataclasses.replace``)."""

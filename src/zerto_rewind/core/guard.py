@@ -134,19 +134,26 @@ class Guard:
     # ------------------------------------------------------------------ entry points
 
     def decide(
-        self, call: ToolCall, *, deadline: float | None = None, consume: bool = True
+        self,
+        call: ToolCall,
+        *,
+        deadline: float | None = None,
+        consume: bool = True,
+        verdict: Classification | None = None,
     ) -> Decision:
         """Judge one call; on a mutating call this may tag and wait (never past ``deadline``).
 
         ``consume=False`` confirms a checkpoint without counting the call as a
         change (the MCP tool ``zerto_guard_before_mutate``), so the hook's next
         mutating call on that VPG reuses the checkpoint instead of tagging again.
+        ``verdict``: the call's classification, made once by the pipeline
+        (:mod:`.pipeline`); classified here only when it is not given.
         """
         started = self.mono()
         deadline = deadline if deadline is not None else budget_deadline(self.settings, started)
-        verdict: Classification | None = None
         try:
-            verdict = classify(call.tool_name, call.tool_input, self.settings.catalog)
+            if verdict is None:
+                verdict = classify(call.tool_name, call.tool_input, self.settings.catalog)
             decision = self._decide(call, verdict, deadline, consume)
         except ConfigError as exc:
             vms = verdict.vms if verdict else ()
@@ -161,7 +168,8 @@ class Guard:
             site = self._dark_errors.get(id(exc))
             where = self._site_words(site) if site is not None else None
             decision = deny_decision(call, Row.ERROR, error_reason(call, vms, exc, where), vms)
-        return decision.but(elapsed_ms=int((self.mono() - started) * 1000))
+        elapsed_ms = int((self.mono() - started) * 1000)
+        return decision.but(elapsed_ms=elapsed_ms, classification=verdict)
 
     def close(self) -> None:
         """Release the ZVM connections."""

@@ -22,8 +22,16 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from ..core.catalog import MUTATING, READ_ONLY, classify
-from ..core.decision import SEVERITY, Outcome, Row, ToolCall, fmt_time
+from ..core.catalog import MUTATING, READ_ONLY, Classification, classify
+from ..core.decision import (
+    SEVERITY,
+    Outcome,
+    Row,
+    ToolCall,
+    fmt_time,
+    pending_outcome,
+    unlisted_outcome,
+)
 from ..core.guard import budget_deadline, entity_type_names, host_path_decision, no_vm_decision
 from ..core.tagging import (
     FAIL_OVERDUE,
@@ -163,14 +171,17 @@ def preview_call(
     *,
     deadline: float | None = None,
     now: float | None = None,
+    verdict: Classification | None = None,
 ) -> ToolCheck:
     """What the guard would decide for this call now; reads only, tags and writes nothing.
 
     ``zvms``: the guard (the estate: each VPG previewed on the ZVM that would take its
-    tag) or one ZVM's client.
+    tag) or one ZVM's client. ``verdict``: the call's classification when the caller
+    made it (``check``); classified here otherwise, once.
     """
     now = time.time() if now is None else now
-    verdict = classify(tool_name, tool_input, settings.catalog)
+    if verdict is None:
+        verdict = classify(tool_name, tool_input, settings.catalog)
     budget = budget_deadline(settings, 0.0)
     check = ToolCheck(
         tool_name=tool_name,
@@ -208,7 +219,7 @@ def preview_call(
 def _unlisted(settings: Settings, check: ToolCheck) -> ToolCheck:
     rule = settings.catalog.unknown
     check.row = Row.UNLISTED
-    check.outcome = {"allow": Outcome.NONE, "deny": Outcome.DENY}.get(rule, Outcome.PROMPT)
+    check.outcome = unlisted_outcome(rule)
     check.summary = (
         f"{check.tool_name} is not in the catalog: unlisted tools are {rule} "
         f"(set by {settings.catalog.unknown_source}); no checkpoint would be made."
@@ -497,9 +508,7 @@ def _combine(settings: Settings, check: ToolCheck) -> ToolCheck:
         check.outcome = Outcome.CONTEXT
         head = "the guard would confirm a checkpoint and allow the call"
     elif worst == Row.PENDING:
-        check.outcome = {"prompt": Outcome.PROMPT, "defer": Outcome.DEFER}.get(
-            settings.guard.on_pending, Outcome.DENY
-        )
+        check.outcome = pending_outcome(settings.guard.on_pending)
         head = (
             f"the tag would land after the guard's {check.budget_s:.0f} s budget: pending "
             f"({check.outcome}); call zerto_guard_before_mutate, then retry after it lands"
@@ -515,17 +524,14 @@ def _combine(settings: Settings, check: ToolCheck) -> ToolCheck:
 
 
 def confirm_call(guard: Guard, call: ToolCall, *, log_path: str) -> tuple[GuardAnswer, Decision]:
-    """Run the guard without consuming the checkpoint, and log the decision."""
-    from ..core.decisions_log import write_record
-    from ..errors import StateError
+    """Run the guard's pipeline without consuming the checkpoint, and record the decision
+    (core.record: a confirmation whose line cannot be written does not proceed)."""
+    from ..core.pipeline import Table, decide
+    from ..core.record import record
 
-    decision = guard.decide(call, consume=False)
-    answer = answer_of(decision, now=time.time())
-    try:
-        write_record(log_path, decision.log_record(call))
-    except StateError as exc:
-        answer.message += f" (this decision was not logged: {exc})"
-    return answer, decision
+    decision = decide(call, [Table(guard, consume=False)], catalog=guard.settings.catalog)
+    decision = record(decision, call, log_path)
+    return answer_of(decision, now=time.time()), decision
 
 
 def answer_of(decision: Decision, *, now: float) -> GuardAnswer:

@@ -269,7 +269,7 @@ def fake_guard(monkeypatch: pytest.MonkeyPatch, decide: Any) -> list[dict[str, A
         def __init__(self, settings: Any, **kwargs: Any) -> None:
             seen.append({"init": kwargs})
 
-        def decide(self, call: ToolCall) -> Decision:
+        def decide(self, call: ToolCall, **kwargs: Any) -> Decision:
             seen.append({"call": call})
             return decide(call)  # type: ignore[no-any-return]
 
@@ -501,7 +501,7 @@ def test_the_call_carries_the_hooks_start_time_and_the_guard_its_settings(
         def __init__(self, settings: Any, **kwargs: Any) -> None:
             given.append(settings)
 
-        def decide(self, call: ToolCall) -> Decision:
+        def decide(self, call: ToolCall, **kwargs: Any) -> Decision:
             given.append(call.started_at)
             return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
 

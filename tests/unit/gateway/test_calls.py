@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,6 +20,7 @@ import mcp_types as types
 import pytest
 
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall, VpgOutcome
+from zerto_rewind.core.pipeline import Policy, decide_async
 from zerto_rewind.gateway import calls
 from zerto_rewind.gateway.calls import (
     APPROVAL_FIELD,
@@ -77,9 +79,10 @@ class FakeGateway:
         )
         self.states = RequestStates(60.0)
 
-    async def decide(self, call: ToolCall) -> Decision:
+    async def decide(self, call: ToolCall, after: Sequence[Policy] = ()) -> Decision:
+        """The table's answer is ``self.decision``; the door's own steps run after it."""
         self.calls.append(call)
-        return self.decision
+        return await decide_async(call, after, start=self.decision)
 
     def call_timeout_s(self, upstream: Any) -> float:
         assert isinstance(upstream, FakeUpstream)
@@ -341,15 +344,17 @@ def test_an_upstream_failure_is_an_error_that_may_not_have_run(tmp_path: Path) -
     assert texts(result) == ["down; the call may not have run. "]
 
 
-def test_a_log_that_cannot_be_written_does_not_stop_the_call(
+def test_a_call_whose_log_line_cannot_be_written_is_not_run(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Fail closed (core.record): a change the decision log cannot account for is refused."""
     gateway = FakeGateway(tmp_path, Decision(Row.UNLISTED, Outcome.NONE, HOST_TOOL))
     gateway.settings.log_path = str(tmp_path)  # a directory: the append fails
     upstream = FakeUpstream()
-    with caplog.at_level(logging.WARNING, logger="zerto_rewind.gateway"):
+    with caplog.at_level(logging.WARNING, logger="zerto_rewind.decisions"):
         result = run(gateway, upstream, ctx())
-    assert result is upstream.result
+    assert (upstream.asked, result.is_error) == ([], True)
+    assert "could not be written to the decision log" in texts(result)[0]
     assert any("decision not logged" in r.getMessage() for r in caplog.records)
 
 

@@ -8,6 +8,7 @@ principal and the same call.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,6 +29,7 @@ from unit.gateway.test_calls import (
 from zerto_rewind.config.settings import ApprovalsSettings, GatewaySettings
 from zerto_rewind.core.approvals import Approver
 from zerto_rewind.core.decision import Decision, ToolCall
+from zerto_rewind.core.pipeline import Policy, decide_async
 from zerto_rewind.gateway.approvals import ApprovalsService
 from zerto_rewind.gateway.calls import CallContext, handle_call
 from zerto_rewind.gateway.request_state import RequestStates
@@ -55,9 +57,10 @@ class ApprovalGateway:
         self.approvals = ApprovalsService(self.settings)  # type: ignore[arg-type]
         self.states = RequestStates(60.0)
 
-    async def decide(self, call: ToolCall) -> Decision:
+    async def decide(self, call: ToolCall, after: Sequence[Policy] = ()) -> Decision:
+        """The table's answer is ``self.decision``; the door's own steps run after it."""
         self.calls.append(call)
-        return self.decision
+        return await decide_async(call, after, start=self.decision)
 
     def call_timeout_s(self, upstream: Any) -> float:
         return 7.0
