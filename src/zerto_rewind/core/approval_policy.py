@@ -115,7 +115,8 @@ class Approvals:
                 self._template(call, so_far), self.config.max_open_per_principal
             )
         except ApprovalLimitError as exc:  # refused at once; the call's log line says why
-            return _refused(so_far, "capped", exc.reason())
+            capped = _refused(so_far, "capped", exc.reason())
+            return capped.but(asked=capped.reason)  # no request: the line keeps the cap
         except Exception as exc:  # the channel is down: refuse, never run it unasked
             log.warning("approval request failed: %s", type(exc).__name__)
             return _refused(so_far, "approvals_down", channel_failed(exc))
