@@ -128,9 +128,6 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool)
         return 2
     if "--config" in options:
         env = {**env, "ZERTO_REWIND_CONFIG": options["--config"]}
-    server = options.get("--mcp-server", "")
-    if not set(server) <= _NAME_CHARS:
-        server = ""  # only a hint: an odd name falls back to the CLI command
     try:
         payload = claude_code.parse_input(sys.stdin.buffer.read())
     except claude_code.HookInputError as exc:
@@ -143,6 +140,25 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool)
         settings = load_settings(env, pin=options.get("--config-sha256"))
     except ConfigError as exc:
         return _config_denial(payload, exc, env, started_wall)
+    return _route(payload, settings, options, env, all_tools=all_tools, watchdog=watchdog,
+                  started=(started_wall, started_mono))  # fmt: skip
+
+
+def _route(
+    payload: claude_code.HookInput,
+    settings: Settings,
+    options: dict[str, str],
+    env: Mapping[str, str],
+    *,
+    all_tools: bool,
+    watchdog: bool,
+    started: tuple[float, float],
+) -> int:
+    """Classify once, leave a read-only call at once, else run the pipeline's steps."""
+    started_wall, started_mono = started
+    server = options.get("--mcp-server", "")
+    if not set(server) <= _NAME_CHARS:
+        server = ""  # only a hint: an odd name falls back to the CLI command
     own_tool = payload.tool_name in _SELF_TOOLS and settings.guard.protect_self
     watch_own = own_tool and _may_name_own_files(payload, settings, options.get("--settings"))
     verdict: Classification | None = None
