@@ -245,6 +245,21 @@ def test_no_approver_configured_refuses_at_once(tmp_path: Path) -> None:
     assert pending(gateway) == []
 
 
+def test_without_approvers_an_approval_is_not_used_up(tmp_path: Path) -> None:
+    """The gateway used an existing approval before it checked that anyone may approve
+    (the hook and the service checked first). The one approvals step checks first."""
+    gateway = ApprovalGateway(tmp_path, prompt())
+    call(gateway, FakeUpstream(), ctx())
+    approve(gateway)
+    gateway.approvals.config = ApprovalsSettings(approver_users=(), wait_s=0.3)
+    upstream = FakeUpstream()
+    result = call(gateway, upstream, ctx())
+    assert upstream.asked == []
+    assert "no approver configured" in texts(result)[0]
+    digest = ToolCall(HOST_TOOL, {"name": "web01"}).args_digest
+    assert gateway.approvals.store.consume("agent-a", HOST_TOOL, digest) is not None
+
+
 def test_a_store_that_fails_refuses_the_call(tmp_path: Path) -> None:
     """The approval channel down: the prompt is refused, never run."""
     gateway = ApprovalGateway(tmp_path, prompt())
