@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..config.settings import Settings
+from ..config.settings import CatalogSettings, Settings
 from ..errors import ConfigError, ZertoRewindError
 from .catalog import MUTATING, READ_ONLY, Classification, classify
 from .decision import (
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Guard",
     "budget_deadline",
+    "classified_decision",
     "entity_type_names",
     "host_path_decision",
     "identity_unverified",
@@ -71,6 +72,33 @@ __all__ = [
 # its log line) is out before the hook's own watchdog has to step in.
 _ANSWER_MARGIN_S = 1.0
 _CONSUME_ATTEMPTS = 2
+
+
+def classified_decision(
+    call: ToolCall, verdict: Classification, catalog: CatalogSettings
+) -> Decision | None:
+    """The rows the classification alone decides, with no IO: read-only, unlisted, a host
+    path, no VM. None for a mutating call whose VMs (or VPGs) the estate must be asked
+    about. The guard and its preview (recovery.preview, which asks the estate without
+    tagging) both start here."""
+    if verdict.kind == READ_ONLY:
+        return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
+    if verdict.kind != MUTATING:
+        reason = (
+            f"{call.tool_name} is not in the zerto-rewind catalog (neither read_only_tools nor "
+            f"tools), so no checkpoint was made (unlisted tools: {catalog.unknown}, "
+            f"set by {catalog.unknown_source}). An operator can add this tool to the guard's "
+            "catalog to have it checkpointed."
+        )
+        outcome = unlisted_outcome(catalog.unknown)
+        return Decision(Row.UNLISTED, outcome, call.tool_name, reason=reason)
+    if verdict.host_paths:  # before any tag: a checkpoint cannot rewind the host's files
+        return host_path_decision(call, verdict)
+    spec = verdict.spec
+    fixed = spec.vpgs if spec is not None else ()
+    if not verdict.vms and not (fixed and spec is not None and not spec.vm_arg):
+        return no_vm_decision(call, verdict)
+    return None
 
 
 def budget_deadline(settings: Settings, started_mono: float) -> float:
@@ -141,29 +169,12 @@ class Guard(GuardEstate):
     def _decide(
         self, call: ToolCall, verdict: Classification, deadline: float, consume: bool
     ) -> Decision:
-        if verdict.kind == READ_ONLY:
-            return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
-        if verdict.kind != MUTATING:
-            return self._unlisted(call)
-        if verdict.host_paths:  # before any tag: a checkpoint cannot rewind the host's files
-            return host_path_decision(call, verdict)
+        settled = classified_decision(call, verdict, self.settings.catalog)
+        if settled is not None:
+            return settled
         spec = verdict.spec
         fixed = spec.vpgs if spec is not None else ()
-        if not verdict.vms and not (fixed and spec is not None and not spec.vm_arg):
-            return no_vm_decision(call, verdict)
         return self._mutating(call, verdict.vms, deadline, consume, fixed=fixed, verdict=verdict)
-
-    def _unlisted(self, call: ToolCall) -> Decision:
-        catalog = self.settings.catalog
-        reason = (
-            f"{call.tool_name} is not in the zerto-rewind catalog (neither read_only_tools nor "
-            f"tools), so no checkpoint was made (unlisted tools: {catalog.unknown}, "
-            f"set by {catalog.unknown_source}). An operator can add this tool to the guard's "
-            "catalog to have it checkpointed."
-        )
-        return Decision(
-            Row.UNLISTED, unlisted_outcome(catalog.unknown), call.tool_name, reason=reason
-        )
 
     def _mutating(
         self,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from ..core.catalog import MUTATING, READ_ONLY, Classification, classify
+from ..core.catalog import Classification, classify
 from ..core.decision import (
     SEVERITY,
     Outcome,
@@ -30,9 +30,8 @@ from ..core.decision import (
     ToolCall,
     fmt_time,
     pending_outcome,
-    unlisted_outcome,
 )
-from ..core.guard import budget_deadline, entity_type_names, host_path_decision, no_vm_decision
+from ..core.guard import budget_deadline, classified_decision, entity_type_names
 from ..core.tagging import (
     FAIL_OVERDUE,
     JOIN_PENDING,
@@ -198,33 +197,15 @@ def preview_call(
         exceeds_budget=False,
         summary=f"{tool_name} is read-only: no checkpoint is needed, the call runs.",
     )
-    if verdict.kind == READ_ONLY:
+    call = ToolCall(tool_name, tool_input, started_at=now)
+    settled = classified_decision(call, verdict, settings.catalog)  # the guard's own rows
+    if settled is not None:
+        if settled.row != Row.READ_ONLY:
+            check.row, check.outcome, check.summary = settled.row, settled.outcome, settled.reason
         return check
-    if verdict.kind != MUTATING:
-        return _unlisted(settings, check)
     spec = verdict.spec
     fixed = spec.vpgs if spec is not None else ()
-    call = ToolCall(tool_name, tool_input, started_at=now)
-    if verdict.host_paths:
-        answer = host_path_decision(call, verdict)
-        check.row, check.outcome, check.summary = answer.row, answer.outcome, answer.reason
-        return check
-    if not verdict.vms and not (fixed and spec is not None and not spec.vm_arg):
-        answer = no_vm_decision(call, verdict)
-        check.row, check.outcome, check.summary = answer.row, answer.outcome, answer.reason
-        return check
     return _mutating(settings, zvms, state, check, call, deadline, fixed=fixed)
-
-
-def _unlisted(settings: Settings, check: ToolCheck) -> ToolCheck:
-    rule = settings.catalog.unknown
-    check.row = Row.UNLISTED
-    check.outcome = unlisted_outcome(rule)
-    check.summary = (
-        f"{check.tool_name} is not in the catalog: unlisted tools are {rule} "
-        f"(set by {settings.catalog.unknown_source}); no checkpoint would be made."
-    )
-    return check
 
 
 @dataclass
