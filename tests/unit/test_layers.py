@@ -150,7 +150,7 @@ def test_the_checker_sees_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
     assert "zerto_rewind.config.parser" in GRAPH["zerto_rewind.config.loader"]
     # `from . import host as claude_code` names a module
     assert "zerto_rewind.claude_code.host" in GRAPH["zerto_rewind.claude_code.hook"]
-    assert "zerto_rewind.zvm.client" in GRAPH["zerto_rewind.core.guard"]
+    assert "zerto_rewind.zvm.client" in GRAPH["zerto_rewind.core.guard_estate"]
 
 
 def test_every_folder_says_what_it_may_import() -> None:

@@ -269,7 +269,7 @@ def fake_guard(monkeypatch: pytest.MonkeyPatch, decide: Any) -> list[dict[str, A
         def __init__(self, settings: Any, **kwargs: Any) -> None:
             seen.append({"init": kwargs})
 
-        def decide(self, call: ToolCall) -> Decision:
+        def decide(self, call: ToolCall, **kwargs: Any) -> Decision:
             seen.append({"call": call})
             return decide(call)  # type: ignore[no-any-return]
 
@@ -397,9 +397,9 @@ def test_the_watchdog_denies_naming_the_budget_and_the_zvm_then_exits(
     assert exits == [0]
     reason = streams.answer()["permissionDecisionReason"]
     assert reason == (
-        f"zerto-rewind could not confirm a checkpoint for {TOOL} within its 2.5 s budget (the "
-        "ZVM at https://127.0.0.1:9 did not answer in time); the call was not run. Check the "
-        "ZVM with `zerto-rewind doctor`, then retry."
+        f"zerto-rewind could not decide on {TOOL} within its 2.5 s budget (the "
+        "ZVM at https://127.0.0.1:9 did not answer in time); the call was not run. An operator "
+        "can check the ZVM with `zerto-rewind doctor`, then retry."
     )
     (line,) = log_lines(tmp_path)
     assert (line["row"], line["decision"], line["tool"]) == ("error", "deny", TOOL)
@@ -501,7 +501,7 @@ def test_the_call_carries_the_hooks_start_time_and_the_guard_its_settings(
         def __init__(self, settings: Any, **kwargs: Any) -> None:
             given.append(settings)
 
-        def decide(self, call: ToolCall) -> Decision:
+        def decide(self, call: ToolCall, **kwargs: Any) -> Decision:
             given.append(call.started_at)
             return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
 

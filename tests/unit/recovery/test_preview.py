@@ -243,8 +243,9 @@ def test_preview_writes_nothing(tmp_path, zvm, state):
 def test_answer_of_a_pending_decision_gives_the_retry_time():
     """A pending decision becomes proceed=false with retry_after and seconds to wait."""
     outcome = VpgOutcome("id-1", "aws-1", ("win2019-1",), "aws", Row.PENDING, tag="t")
-    decision = Decision(Row.PENDING, Outcome.DENY, TOOL, reason="pending", vpgs=[outcome])
-    decision.retry_after = NOW + 42
+    decision = Decision(
+        Row.PENDING, Outcome.DENY, TOOL, reason="pending", vpgs=[outcome], retry_after=NOW + 42
+    )
     answer = answer_of(decision, now=NOW)
     assert (answer.proceed, answer.retry_in_s, answer.message) == (False, 42.0, "pending")
     assert answer.retry_after == "2027-01-15T08:00:42.000Z"
