@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from ..config.loader import ConfigChanged, load_settings
+from ..config.loader import load_settings
 from ..config.settings import LEGACY_LOG_NAME, Settings, default_log_path
 from ..core.catalog import READ_ONLY, UNLISTED, classify
 from ..errors import ConfigError
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..core.decision import Decision, ToolCall
     from .protect import SelfProtection
 
-__all__ = ["LAUNCH_CODE", "LEGACY_LAUNCH_CODE", "config_denial_reason", "main", "run"]
+__all__ = ["LAUNCH_CODE", "LEGACY_LAUNCH_CODE", "main", "run"]
 
 # What `zerto-rewind install` puts after `python -c`. Cheaper than `-m` (runpy
 # costs ~7 ms, about half of bare interpreter start-up) or the console script
@@ -247,6 +247,8 @@ def _guarded(
     try:
         decision = _decide(settings, call, verdict, protection, rewind_tool)
     except ConfigError as exc:
+        from .config_denial import config_denial_reason
+
         reason = config_denial_reason(call.tool_name, exc)
         decision = Decision(Row.CONFIG_ERROR, Outcome.DENY, call.tool_name, reason=reason)
     except Exception as exc:  # fail closed on anything, with the reason
@@ -404,6 +406,7 @@ def _config_denial(
     the hook only because the matcher compiled from the installed config selected it.
     """
     from ..core.decision import Decision, Outcome, Row, ToolCall
+    from .config_denial import config_denial_reason
 
     reason = config_denial_reason(payload.tool_name, problem)
     elapsed_ms = int((time.time() - started) * 1000)
@@ -432,24 +435,6 @@ def _may_name_own_files(
         return True
     names = (settings.path, settings.log_path, settings_file or "", *_SETTINGS_NAMES)
     return any(name.rpartition("/")[2] in command for name in names if name)
-
-
-def config_denial_reason(tool_name: str, problem: ConfigError) -> str:
-    """What the human who approves reads when the config is broken or changed."""
-    if isinstance(problem, ConfigChanged):
-        return (
-            f"zerto-rewind denied {tool_name}: the guard's config {problem.path} changed since "
-            f"the guard was installed ({problem.detail}), so the guard does not trust it and "
-            "blocks every call it watches; the call was not run. If the change was intended, "
-            "whoever administers the guard accepts it by running `zerto-rewind install "
-            "claude-code …` again and starting a new session; if nobody meant to change it, "
-            "treat it as tampering."
-        )
-    return (
-        f"zerto-rewind denied {tool_name}: the guard's config cannot be used "
-        f"({problem.summary}), so the guard blocks every call it watches; the call was not "
-        "run. An operator can see the problem with `zerto-rewind doctor`."
-    )
 
 
 def _log(

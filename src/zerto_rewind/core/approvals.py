@@ -26,12 +26,11 @@ that does not verify is absent, so nobody without the guard's key approves one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 from ..errors import StateError
 from .approvals_file import FileApprovalStore
-from .approvals_log import _quiet_record, record_event
+from .approvals_log import record_event
 from .approvals_model import (
     APPROVED,
     DEFAULT_EXPIRES_S,
@@ -85,7 +84,6 @@ __all__ = [
     "new_request",
     "open_request_record",
     "over_kept",
-    "prompt_by_approval",
     "record_event",
     "refusal_to_approve",
     "store_error",
@@ -140,51 +138,6 @@ def store_error(exc: BaseException) -> str:
     if isinstance(exc, StateError | ApprovalError):
         return str(exc)
     return f"{type(exc).__name__}"
-
-
-def prompt_by_approval(
-    store: ApprovalStore,
-    log_path: str,
-    *,
-    tool: str,
-    tool_input: Any,
-    vms: Iterable[str],
-    row: str,
-    why: str,
-    principal: str,
-    expires_s: float,
-    session: str | None = None,
-    host: str | None = None,
-    host_paths: Mapping[str, str] | None = None,
-    max_open: int = DEFAULT_MAX_OPEN,
-) -> tuple[ApprovalRequest | None, ApprovalRequest | None]:
-    """A hook's prompt row, by approval: ``(used, None)`` if an approval covers this call
-    (it is used now), else ``(None, request)``: the open request the hook names.
-
-    Hooks do not wait: the host's own timeout is short, so they deny with the
-    request's id and the retry after approval passes. Store errors propagate, and
-    so does ApprovalLimitError past ``max_open`` (approvals.max_open_per_principal).
-    """
-    used = store.consume(principal, tool, arguments_digest(tool_input))
-    if used is not None:
-        _quiet_record(log_path, used, "used")
-        return used, None
-    template = new_request(
-        tool=tool,
-        tool_input=tool_input,
-        vms=vms,
-        row=row,
-        why=why,
-        principal=principal,
-        expires_s=expires_s,
-        session=session,
-        host=host,
-        host_paths=host_paths,
-    )
-    request, created = store.open_request(template, max_open)
-    if created:
-        _quiet_record(log_path, request, "requested")
-    return None, request
 
 
 def waiting_reason(request: ApprovalRequest, link: str | None = None) -> str:

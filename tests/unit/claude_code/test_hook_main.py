@@ -17,6 +17,7 @@ import pytest
 
 from support.config import write_config
 from zerto_rewind.claude_code import hook
+from zerto_rewind.claude_code.config_denial import config_denial_reason
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall
 
 TOOL = "mcp__vsphere__power_off"
@@ -735,7 +736,7 @@ def test_config_denial_reasons_word_for_word() -> None:
     from zerto_rewind.errors import ConfigError
 
     changed = ConfigChanged("its SHA-256 no longer matches", path="/etc/zr.json")
-    assert hook.config_denial_reason("T", changed) == (
+    assert config_denial_reason("T", changed) == (
         "zerto-rewind denied T: the guard's config /etc/zr.json changed since the guard was "
         "installed (its SHA-256 no longer matches), so the guard does not trust it and blocks "
         "every call it watches; the call was not run. If the change was intended, whoever "
@@ -743,7 +744,7 @@ def test_config_denial_reasons_word_for_word() -> None:
         "again and starting a new session; if nobody meant to change it, treat it as tampering."
     )
     broken = ConfigError("not a number; fix it", path="/etc/zr.json", key="guard.timeout_s")
-    assert hook.config_denial_reason("T", broken) == (
+    assert config_denial_reason("T", broken) == (
         "zerto-rewind denied T: the guard's config cannot be used (/etc/zr.json: "
         "guard.timeout_s: not a number), so the guard blocks every call it watches; the call "
         "was not run. An operator can see the problem with `zerto-rewind doctor`."
