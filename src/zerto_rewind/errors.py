@@ -35,8 +35,9 @@ drawn without one is defined here::
 
 A few exceptions never leave the module that raises them and are caught there;
 they stay outside the tree on purpose: ``_fastjson.JSONDecodeError`` (stands in
-for :class:`json.JSONDecodeError`, mapped by its callers) and ``_FormError``
-(gateway.approvals_web, turned into an HTTP answer). ``tests/unit/test_errors.py``
+for :class:`json.JSONDecodeError`, mapped by its callers), ``_FormError``
+(gateway.approvals_web, turned into an HTTP answer) and ``_Invalid`` (core.log_index:
+an index to rebuild). ``tests/unit/test_errors.py``
 holds that list and checks the tree against this drawing.
 
 A message says what failed, where (file and key; method, URL, status) and then,

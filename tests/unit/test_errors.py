@@ -24,6 +24,8 @@ PRIVATE_TO_THEIR_MODULE = {
     "zerto_rewind._fastjson.JSONDecodeError",
     # turned into an HTTP answer by the approvals page
     "zerto_rewind.gateway.approvals_web._FormError",
+    # an index to rebuild, caught where it is raised
+    "zerto_rewind.core.log_index._Invalid",
 }
 
 
