@@ -63,6 +63,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="install even when no MCP config defines a server the catalog names",
     )
+    _add_service_arguments(parser)
+    _add_managed_arguments(parser)
+    add_json_argument(parser)
+    return parser
+
+
+def _add_service_arguments(parser: argparse.ArgumentParser) -> None:
+    """The thin hook's flags: which guard service it asks, and how it trusts it."""
     thin = parser.add_argument_group(
         "guard service", "a thin hook that asks the guard service (zerto-rewind gateway)"
     )
@@ -88,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     thin.add_argument("--token-file", metavar="F", help="with https: the bearer token's file")
     thin.add_argument("--ca-file", metavar="F", help="with https: the CA bundle to trust")
+
+
+def _add_managed_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of a managed install (as root, into Claude Code's managed settings)."""
     managed = parser.add_argument_group("managed install (--managed, as root)")
     managed.add_argument(
         "--allow-managed-hooks-only",
@@ -102,8 +114,6 @@ def _parser() -> argparse.ArgumentParser:
     managed.add_argument(
         "--root", metavar="DIR", help="take /etc/... under DIR (tests, image builds; default /)"
     )
-    add_json_argument(parser)
-    return parser
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:

@@ -27,24 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the hook's own files.",
     )
     parser.add_argument("host", choices=HOOK_HOSTS, help="the agent host")
-    parser.add_argument(
-        "--service",
-        required=True,
-        metavar="URL",
-        help="the guard service: unix:/path/to/socket or https://host:port",
-    )
-    parser.add_argument(
-        "--service-user",
-        metavar="NAME|UID",
-        help="the user the guard service runs as (default: the socket's owner)",
-    )
-    parser.add_argument(
-        "--agent-user",
-        metavar="NAME",
-        help="the user the agent runs as, when install runs as another",
-    )
-    parser.add_argument("--token-file", metavar="F", help="with https: the bearer token's file")
-    parser.add_argument("--ca-file", metavar="F", help="with https: the CA bundle to trust")
+    _add_service_arguments(parser)
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--user", action="store_true", help="the user's hook file")
     where.add_argument("--project", metavar="DIR", help="the project's hook file")
@@ -78,6 +61,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="print the file, write nothing")
     add_json_argument(parser)
     return parser
+
+
+def _add_service_arguments(parser: argparse.ArgumentParser) -> None:
+    """The guard service the hook asks, and how it trusts it."""
+    parser.add_argument(
+        "--service",
+        required=True,
+        metavar="URL",
+        help="the guard service: unix:/path/to/socket or https://host:port",
+    )
+    parser.add_argument(
+        "--service-user",
+        metavar="NAME|UID",
+        help="the user the guard service runs as (default: the socket's owner)",
+    )
+    parser.add_argument(
+        "--agent-user",
+        metavar="NAME",
+        help="the user the agent runs as, when install runs as another",
+    )
+    parser.add_argument("--token-file", metavar="F", help="with https: the bearer token's file")
+    parser.add_argument("--ca-file", metavar="F", help="with https: the CA bundle to trust")
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:

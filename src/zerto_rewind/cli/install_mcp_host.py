@@ -56,6 +56,25 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     where.add_argument(
         "--file", metavar="PATH", help="this host config file (where the default path is wrong)"
     )
+    _add_gateway_arguments(parser)
+    parser.add_argument(
+        "--dry-run", action="store_true", help="show what would change (secrets hidden)"
+    )
+    parser.add_argument(
+        "--systemd-unit",
+        metavar="PATH",
+        help="with --url: write a systemd unit that starts the gateway (hardened; "
+        "LimitNOFILE) to PATH",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace a different file at --systemd-unit PATH"
+    )
+    add_json_argument(parser)
+    return parser
+
+
+def _add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which gateway the host is pointed at, and how it runs a stdio server."""
     parser.add_argument(
         "--gateway-config",
         "--config",
@@ -83,20 +102,6 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="stdio gateway: accept an upstream that runs as root or as the guard's owner "
         "(the host's gateway command gets this flag)",
     )
-    parser.add_argument(
-        "--dry-run", action="store_true", help="show what would change (secrets hidden)"
-    )
-    parser.add_argument(
-        "--systemd-unit",
-        metavar="PATH",
-        help="with --url: write a systemd unit that starts the gateway (hardened; "
-        "LimitNOFILE) to PATH",
-    )
-    parser.add_argument(
-        "--force", action="store_true", help="replace a different file at --systemd-unit PATH"
-    )
-    add_json_argument(parser)
-    return parser
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
