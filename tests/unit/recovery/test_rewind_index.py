@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from zerto_rewind.core.decisions_log import write_record
 from zerto_rewind.core.keys import load_or_create_key
-from zerto_rewind.core.log_index import index_path, open_index, state_mac
+from zerto_rewind.core.log_index import SESSION, VM, index_path, open_index, state_mac
 from zerto_rewind.core.record_mac import RecordMac, state_key_path
 from zerto_rewind.recovery.rewind_plan import (
     Change,
@@ -78,12 +78,35 @@ def test_read_through_the_index(log: Path) -> None:
     ]
 
 
-def test_lines_written_after_the_index_are_read(log: Path) -> None:
+def test_the_index_is_extended_with_new_lines(log: Path) -> None:
     _both(log, Scope(session_id="s1"))
     _line(log, "s1", ["app-01"])
     _line(log, "s5", ["app-01"])
     changes = _both(log, Scope(session_id="s1"))
     assert [c.line for c in changes] == [1, 3, 4, 5, 7, 8]
+
+
+def test_raw_lines_as_written_and_those_after_opening(log: Path) -> None:
+    index = open_index(str(log), MAC)
+    assert index is not None
+    _line(log, "s1", ["app-01"])  # after the index was opened: not in it, read all the same
+    with index:
+        lines = index.raw_lines(str(log), [(SESSION, "s1"), (VM, "nowhere")])
+    assert lines is not None
+    written = log.read_bytes().splitlines(keepends=True)
+    assert lines == [(1, written[0]), (6, written[5]), (7, written[6])]
+
+
+def test_forged_row_is_not_believed(log: Path) -> None:
+    """A row rewritten without the key (line 3 left out of web-01's): the log is read."""
+    import array
+    import sqlite3
+
+    _both(log, Scope(session_id="s1"))
+    with sqlite3.connect(index_path(str(log))) as db:
+        blob = array.array("q", [0, 1]).tobytes()
+        db.execute("UPDATE keys SET offsets = ? WHERE kind = ? AND key = ?", (blob, VM, b"web-01"))
+    assert [c.line for c in _both(log, Scope(session_id="s1"))] == [1, 3, 5]
 
 
 def test_not_the_logs_owner_reads_the_log(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
