@@ -31,6 +31,8 @@ SCRIPTS = {
     "bench_abuse.py": ["--calls", "100", "--abuse-s", "15"],
     "bench_tracing.py": ["--blocks", "2"],
     "bench_sessions.py": ["--runs", "3"],
+    "bench_rewind.py": ["--runs", "3"],
+    "bench_hot_path.py": ["--runs", "3"],
 }
 
 

@@ -1,10 +1,11 @@
-"""An index beside the decision log: per session, and per VM, the lines that name it.
+"""An index beside the decision log: per session, per VM and per VPG, the lines naming it.
 
 ``session show`` (and a rewind plan) need one session's lines and the later
 changes to its VMs; without an index that means reading the whole log. The index
-(``<log>.index``, an SQLite file) holds, per session id and per VM name, the byte
-offsets and line numbers of the lines naming it, so a reader seeks to those lines
-only. It records how far it has read the log (its size then, the offset and
+(``<log>.index``, an SQLite file) holds, per session id, per VM name and per VPG id
+(a line's ``vpg_ids``: a plan tells the guard's checkpoints from others by them),
+the byte offsets and line numbers of the lines naming it, so a reader seeks to
+those lines only. It records how far it has read the log (its size then, the offset and
 SHA-256 of the last line indexed) and is extended from there on each open.
 
 Why it is trusted, and when it is not: a line left out of the index is a change
@@ -44,12 +45,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from .record_mac import MAC_FIELD, RecordMac
+from ..errors import KeyFileError
+from .keys import read_key_file
+from .record_mac import MAC_FIELD, RecordMac, state_key_path
 
-__all__ = ["SESSION", "VM", "LogIndex", "index_path", "open_index"]
+__all__ = ["SESSION", "VM", "VPG", "LogIndex", "index_path", "open_index", "state_mac"]
 
-SESSION, VM = "s", "v"  # the two kinds of key
-_VERSION = 1
+SESSION, VM, VPG = "s", "v", "g"  # the kinds of key
+# 2: VPG ids are filed too; an index of an older version is rebuilt, not trusted to have them.
+_VERSION = 2
 _CHUNK = 1 << 20
 _SCHEMA = (
     "CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 1), body TEXT NOT NULL)",
@@ -66,6 +70,15 @@ Lines = list[tuple[int, int]]  # (byte offset, 1-based line number), in log orde
 
 def index_path(log_path: str) -> str:
     return f"{log_path}.index"
+
+
+def state_mac(state_dir: str) -> RecordMac | None:
+    """The state's MAC key, which seals the index; None (read the log whole) until the
+    guard has made it, or if others may read it: a reader never creates the key."""
+    try:
+        return RecordMac(key=read_key_file(state_key_path(state_dir)))
+    except (KeyFileError, FileNotFoundError):
+        return None
 
 
 class _Invalid(Exception):
@@ -131,12 +144,41 @@ class LogIndex:
 
     def vm(self, name: str) -> Lines | None:
         """The lines naming VM ``name`` in their ``vms``; None if its row does not verify."""
+        return self.filed(VM, name)
+
+    def filed(self, kind: str, name: str) -> Lines | None:
+        """The lines filed under ``name`` (exactly) as a ``kind``; None if the row does not
+        verify."""
         row = self._conn.execute(
-            "SELECT offsets, mac FROM keys WHERE kind = ? AND key = ?", (VM, _key(name))
+            "SELECT offsets, mac FROM keys WHERE kind = ? AND key = ?", (kind, _key(name))
         ).fetchone()
         if row is None:
             return []
-        return self._open_row(VM, _key(name), bytes(row[0]), row[1])
+        return self._open_row(kind, _key(name), bytes(row[0]), row[1])
+
+    def raw_lines(
+        self, path: str, keys: Iterable[tuple[str, str]]
+    ) -> list[tuple[int, bytes]] | None:
+        """(line number, the line's bytes as written), in order: the lines filed under one of
+        ``keys`` ((kind, name) pairs), then every line written after the index was opened
+        (the caller sorts those out). The bytes, not a parse: a rewind plan's id is a
+        digest of them. None if a row does not verify or the index cannot be read: read
+        the log instead."""
+        try:
+            found: set[tuple[int, int]] = set()
+            for kind, name in keys:
+                lines = self.filed(kind, name)
+                if lines is None:
+                    return None
+                found.update(lines)
+            with open(path, "rb") as fh:
+                out = [(number, _line_at(fh, offset)) for offset, number in sorted(found)]
+                fh.seek(self.through)
+                out.extend(enumerate(fh, start=self.lines + 1))
+        except (OSError, sqlite3.Error, ValueError) as exc:
+            log.warning("log index not read (%s); reading the log instead", exc)
+            return None
+        return out
 
     def lines_for(
         self, path: str, prefix: str, watched: Callable[[dict[str, Any]], Iterable[str]]
@@ -349,6 +391,11 @@ def _read(fh: BinaryIO, lines: Lines) -> Iterator[tuple[int, dict[str, Any]]]:
             yield number, record
 
 
+def _line_at(fh: BinaryIO, offset: int) -> bytes:
+    fh.seek(offset)
+    return fh.readline()
+
+
 def _record(line: bytes) -> dict[str, Any] | None:
     """A line's record, read as :mod:`.sessions` reads it; None for a damaged line."""
     try:
@@ -384,9 +431,10 @@ def _keys_of(line: bytes) -> set[tuple[str, bytes]]:
     session_id = str(record.get("session_id") or "")
     if session_id:
         keys.add((SESSION, _key(session_id)))
-    vms = record.get("vms")
-    if isinstance(vms, list):
-        keys.update((VM, _key(str(vm))) for vm in vms)
+    for kind, field in ((VM, "vms"), (VPG, "vpg_ids")):
+        names = record.get(field)
+        if isinstance(names, list):
+            keys.update((kind, _key(str(name))) for name in names)
     return keys
 
 

@@ -30,8 +30,7 @@ from .rewind_plan import (
     Scope,
     Unrewindable,
     Wanted,
-    read_changes,
-    scope_needles,
+    plan_changes,
     select,
 )
 
@@ -118,8 +117,10 @@ def build_plan(
     deadline: float | None = None,
 ) -> RewindPlan:
     """The plan for ``scope``, from the log and the ZVM; read-only."""
+    from ..core.log_index import state_mac
+
     path = log_path or settings.log_path
-    changes = read_changes(path, scope_needles(path, scope))
+    changes = plan_changes(path, scope, mac=state_mac(settings.state_dir))
     selection = select(changes, scope)
     guard_checkpoints = {cp for c in changes for cp in c.checkpoint_ids}
     facts: dict[str, str] = {}

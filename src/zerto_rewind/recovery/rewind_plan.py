@@ -20,10 +20,14 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..core.sessions import kind_of
 from ..errors import StateError, UsageError
+
+if TYPE_CHECKING:
+    from ..core.log_index import LogIndex
+    from ..core.record_mac import RecordMac
 
 __all__ = [
     "Change",
@@ -33,6 +37,7 @@ __all__ = [
     "Wanted",
     "epoch_of",
     "is_change",
+    "plan_changes",
     "read_changes",
     "scope_needles",
     "select",
@@ -57,7 +62,9 @@ class Change:
     landed_at: str | None
     decision: str
     approver: str | None
-    digest: str  # SHA-256 of the line's content: a plan id covers the lines it used
+    # SHA-256 of the line's bytes as written (the index hands back the same bytes as the
+    # log): a plan id covers the lines it used
+    digest: str
 
     def rewind_points(self) -> dict[str, tuple[str, str | None]]:
         """VPG id -> (checkpoint id, tag) the guard recorded before this change.
@@ -124,13 +131,13 @@ def change_of(line: int, record: dict[str, Any], raw: bytes) -> Change:
 
 
 def read_changes(log_path: str, needles: Iterable[str] = ()) -> list[Change]:
-    """The changes in the decision log, oldest first.
+    """The changes in the decision log, oldest first, read front to back.
 
-    The one place a rewind reads the log: point it at another reader (core.sessions)
-    here. With ``needles`` (session ids, VM names, VPG ids), a line that holds none of
-    them as a JSON string is not parsed: it cannot be about them, and a plan over a
-    long log then costs about the size of what it names. Approval events are not
-    calls; a line that is not JSON is skipped.
+    With ``needles`` (session ids, VM names, VPG ids), only the changes naming one of
+    them as their session, a VM or a VPG id: a line that holds none of them as a JSON
+    string is not even parsed, and a plan over a long log then costs about the size of
+    the log in bytes, not in lines. Approval events are not calls; a line that is not
+    JSON is skipped. :func:`plan_changes` reads the same through the log's index.
     """
     keys = {json.dumps(n, ensure_ascii=a).encode() for n in needles for a in (False, True)}
     try:
@@ -140,17 +147,71 @@ def read_changes(log_path: str, needles: Iterable[str] = ()) -> list[Change]:
     except OSError as exc:
         msg = f"cannot read the decision log {log_path}: {exc.strerror}; run as its owner"
         raise StateError(msg) from exc
-    changes: list[Change] = []
     with fh:
         lines = _lines_holding(fh, keys) if keys else enumerate(fh, start=1)
-        for number, raw in lines:
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and is_change(record):
-                changes.append(change_of(number, record, raw))
+        return _changes(lines, frozenset(needles))
+
+
+def plan_changes(log_path: str, scope: Scope, *, mac: RecordMac | None = None) -> list[Change]:
+    """The changes a plan for ``scope`` rests on: those naming its session or VM, then
+    those naming the VMs and VPGs its changes named (:func:`scope_needles`).
+
+    With ``mac`` (the state's MAC key), through the log's index (:mod:`..core.log_index`)
+    when it can be used: only the lines filed under those names are read, so the cost
+    follows what the plan names, not the log's size. Otherwise, or if the index cannot
+    be used (another user, no key, a row that does not verify), the log is searched
+    front to back. Both give the same changes, digests included (the index hands back
+    each line's bytes)."""
+    if mac is not None:
+        changes = _indexed_changes(log_path, scope, mac)
+        if changes is not None:
+            return changes
+    return read_changes(log_path, scope_needles(log_path, scope))
+
+
+def _indexed_changes(log_path: str, scope: Scope, mac: RecordMac) -> list[Change] | None:
+    from ..core.log_index import open_index
+
+    index = open_index(log_path, mac)
+    if index is None:
+        return None
+    with index:
+        first = _first_needle(scope)
+        found = _through(index, log_path, {first})
+        if found is None:
+            return None
+        return _through(index, log_path, _needles_of(first, _in_scope(found, scope)))
+
+
+def _through(index: LogIndex, log_path: str, needles: set[str]) -> list[Change] | None:
+    """The changes naming one of ``needles``, read through the index; None: read the log."""
+    from ..core.log_index import SESSION, VM, VPG
+
+    keys = [(kind, name) for name in sorted(needles) for kind in (SESSION, VM, VPG)]
+    lines = index.raw_lines(log_path, keys)
+    return None if lines is None else _changes(lines, frozenset(needles))
+
+
+def _changes(lines: Iterable[tuple[int, bytes]], needles: frozenset[str]) -> list[Change]:
+    """The changes among ``lines`` naming one of ``needles`` (all of them if none)."""
+    changes: list[Change] = []
+    for number, raw in lines:
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or not is_change(record):
+            continue
+        change = change_of(number, record, raw)
+        if not needles or _names_one(change, needles):
+            changes.append(change)
     return changes
+
+
+def _names_one(change: Change, needles: frozenset[str]) -> bool:
+    """Whether the change names a needle as its session, a VM or a VPG id (what the
+    index files a line under; a needle met elsewhere in a line does not count)."""
+    return change.session_id in needles or not needles.isdisjoint((*change.vms, *change.vpg_ids))
 
 
 def _lines_holding(fh: BinaryIO, keys: set[bytes]) -> Iterator[tuple[int, bytes]]:
@@ -184,9 +245,17 @@ def _lines_holding(fh: BinaryIO, keys: set[bytes]) -> Iterator[tuple[int, bytes]
 
 def scope_needles(log_path: str, scope: Scope) -> set[str]:
     """What to look for in the log for ``scope``: its session or VM, then its VMs and VPGs."""
+    first = _first_needle(scope)
+    return _needles_of(first, _in_scope(read_changes(log_path, (first,)), scope))
+
+
+def _first_needle(scope: Scope) -> str:
     first = scope.session_id if scope.session_id is not None else scope.vm
     assert first is not None  # Scope checks
-    in_scope = _in_scope(read_changes(log_path, (first,)), scope)
+    return first
+
+
+def _needles_of(first: str, in_scope: list[Change]) -> set[str]:
     return (
         {first}
         | {vm for c in in_scope for vm in c.vms}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,9 @@ from support.fakes import FakeZvmClient, cp
 from zerto_rewind.config import Settings
 from zerto_rewind.core.decision import fmt_time
 from zerto_rewind.core.decisions_log import iter_records, write_record
+from zerto_rewind.core.keys import load_or_create_key
+from zerto_rewind.core.log_index import index_path
+from zerto_rewind.core.record_mac import state_key_path
 from zerto_rewind.errors import RecoveryError, ZvmConnectionError
 from zerto_rewind.recovery.rewind_build import build_plan
 from zerto_rewind.recovery.rewind_plan import Scope
@@ -103,6 +107,27 @@ def test_plan_blocks_a_checkpoint_gone_from_the_journal(tmp_path: Path, zvm: Rew
     assert after.vms[0].in_journal is False
     assert "no longer in the journal" in str(after.vms[0].blocked)
     assert after.plan_id != before.plan_id
+
+
+def test_a_plan_through_the_log_index_is_the_same_plan(tmp_path: Path, zvm: RewindZvm):
+    """The state's key made: the plan reads through the log's index, with the same plan id
+    as the dry run that read the whole log, so a run of that dry run's plan goes ahead."""
+    settings = settings_for(tmp_path, [getpass.getuser()])
+    log_change(settings, "s1", "web-01", "100")
+    log_change(settings, "s2", "web-01", "120")
+    zvm.journal[40] = cp("130", NOW - 460, tag="zr before vm_power_off")
+    log_change(settings, "s3", "db-01", "130")  # another VM, same VPG: the guard's checkpoint
+    log_change(settings, "s1", "app-01", None)
+    streamed = build_plan(zvm, settings, Scope(session_id="s1"))
+    assert not os.path.exists(index_path(settings.log_path))  # no key yet: the log read whole
+    load_or_create_key(state_key_path(settings.state_dir))
+    indexed = build_plan(zvm, settings, Scope(session_id="s1"))
+    assert os.path.isfile(index_path(settings.log_path))
+    assert indexed.plan_id == streamed.plan_id
+    assert indexed.model_dump(exclude={"created_at"}) == streamed.model_dump(exclude={"created_at"})
+    assert [c.session_id for c in indexed.vms[0].also_undoes] == ["s2"]
+    assert [c.split()[0] for c in indexed.vms[0].later_checkpoints] == ["150"]
+    assert run_plan(zvm, settings, streamed, approver="unix:olivia").ok
 
 
 def test_run_refuses_a_plan_that_moved(tmp_path: Path, zvm: RewindZvm):
