@@ -23,10 +23,10 @@ from rich.text import Text
 from ..config.loader import load_settings
 from ..config.settings import default_log_path
 from ..core.approval_view import visible
-from ..core.keys import read_key_file
-from ..core.record_mac import RecordMac, state_key_path
+from ..core.log_index import state_mac
+from ..core.record_mac import RecordMac
 from ..core.sessions import SessionSummary, Timeline, list_sessions, parse_since, read_timeline
-from ..errors import ConfigError, KeyFileError
+from ..errors import ConfigError
 
 __all__ = ["list_main", "session_main"]
 
@@ -105,11 +105,7 @@ def _state_mac(args: argparse.Namespace) -> RecordMac | None:
         settings = load_settings(env)
     except ConfigError:
         settings = None
-    try:
-        key = read_key_file(state_key_path(_state_dir(settings, env)))
-    except (KeyFileError, FileNotFoundError):
-        return None
-    return RecordMac(key=key)
+    return state_mac(_state_dir(settings, env))
 
 
 def _console() -> Console:

@@ -60,10 +60,9 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from ..core.approvals import APPROVED, PENDING, ApprovalError, ApprovalRequest, store_error
-from ..core.keys import read_key_file
-from ..core.record_mac import RecordMac, state_key_path
+from ..core.log_index import state_mac
 from ..core.sessions import SessionSummary, list_sessions, read_timeline
-from ..errors import KeyFileError, StateError, UsageError
+from ..errors import StateError, UsageError
 from .approvals_auth import COOKIE, PageAuth, approver, check_password, hash_password, same_origin
 from .approvals_html import BASE as _BASE
 from .approvals_html import url as _url
@@ -195,15 +194,6 @@ def _list_sessions(log_path: str) -> list[SessionSummary]:
 
 def _page(text: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(text, status_code=status)
-
-
-def _log_index_mac(state_dir: str) -> RecordMac | None:
-    """The state's MAC key, which seals the log's index; None (read the log whole) until
-    the guard has made it: the page never creates the key."""
-    try:
-        return RecordMac(key=read_key_file(state_key_path(state_dir)))
-    except (KeyFileError, FileNotFoundError):
-        return None
 
 
 async def _read(fn: Callable[..., _T], *args: object) -> _T:
@@ -361,7 +351,7 @@ class _Routes:
         wanted = request.path_params["session_id"]
         try:
             settings = self.service.settings
-            read = functools.partial(read_timeline, mac=_log_index_mac(settings.state_dir))
+            read = functools.partial(read_timeline, mac=state_mac(settings.state_dir))
             timeline = await _read(read, settings.log_path, wanted)
         except UsageError as exc:
             return _page(message_page(session, "No such session", str(exc)), 404)
