@@ -23,8 +23,10 @@ system's. The CLI runs as each in a private mount namespace (``support.users``).
 from __future__ import annotations
 
 import contextlib
+import grp
 import json
 import os
+import pwd
 import secrets
 import shutil
 import subprocess
@@ -88,9 +90,6 @@ def _people(base: Path) -> Iterator[People]:
                 check=True, capture_output=True,
             )  # fmt: skip
             made.append(name)
-        import grp
-        import pwd
-
         stage = base / "stage"
         stage.mkdir(mode=0o755)
         yield People(
