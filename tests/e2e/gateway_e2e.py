@@ -49,6 +49,7 @@ from support.realvm import (
     start_vcsim,
 )
 from zerto_rewind.gateway.http import token_digest
+from zerto_rewind.sim.vsphere import VcenterSpec, parse_vcenter
 from zerto_rewind.testing import Sandbox, fast_sim_config
 
 __all__ = [
@@ -117,6 +118,12 @@ GUARD: dict[str, Any] = {
     "landing_allowance_s": 0.5,
 }
 _CATALOG_FILE = ROOT / "tests" / "data" / "catalogs" / "mcvsphere.catalog.json"
+
+
+def vcenter_link(vcenter: VCenter) -> VcenterSpec:
+    """The ZVM simulator's link to vcsim (its certificate is self-signed: not verified)."""
+    url = f"https://{vcenter.user}:{vcenter.password}@{vcenter.host}/sdk"
+    return parse_vcenter(url, {}, insecure=True)
 
 
 def tool(name: str) -> str:
@@ -257,9 +264,12 @@ class GatewayRig:
         http: bool,
         estate: Callable[[VCenter], dict[str, Any]] | None = None,
         catalog_options: dict[str, Any] | None = None,
+        link_vcenter: bool = False,
     ) -> Iterator[GatewayRig]:
         """``estate``: the ZVM simulator's estate made from the running vCenter (e.g. with
-        its morefs), instead of ``ESTATE``; ``catalog_options``: the config's ``catalog``."""
+        its morefs), instead of ``ESTATE``; ``catalog_options``: the config's ``catalog``;
+        ``link_vcenter``: the simulator is linked to vcsim (``--vcenter``): identities from
+        it, VM states kept at each checkpoint and put back by a restore's commit."""
         problems = setup_problems()
         if problems:
             raise AssertionError(
@@ -273,6 +283,8 @@ class GatewayRig:
             made = ESTATE if estate is None else estate(vcsim.vcenter)
             estate_file = write_json(root / "estate.json", made)
             sim = fast_sim_config(cadences=dict(SIM_CADENCES), estate_file=estate_file, seed=7)
+            if link_vcenter:
+                sim.vcenter = vcenter_link(vcsim.vcenter)
             with Sandbox(
                 str(root / "zerto"), sim_config=sim, guard=dict(GUARD), catalog=kept
             ) as box:
