@@ -27,10 +27,12 @@ import mcp_types as types
 from ..core.catalog import READ_ONLY
 from ..core.deadline import timeout_reason
 from ..core.decision import Decision, Outcome, Row, ToolCall
+from ..core.execute_once import ExecuteOnce, Outcomes
 from ..core.guard import Guard
 from ..core.pipeline import Policy, StepResult, Table, classify_call, decide_async
 from . import tracing
 from .approvals import ApprovalsService
+from .forward import ThreadedExecuteOnce
 from .log_witness import LogWitness
 from .metrics import GatewayMetrics
 from .pins import PinGate
@@ -60,6 +62,9 @@ class Gateway:
         self.upstreams = {name: Upstream(spec) for name, spec in settings.upstreams.items()}
         self.guard = guard if guard is not None else _open_guard(settings)
         self.table = Table(self.guard)
+        # Execute-once: the outcomes of forwarded calls that may have run, in the guard's state.
+        self.outcomes = Outcomes(self.guard.state, settings.guard.unknown_outcome_window_s)
+        self.execute_once = ThreadedExecuteOnce(ExecuteOnce(self.outcomes))
         self._limiter = anyio.CapacityLimiter(_DECISION_THREADS)
         self._base_catalog = settings.catalog
         self._proposals: dict[str, dict[str, Any]] = {}
