@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -116,7 +117,8 @@ async def handle_call(
         host_tool_name(upstream.name, tool),
         arguments or {},
         session_id=ctx.session_id,
-        tool_use_id=ctx.tool_use_id,
+        # The host's id, else the gateway's own: the result line joins the decision line on it.
+        tool_use_id=ctx.tool_use_id or f"gw-{uuid.uuid4().hex}",
         origin="gateway",
         started_at=started_wall,
         principal=ctx.client,
