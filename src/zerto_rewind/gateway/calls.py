@@ -150,7 +150,7 @@ async def handle_call(
         forward = False  # the record step refused it: its line could not be written
     if not forward:
         return _refusal(decision, answer)
-    return await forwarding.forward(gateway, upstream, tool, arguments, decision, call, ctx)
+    return await forwarding.forward(gateway, upstream, tool, arguments, decision, call)
 
 
 def _after(gateway: Gateway, upstream: Upstream, tool: str, ctx: CallContext) -> list[Policy]:

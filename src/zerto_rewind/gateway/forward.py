@@ -18,7 +18,6 @@ outcome clears it. A read-only call records nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,18 +25,16 @@ import anyio.to_thread
 import mcp_types as types
 
 from ..core.decision import Decision, Row, ToolCall
-from ..core.execute_once import ExecuteOnce
 from ..core.record import record_result
 from . import tracing
 from .result_notes import annotated, error_result, protection_note
 from .upstream import UpstreamError
 
 if TYPE_CHECKING:
-    from .calls import CallContext
     from .service import Gateway
     from .upstream import Upstream
 
-__all__ = ["ThreadedExecuteOnce", "forward"]
+__all__ = ["forward"]
 
 
 async def forward(
@@ -47,9 +44,9 @@ async def forward(
     arguments: dict[str, Any] | None,
     decision: Decision,
     call: ToolCall,
-    ctx: CallContext,
 ) -> types.CallToolResult:
-    """Send the call; its result (annotated), or an ``isError`` saying it may not have run."""
+    """Send the call; its result (annotated), or an ``isError`` saying it may not have run.
+    The result line names the call's principal and host (``call.principal``, ``call.host``)."""
     result = "unknown"  # until the server answers: a call lost on the way may have run
     sent_at = time.time()
     try:
@@ -65,7 +62,7 @@ async def forward(
     finally:
         if decision.row != Row.READ_ONLY:
             with anyio.CancelScope(shield=True):  # a cancelled call is recorded too
-                await _settle(gateway, decision, call, ctx, result, sent_at)
+                await _settle(gateway, decision, call, result, sent_at)
     gateway.metrics.forwarded(upstream.name, decision.row)
     return annotated(answer, decision, upstream.output_schema(tool))
 
@@ -74,29 +71,13 @@ async def _settle(
     gateway: Gateway,
     decision: Decision,
     call: ToolCall,
-    ctx: CallContext,
     result: str,
     sent_at: float,
 ) -> None:
     """The result line, then the outcome for execute-once (both only warn when they fail:
     the call has run, or may have)."""
-    extra = {"client": ctx.client, "host": ctx.host}
+    extra = {"client": call.principal, "host": call.host}
     record_result(
         decision, call, gateway.settings.log_path, result, extra=extra, stamp=tracing.stamp
     )
     await anyio.to_thread.run_sync(gateway.outcomes.settle, call, result, sent_at)
-
-
-class ThreadedExecuteOnce:
-    """The ``execute_once`` step off the event loop: reading the state (a file, Redis) is
-    blocking IO. A read-only call never leaves the loop."""
-
-    name = "execute_once"
-
-    def __init__(self, step: ExecuteOnce) -> None:
-        self.step = step
-
-    def apply(self, call: ToolCall, so_far: Decision) -> Awaitable[Decision | None] | None:
-        if so_far.row == Row.READ_ONLY or self.step.outcomes.window_s <= 0:
-            return None
-        return anyio.to_thread.run_sync(self.step.apply, call, so_far)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,7 +32,6 @@ from ..core.guard import Guard
 from ..core.pipeline import Policy, StepResult, Table, classify_call, decide_async
 from . import tracing
 from .approvals import ApprovalsService
-from .forward import ThreadedExecuteOnce
 from .log_witness import LogWitness
 from .metrics import GatewayMetrics
 from .pins import PinGate
@@ -270,3 +269,18 @@ def refusal_for_error(call: ToolCall, exc: BaseException) -> Decision:
         "and `zerto-rewind doctor`."
     )
     return Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason)
+
+
+class ThreadedExecuteOnce:
+    """The ``execute_once`` step off the event loop: reading the state (a file, Redis) is
+    blocking IO. A read-only call never leaves the loop."""
+
+    name = "execute_once"
+
+    def __init__(self, step: ExecuteOnce) -> None:
+        self.step = step
+
+    def apply(self, call: ToolCall, so_far: Decision) -> Awaitable[Decision | None] | None:
+        if so_far.row == Row.READ_ONLY or self.step.outcomes.window_s <= 0:
+            return None
+        return anyio.to_thread.run_sync(self.step.apply, call, so_far)

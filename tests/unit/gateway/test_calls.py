@@ -31,8 +31,8 @@ from zerto_rewind.gateway.calls import (
     handle_call,
     host_tool_name,
 )
-from zerto_rewind.gateway.forward import ThreadedExecuteOnce
 from zerto_rewind.gateway.request_state import RequestStates
+from zerto_rewind.gateway.service import ThreadedExecuteOnce
 from zerto_rewind.gateway.upstream import UpstreamError
 
 TOOL = "power_off_vm"
