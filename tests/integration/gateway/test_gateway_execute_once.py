@@ -28,6 +28,7 @@ from integration.gateway.gateway_helpers import (
     decisions,
     gateway_config,
     gateway_process,
+    results,
     stand_in_upstream,
     text_of,
 )
@@ -58,14 +59,6 @@ def stalling_upstream(box: Sandbox, actions_log: Path, control: Path) -> dict[st
     upstream["env"]["STALL_CONTROL"] = str(control)
     upstream["timeout_s"] = UPSTREAM_TIMEOUT_S
     return upstream
-
-
-def results(box: Sandbox) -> list[dict[str, Any]]:
-    return [line for line in decisions(box) if line.get("event_type") == "tool_call.result"]
-
-
-def calls(box: Sandbox) -> list[dict[str, Any]]:
-    return [line for line in decisions(box) if line.get("event_type") != "tool_call.result"]
 
 
 def power_offs(actions_log: Path) -> int:
@@ -108,7 +101,7 @@ async def test_a_stalled_call_is_unknown_and_its_retry_waits_for_a_person(
         assert "outcome is unknown" in said
         assert f"check the state of {VM} in vCenter" in said
         assert power_offs(actions_log) == 1  # not sent blind
-        asked = calls(box)[-1]
+        asked = decisions(box)[-1]
         assert (asked["row"], asked["decision"]) == ("outcome_unknown", "prompt")
         request_id = asked["approval_id"]
 
@@ -160,7 +153,7 @@ async def test_a_call_the_server_fails_has_a_failed_result(
         retried = await power_off(gw.endpoint())  # a settled outcome: runs as before
         assert not retried.is_error, text_of(retried)
     assert [r["result"] for r in results(box)] == ["failed", "succeeded"]  # none for list_vms
-    line = calls(box)[0]
+    line = decisions(box)[0]
     (result, _) = results(box)
     assert result["session_id"] == line["session_id"]
     assert result["tool_use_id"] == line["tool_use_id"]  # the gateway's own id: they join
