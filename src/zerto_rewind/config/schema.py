@@ -160,6 +160,7 @@ GUARD = Section(
     Key("max_tags_per_minute", tag_bound),
     Key("tag_via", choice(TAG_VIA_CHOICES)),
     Key("site_down_s", number(inclusive=True)),
+    Key("unknown_outcome_window_s", number(inclusive=True)),
 )
 RECOVERY = Section(
     "recovery", "recovery", Key("allow_live", flag), Key("via", choice(RECOVERY_VIA_CHOICES))

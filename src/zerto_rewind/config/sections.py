@@ -80,6 +80,9 @@ class GuardSettings(Record):
     # Tags the guard requests per VPG in any 60 s; past it a call that needs a new tag is
     # denied (a joined or reused tag is not counted). None: no bound.
     max_tags_per_minute: int | None = DEFAULT_MAX_TAGS_PER_MINUTE
+    # A mutating call whose last identical call's outcome is unknown (sent, no answer) within
+    # this many seconds is asked of a person instead of sent again (core.execute_once).
+    unknown_outcome_window_s: float = 600.0
 
 
 class UpstreamSettings:

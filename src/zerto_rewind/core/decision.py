@@ -50,6 +50,8 @@ class Row:
     PROTECTED = "protected"  # a host file/shell call that would write the guard's own files
     HOST_PATH = "host_path"  # a VM tool that reads or writes a file on the VM server's host
     UNDECIDED = "undecided"  # no step of the pipeline decided (core.pipeline): a deny
+    # The last identical call's outcome is unknown (core.execute_once): a person checks first.
+    OUTCOME_UNKNOWN = "outcome_unknown"
 
 
 class Outcome:

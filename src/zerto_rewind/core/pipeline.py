@@ -20,7 +20,10 @@ in :data:`ORDER` whatever order the door listed them in:
    :class:`~.guard.Guard`): tags and waits on a mutating call.
 4. ``vm_identity``: the VM server must mean the VM Zerto checkpointed
    (gateway, with ``catalog.resolvers``).
-5. ``approvals``: a prompt becomes an approval request; an approval of this
+5. ``execute_once``: a call whose last identical call's outcome is unknown (sent,
+   no answer) is not sent blind again: it becomes a prompt
+   (:class:`~.execute_once.ExecuteOnce`, gateway).
+6. ``approvals``: a prompt becomes an approval request; an approval of this
    very call lets it run once (:class:`~.approval_policy.Approvals`, file or
    Redis store).
 
@@ -53,7 +56,7 @@ __all__ = [
     "undecided",
 ]
 
-ORDER = ("pins", "self_protection", "table", "vm_identity", "approvals")
+ORDER = ("pins", "self_protection", "table", "vm_identity", "execute_once", "approvals")
 
 StepResult = Decision | None | Awaitable[Decision | None]
 

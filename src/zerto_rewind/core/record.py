@@ -12,6 +12,11 @@
 
 The record step runs before the door answers, so what the door says is what the
 log holds.
+
+:func:`record_result` writes the second line of a forwarded mutating call, its
+result (:mod:`.call_result`: succeeded, failed or unknown), once the call returned
+or was lost. A result line that cannot be written is the same warning; the call
+already ran, so nothing is refused.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from .decision import Decision, Outcome, Row
 if TYPE_CHECKING:
     from .decision import ToolCall
 
-__all__ = ["Metrics", "record", "unlogged_reason"]
+__all__ = ["Metrics", "record", "record_result", "unlogged_reason"]
 
 log = logging.getLogger("zerto_rewind.decisions")
 
@@ -91,6 +96,38 @@ def _write(
                 outcome=Outcome.DENY, context="", reason=unlogged_reason(call.tool_name, exc)
             )
     return decision
+
+
+def record_result(
+    decision: Decision,
+    call: ToolCall,
+    log_path: str,
+    result: str,
+    *,
+    extra: Mapping[str, Any] | None = None,
+    stamp: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
+    """Write the result line of a forwarded call (``result``: succeeded, failed, unknown).
+
+    It names what the decision line names, so a reader joins them without it: the VMs,
+    the VPGs and the checkpoints, the approval. A read-only call writes none.
+    """
+    from .call_result import result_record
+    from .decisions_log import write_record
+
+    if decision.row == Row.READ_ONLY:
+        return
+    line = result_record(call, decision.vms, result)
+    line["vpgs"] = [v.vpg_name for v in decision.vpgs]
+    line["checkpoint_ids"] = [v.checkpoint_id for v in decision.vpgs if v.checkpoint_id]
+    line.update(_approval_fields(decision))
+    line.update({key: value for key, value in (extra or {}).items() if value is not None})
+    if stamp is not None:
+        stamp(line)
+    try:
+        write_record(log_path, line)
+    except (StateError, OSError) as exc:
+        log.warning("call result not logged: %s", exc)
 
 
 def _approval_fields(decision: Decision) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -45,11 +46,10 @@ from ..core.approvals import (
 from ..core.decision import Decision, Outcome, ToolCall
 from ..core.guard import identity_unverified
 from ..core.record import record
+from . import forward as forwarding
 from . import tracing
 from .identity import check_identity
 from .request_state import APPROVAL_FIELD, APPROVAL_KEY, APPROVAL_SCHEMA
-from .result_notes import annotated, error_result, protection_note
-from .upstream import UpstreamError
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -117,7 +117,8 @@ async def handle_call(
         host_tool_name(upstream.name, tool),
         arguments or {},
         session_id=ctx.session_id,
-        tool_use_id=ctx.tool_use_id,
+        # The host's id, else the gateway's own: the result line joins the decision line on it.
+        tool_use_id=ctx.tool_use_id or f"gw-{uuid.uuid4().hex}",
         origin="gateway",
         started_at=started_wall,
         principal=ctx.client,
@@ -149,22 +150,13 @@ async def handle_call(
         forward = False  # the record step refused it: its line could not be written
     if not forward:
         return _refusal(decision, answer)
-    try:
-        with tracing.forwarding(tool, upstream) as meta:
-            result = await upstream.call_tool(
-                tool, arguments, gateway.call_timeout_s(upstream), meta=meta
-            )
-    except UpstreamError as exc:
-        gateway.metrics.upstream_error(upstream.name, "call")
-        return error_result(f"{exc}; the call may not have run. {protection_note(decision)}")
-    gateway.metrics.forwarded(upstream.name, decision.row)
-    return annotated(result, decision, upstream.output_schema(tool))
+    return await forwarding.forward(gateway, upstream, tool, arguments, decision, call)
 
 
 def _after(gateway: Gateway, upstream: Upstream, tool: str, ctx: CallContext) -> list[Policy]:
-    """This door's steps after the table: the identity check, then approvals (unless the
-    client's own answer counts, ``approvals.trust_client_answers``)."""
-    steps: list[Policy] = [IdentityCheck(gateway.settings, upstream)]
+    """This door's steps after the table: the identity check, execute-once, then approvals
+    (unless the client's own answer counts, ``approvals.trust_client_answers``)."""
+    steps: list[Policy] = [IdentityCheck(gateway.settings, upstream), gateway.execute_once]
     if not gateway.settings.approvals.trust_client_answers:
         secrets = schema_secret_paths(upstream.input_schema(tool))
         steps.append(gateway.approvals.step(ctx.client, host=ctx.host, secret_paths=secrets))

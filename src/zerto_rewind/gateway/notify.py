@@ -74,6 +74,7 @@ _ROWS = {
     Row.PENDING: "checkpoint not landed in time",
     Row.ERROR: "checkpoint could not be made",
     Row.CONFIG_ERROR: "guard configuration error",
+    Row.OUTCOME_UNKNOWN: "the same call's last outcome is unknown",
 }
 # Characters that chat apps read as markup (Slack's <link|text> and <!channel>,
 # Teams' [text](link), code spans): a VM name is the agent's to choose, so it must

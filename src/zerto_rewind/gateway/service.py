@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -27,6 +27,7 @@ import mcp_types as types
 from ..core.catalog import READ_ONLY
 from ..core.deadline import timeout_reason
 from ..core.decision import Decision, Outcome, Row, ToolCall
+from ..core.execute_once import ExecuteOnce, Outcomes
 from ..core.guard import Guard
 from ..core.pipeline import Policy, StepResult, Table, classify_call, decide_async
 from . import tracing
@@ -60,6 +61,9 @@ class Gateway:
         self.upstreams = {name: Upstream(spec) for name, spec in settings.upstreams.items()}
         self.guard = guard if guard is not None else _open_guard(settings)
         self.table = Table(self.guard)
+        # Execute-once: the outcomes of forwarded calls that may have run, in the guard's state.
+        self.outcomes = Outcomes(self.guard.state, settings.guard.unknown_outcome_window_s)
+        self.execute_once = ThreadedExecuteOnce(ExecuteOnce(self.outcomes))
         self._limiter = anyio.CapacityLimiter(_DECISION_THREADS)
         self._base_catalog = settings.catalog
         self._proposals: dict[str, dict[str, Any]] = {}
@@ -265,3 +269,18 @@ def refusal_for_error(call: ToolCall, exc: BaseException) -> Decision:
         "and `zerto-rewind doctor`."
     )
     return Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason)
+
+
+class ThreadedExecuteOnce:
+    """The ``execute_once`` step off the event loop: reading the state (a file, Redis) is
+    blocking IO. A read-only call never leaves the loop."""
+
+    name = "execute_once"
+
+    def __init__(self, step: ExecuteOnce) -> None:
+        self.step = step
+
+    def apply(self, call: ToolCall, so_far: Decision) -> Awaitable[Decision | None] | None:
+        if so_far.row == Row.READ_ONLY or self.step.outcomes.window_s <= 0:
+            return None
+        return anyio.to_thread.run_sync(self.step.apply, call, so_far)

@@ -31,6 +31,8 @@ import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import ZertoRewindError
@@ -51,7 +53,16 @@ _PING_TIMEOUT_S = 3.0
 
 
 class UpstreamError(ZertoRewindError):
-    """The VM MCP server could not be reached, or did not answer in time."""
+    """The VM MCP server could not be reached, or did not answer in time.
+
+    ``result``: what became of a call it ended (``core.call_result``): ``failed`` when the
+    call was never sent or the server answered with a JSON-RPC error, ``unknown`` when it
+    was sent and no answer came back (it may have run).
+    """
+
+    def __init__(self, message: str, *, result: str = "unknown") -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class EraMemo:
@@ -318,7 +329,7 @@ class Upstream:
         if client is None:
             why = f" ({self.last_error})" if self.last_error else ""
             msg = f"the VM MCP server {self.name!r} is not connected{why}"
-            raise UpstreamError(msg)
+            raise UpstreamError(msg, result="failed")  # nothing was sent
         return client
 
     # ------------------------------------------------------------------ calls
@@ -382,7 +393,7 @@ class Upstream:
         except Exception as exc:
             await self._check_after_failure(client)
             msg = f"the VM MCP server {self.name!r} failed on {name}: {type(exc).__name__}: {exc}"
-            raise UpstreamError(msg) from exc
+            raise UpstreamError(msg, result=_result_of(exc)) from exc
 
     async def _check_after_failure(self, client: Client) -> None:
         """Ping; a server that does not answer is dropped, so the next call restarts it."""
@@ -392,6 +403,15 @@ class Upstream:
         except Exception:
             if self._client is client:
                 self._drop.set()
+
+
+def _result_of(exc: BaseException) -> str:
+    """``failed`` when the server answered the call with a JSON-RPC error; ``unknown`` when
+    the connection closed or timed out under it, or anything else broke after it was sent."""
+    cause = _cause(exc)
+    if isinstance(cause, MCPError) and cause.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+        return "failed"
+    return "unknown"
 
 
 def _cause(exc: BaseException) -> BaseException:

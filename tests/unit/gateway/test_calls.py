@@ -20,7 +20,9 @@ import mcp_types as types
 import pytest
 
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall, VpgOutcome
+from zerto_rewind.core.execute_once import ExecuteOnce, Outcomes
 from zerto_rewind.core.pipeline import Policy, decide_async
+from zerto_rewind.core.state import GuardState
 from zerto_rewind.gateway import calls
 from zerto_rewind.gateway.calls import (
     APPROVAL_FIELD,
@@ -30,6 +32,7 @@ from zerto_rewind.gateway.calls import (
     host_tool_name,
 )
 from zerto_rewind.gateway.request_state import RequestStates
+from zerto_rewind.gateway.service import ThreadedExecuteOnce
 from zerto_rewind.gateway.upstream import UpstreamError
 
 TOOL = "power_off_vm"
@@ -78,6 +81,7 @@ class FakeGateway:
             catalog=SimpleNamespace(resolvers={}),  # no identity check: test_identity.py
         )
         self.states = RequestStates(60.0)
+        self.outcomes, self.execute_once = execute_once(tmp_path)
 
     async def decide(self, call: ToolCall, after: Sequence[Policy] = ()) -> Decision:
         """The table's answer is ``self.decision``; the door's own steps run after it."""
@@ -91,6 +95,17 @@ class FakeGateway:
     def log(self) -> list[dict[str, Any]]:
         with open(self.log_path, encoding="utf-8") as fh:
             return [json.loads(line) for line in fh]
+
+    def decisions(self) -> list[dict[str, Any]]:
+        """The decision lines of the log, without the forwarded calls' result lines."""
+        return [line for line in self.log() if line.get("event_type") != "tool_call.result"]
+
+
+def execute_once(tmp_path: Path) -> tuple[Outcomes, ThreadedExecuteOnce]:
+    """The gateway's execute-once parts over a real state directory under ``tmp_path``."""
+    state = GuardState(str(tmp_path / "guard-state"))
+    outcomes = Outcomes(lambda: state, 600.0)
+    return outcomes, ThreadedExecuteOnce(ExecuteOnce(outcomes))
 
 
 class FakeUpstream:
@@ -211,7 +226,8 @@ def test_an_allowed_unlisted_call_is_forwarded_and_logged(tmp_path: Path) -> Non
     gateway = FakeGateway(tmp_path, Decision(Row.UNLISTED, Outcome.NONE, HOST_TOOL))
     upstream = FakeUpstream()
     assert run(gateway, upstream, ctx()) is upstream.result
-    (line,) = gateway.log()
+    line, result = gateway.log()
+    assert (result["event_type"], result["result"]) == ("tool_call.result", "succeeded")
     assert (line["client"], line["row"], line["origin"]) == (
         "claude-desktop",
         "unlisted",
@@ -457,7 +473,7 @@ def test_an_inline_answer_to_this_very_call_decides(
         request_state=first.request_state,
     )
     result = run(gateway, upstream, again)
-    assert gateway.log()[-1]["answer"] == answer
+    assert gateway.decisions()[-1]["answer"] == answer
     assert gateway.metrics.seen[-1][0] == ("forwarded" if answer == "approved" else "decided")
     if answer == "approved":
         assert_ran_approved(result, upstream)

@@ -23,6 +23,7 @@ from unit.gateway.test_calls import (
     FakeMetrics,
     FakeUpstream,
     assert_ran_approved,
+    execute_once,
     prompt,
     texts,
 )
@@ -56,6 +57,7 @@ class ApprovalGateway:
         )
         self.approvals = ApprovalsService(self.settings)  # type: ignore[arg-type]
         self.states = RequestStates(60.0)
+        self.outcomes, self.execute_once = execute_once(tmp_path)
 
     async def decide(self, call: ToolCall, after: Sequence[Policy] = ()) -> Decision:
         """The table's answer is ``self.decision``; the door's own steps run after it."""
