@@ -43,6 +43,7 @@ from e2e.gateway_e2e import PYTHON, GatewayRig, tool
 from e2e.harness import E2ESession
 from support.realvm import change_vm, vm_states
 from support.users import namespace_command
+from zerto_rewind.core.call_result import RESULT_EVENT
 
 RECONF, OFF, DISK = "DC0_H0_VM0", "DC0_H0_VM1", "DC0_H1_VM0"
 DISK_LABEL = "disk-202-0"  # vcsim's label for its VMs' one disk (mcvsphere's list_disks)
@@ -190,8 +191,15 @@ class Change:
 
 def _change(records: list[dict[str, Any]], name: str, vm: str) -> Change:
     """The last decision line of ``name`` on ``vm``: allowed on a landed checkpoint."""
-    lines = [r for r in records if r.get("tool") == name and r.get("vms") == [vm]]
+    # The call's decision line, not the result line the gateway writes after forwarding it.
+    calls = [r for r in records if r.get("event_type") != RESULT_EVENT]
+    lines = [r for r in calls if r.get("tool") == name and r.get("vms") == [vm]]
     assert lines, f"no decision logged for {name} on {vm}"
+    results = [r for r in records if r.get("event_type") == RESULT_EVENT]
+    assert any(
+        r.get("tool_use_id") == lines[-1].get("tool_use_id") and r.get("result") == "succeeded"
+        for r in results
+    ), f"no succeeded result logged for {name} on {vm}"
     line = lines[-1]
     assert (line["row"], line["decision"]) == ("confirmed", "context"), line
     [checkpoint] = line["checkpoint_ids"]
