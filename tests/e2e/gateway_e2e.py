@@ -48,6 +48,7 @@ from support.realvm import (
     setup_problems,
     start_vcsim,
 )
+from zerto_rewind.core.call_result import RESULT_EVENT
 from zerto_rewind.gateway.http import token_digest
 from zerto_rewind.sim.vsphere import VcenterSpec, parse_vcenter
 from zerto_rewind.testing import Sandbox, fast_sim_config
@@ -405,7 +406,13 @@ class GatewayRig:
         return self.box.tag_requests(vpg)
 
     def log(self) -> list[dict[str, Any]]:
-        return self.box.log_records()
+        """The decision lines: the calls' decisions and approval events, without the
+        result lines the gateway writes after forwarding a change (see :meth:`results`)."""
+        return [r for r in self.box.log_records() if r.get("event_type") != RESULT_EVENT]
+
+    def results(self) -> list[dict[str, Any]]:
+        """The result lines of forwarded changes (succeeded, failed, unknown)."""
+        return [r for r in self.box.log_records() if r.get("event_type") == RESULT_EVENT]
 
     def log_since(self, count: int) -> list[dict[str, Any]]:
         """The decision-log lines written after the first ``count``."""
