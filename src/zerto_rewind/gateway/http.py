@@ -39,6 +39,7 @@ from ..errors import ConfigError
 from ..netutil import is_loopback, token_digest
 from . import probes
 from .decide import decide_endpoint
+from .fastlane import FastLane
 from .limits import BoundedSessionManager, Ledger, TokenLimits
 from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY, build_proxy
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from .service import Gateway
+    from .upstream import Upstream
 
 __all__ = ["build_app", "check_bind", "token_digest"]
 
@@ -378,6 +380,7 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
         )
     managers: list[StreamableHTTPSessionManager] = []
     routes: list[Route] = []
+    lanes: dict[str, tuple[Upstream, StreamableHTTPSessionManager]] = {}
     # One for every upstream: a token's caps span them all.
     ledger = Ledger(settings.limits, on_refused=gateway.metrics.limited_by)
     gateway.metrics.track_limits(lambda: ledger.sessions_total, lambda: ledger.held_total)
@@ -393,6 +396,7 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
         managers.append(manager)
         # A Route, not a Mount: /mcp/<name> itself is the endpoint, with no redirect.
         routes.append(Route(f"/mcp/{name}", endpoint=StreamableHTTPASGIApp(manager)))
+        lanes[f"/mcp/{name}"] = (upstream, manager)
 
     async def healthz(request: Request) -> Response:
         return await probes.healthz(gateway, request, host)
@@ -436,7 +440,9 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
             yield {}
 
     app = Starlette(routes=routes, lifespan=lifespan)
-    limited = TokenLimits(app, ledger, settings.max_body_bytes)
+    # Read-only calls take the fast lane, behind every gate before it (auth, caps).
+    lane = FastLane(app, gateway, lanes, security)
+    limited = TokenLimits(lane, ledger, settings.max_body_bytes)
     return _BearerAuth(limited, settings.clients, settings.max_body_bytes, _bindings_for(managers))
 
 

@@ -91,6 +91,12 @@ class GatewayMetrics:
             "Bytes of request bodies held by calls in flight, every token together.",
             registry=self.registry,
         )
+        self.fast_lane_calls = Counter(
+            "zerto_rewind_fast_lane_calls",
+            "Read-only calls answered by the fast lane (counted in decisions and forwarded too).",
+            ["upstream"],
+            registry=self.registry,
+        )
         self._landed: OrderedDict[str, None] = OrderedDict()
         # One child per label set, looked up once: labels() takes a lock and
         # checks its arguments on every call. The label values are few (rows,
@@ -133,6 +139,9 @@ class GatewayMetrics:
 
     def forwarded(self, upstream: str, row: str) -> None:
         self._child(self.forwarded_calls, upstream, row).inc()
+
+    def fast_lane(self, upstream: str) -> None:
+        self._child(self.fast_lane_calls, upstream).inc()
 
     def limited_by(self, cap: str) -> None:
         self._child(self.limited, cap).inc()

@@ -21,11 +21,12 @@ not on every retry.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -46,6 +47,7 @@ __all__ = ["EraMemo", "Upstream", "UpstreamError"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
+_T = TypeVar("_T")
 _BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 _PING_TIMEOUT_S = 3.0
 
@@ -369,12 +371,48 @@ class Upstream:
         ``meta``: the request's ``params._meta`` (the trace context, when tracing).
         """
         client = await self._live(min(timeout_s, 10.0))
+        wire_meta = cast(types.RequestParamsMeta, meta) if meta else None
+        if wire_meta is not None:
+            call = functools.partial(client.call_tool, name, arguments or {}, meta=wire_meta)
+        else:
+            call = functools.partial(client.call_tool, name, arguments or {})
+        return await self._bounded(client, name, timeout_s, call)
+
+    @property
+    def raw_calls(self) -> bool:
+        """Whether :meth:`call_raw` can be used now: a connected stdio server, and an SDK
+        client whose session has the dispatcher and envelope stamp it relies on."""
+        client = self._client
+        if client is None or not self.settings.command:
+            return False
+        session = getattr(client, "session", None)
+        return hasattr(session, "_dispatcher") and hasattr(session, "_stamp")
+
+    async def call_raw(self, name: str, arguments: dict[str, Any], timeout_s: float) -> Any:
+        """Forward one call; the server's result as it came (a parsed dict, no model built).
+
+        The read-only fast lane's way up (``gateway.fastlane``). The SDK client's own
+        session stamps the request for the server's era and its dispatcher frames,
+        numbers and correlates it, exactly as ``call_tool`` does; only the result's
+        model validation, which the caller does not need, is skipped. Failures are
+        ``call_tool``'s: UpstreamError with the same words.
+        """
+        client = await self._live(min(timeout_s, 10.0))
+        session: Any = client.session
+        data: dict[str, Any] = {"method": "tools/call"}
+        data["params"] = {"name": name, "arguments": arguments}
+        opts: dict[str, Any] = {}
+        session._stamp(data, opts)
+        send = functools.partial(session._dispatcher.send_raw_request, "tools/call", data["params"])
+        return await self._bounded(client, name, timeout_s, lambda: send(opts))
+
+    async def _bounded(
+        self, client: Client, name: str, timeout_s: float, call: Callable[[], Awaitable[_T]]
+    ) -> _T:
+        """One call within its time bound; its failures as UpstreamError (connection checked)."""
         try:
             with anyio.fail_after(timeout_s):
-                if meta:
-                    wire_meta = cast(types.RequestParamsMeta, meta)
-                    return await client.call_tool(name, arguments or {}, meta=wire_meta)
-                return await client.call_tool(name, arguments or {})
+                return await call()
         except TimeoutError:
             await self._check_after_failure(client)
             msg = f"the VM MCP server {self.name!r} did not answer {name} within {timeout_s:g} s"

@@ -1,0 +1,298 @@
+"""The read-only fast lane: a read-only ``tools/call`` over HTTP, answered without the SDK's stacks.
+
+On the full path a read-only call crosses the SDK's server (transport, dispatcher,
+models), the guard, and the SDK's client to the upstream, and back: about 1.5 ms
+of CPU, of which the guard's own decision is 0.1 ms. Here, for a call that is
+read-only by the catalog, the body that :class:`~.limits.TokenLimits` already
+read is parsed once, strictly (:mod:`.fastlane_wire`), classified, and forwarded
+through the upstream's SDK session as a request built from that parse; the
+result goes back as the server sent it, re-serialized, with no model built.
+
+It sits after everything that gates the full path: the bearer token and the
+session's owner (:class:`~.http._BearerAuth`), the per-token caps (``TokenLimits``
+counted this request before it got here). It then checks, itself, what the SDK
+would check next: Content-Type, Host and Origin (the same transport security
+settings), Accept, the protocol version header, and that the session is open in
+the SDK and belongs to this token; on 2026-07-28, the SDK's own request ladder
+(envelope, routing headers, ``Mcp-Param-*``). And it answers only what the full
+path would answer read-only: the catalog's classification with the call's
+arguments, and, for a pinned upstream, only a tool that matches its reviewed pin.
+
+Anything it does not recognise — another method, a duplicated key, an
+unlisted or mutating tool, a pin not compared yet, a header it would have to
+reject, tracing on, an HTTP upstream, an SDK without what this relies on — goes
+to the full path unchanged, which answers (or refuses) as before. It never
+answers a call the full path would not have forwarded read-only.
+
+What it leaves out is what a read-only call does not use: the decision thread,
+progress and elicitation, the upstream result's model and output-schema checks
+(the client validates its result itself), and the log line (read-only calls
+write none on the full path either). Metrics count it as the full path does
+(``zerto_rewind_decisions``, ``…_forwarded_calls``), and once more in
+``zerto_rewind_fast_lane_calls``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+from mcp.server.streamable_http import check_accept_headers
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.shared.inbound import (
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+    validate_mcp_param_headers,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+
+from ..core.decision import Decision, Outcome, Row
+from . import tracing
+from .calls import host_tool_name
+from .fastlane_wire import LaneCall, lane_call, strict_json, takes
+from .result_notes import error_result
+from .upstream import UpstreamError
+
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from .service import Gateway
+    from .upstream import Upstream
+
+__all__ = ["FastLane"]
+
+_SESSION_HEADER = "mcp-session-id"
+_VERSION_HEADER = "mcp-protocol-version"
+_PARAM_PREFIX = "mcp-param-"
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),
+]
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+class _Route:
+    """One ``/mcp/<upstream>`` endpoint: its upstream and the SDK's session manager."""
+
+    __slots__ = ("manager", "upstream")
+
+    def __init__(self, upstream: Upstream, manager: StreamableHTTPSessionManager) -> None:
+        self.upstream = upstream
+        self.manager = manager
+
+
+class _Admitted:
+    """A call the fast lane answers: where it goes, and how the answer is framed."""
+
+    __slots__ = ("call", "route", "session_id", "started", "transport")
+
+    def __init__(
+        self, call: LaneCall, route: _Route, session_id: str | None, transport: Any, started: float
+    ) -> None:
+        self.call = call
+        self.route = route
+        self.session_id = session_id  # a handshake-era session: answered as SSE, as the SDK does
+        self.transport = transport
+        self.started = started
+
+
+class FastLane:
+    """ASGI middleware in front of the SDK's endpoints: read-only calls go the short way."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        gateway: Gateway,
+        routes: dict[str, tuple[Upstream, StreamableHTTPSessionManager]],
+        security: TransportSecuritySettings | None,
+    ) -> None:
+        self.app = app
+        self.gateway = gateway
+        self.routes = {path: _Route(*pair) for path, pair in routes.items()}
+        self.security = TransportSecurityMiddleware(security)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = self.routes.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if route is None or scope.get("method") != "POST" or not route.upstream.raw_calls:
+            await self.app(scope, receive, send)
+            return
+        first = await receive()  # TokenLimits hands the whole body over as one message
+        admitted = None
+        if first["type"] == "http.request" and not first.get("more_body", False):
+            admitted = await self._admit(scope, first.get("body", b""), route)
+        if admitted is None:
+            await self.app(scope, _replay(first, receive), send)
+            return
+        with _in_flight(admitted.transport):
+            await self._serve(admitted, send)
+
+    # ------------------------------------------------------------------ admission
+
+    async def _admit(self, scope: Scope, body: bytes, route: _Route) -> _Admitted | None:
+        """The call, if every gate of the full path passes and it is read-only; else None."""
+        started = time.monotonic()
+        if tracing.active():  # traced calls get their spans on the full path
+            return None
+        request = Request(scope)
+        headers = request.headers
+        if await self.security.validate_request(request, is_post=True) is not None:
+            return None
+        has_json, has_sse = check_accept_headers(request)
+        version = headers.get(_VERSION_HEADER)
+        session_id = headers.get(_SESSION_HEADER)
+        if not (has_json and has_sse) or version is None:
+            return None
+        try:
+            call = lane_call(strict_json(body))
+        except ValueError:
+            return None
+        if call is None:
+            return None
+        upstream = route.upstream
+        transport = None
+        if version in HANDSHAKE_PROTOCOL_VERSIONS and session_id is not None:
+            transport = _open_session(route.manager, session_id, scope)
+            if transport is None:
+                return None
+        elif version not in MODERN_PROTOCOL_VERSIONS or session_id is not None:
+            return None
+        if transport is None and _modern_rejection(call, request, upstream) is not None:
+            return None
+        catalog, pins = self.gateway.settings.catalog, self.gateway.pins
+        if not takes(catalog, pins, upstream.name, call.tool, call.arguments):
+            return None
+        return _Admitted(call, route, session_id, transport, started)
+
+    # ------------------------------------------------------------------ answering
+
+    async def _serve(self, admitted: _Admitted, send: Send) -> None:
+        """Forward the call and send its answer; metrics as the full path keeps them."""
+        gateway = self.gateway
+        metrics = gateway.metrics
+        upstream = admitted.route.upstream
+        call = admitted.call
+        decision = Decision(Row.READ_ONLY, Outcome.NONE, host_tool_name(upstream.name, call.tool))
+        metrics.decided(decision, time.monotonic() - admitted.started, None)
+        try:
+            result = await upstream.call_raw(
+                call.tool, call.arguments, gateway.call_timeout_s(upstream)
+            )
+            if not isinstance(result, dict) or not isinstance(result.get("content"), list):
+                msg = (
+                    f"the VM MCP server {upstream.name!r} failed on {call.tool}: "
+                    "its answer is not a tool result"
+                )
+                raise UpstreamError(msg)
+        except UpstreamError as exc:
+            metrics.upstream_error(upstream.name, "call")
+            failed = error_result(f"{exc}; the call may not have run. ")
+            result = failed.model_dump(mode="json", by_alias=True, exclude_none=True)
+        else:
+            metrics.forwarded(upstream.name, Row.READ_ONLY)
+            metrics.fast_lane(upstream.name)
+        answer = {"jsonrpc": "2.0", "id": call.request_id, "result": result}
+        await _send(send, json.dumps(answer, separators=(",", ":")).encode(), admitted.session_id)
+
+
+def _modern_rejection(call: LaneCall, request: Request, upstream: Upstream) -> object | None:
+    """What the SDK's 2026-07-28 ladder would refuse in this request (None: nothing).
+
+    The same functions the SDK's modern entry runs, in its order: a routing header
+    given twice, the ``_meta`` envelope and its headers, then the ``Mcp-Param-*``
+    headers against the tool's listed input schema (a tool not listed yet: the
+    full path's, which lists it).
+    """
+    headers = request.headers
+    duplicated = find_duplicated_routing_header(headers.items())
+    if duplicated is not None:
+        return duplicated
+    verdict = classify_inbound_request(call.message, headers=dict(headers))
+    if isinstance(verdict, InboundLadderRejection):
+        return verdict
+    params_given = any(key.startswith(_PARAM_PREFIX) for key in headers)
+    if not call.arguments and not params_given:
+        return None
+    if not upstream.listed:
+        return "unlisted"
+    schema = upstream.input_schema(call.tool)
+    if schema is None:
+        return "no schema" if params_given else None
+    return validate_mcp_param_headers(schema, call.arguments, headers)
+
+
+def _open_session(manager: StreamableHTTPSessionManager, session_id: str, scope: Scope) -> Any:
+    """The SDK's transport of an open session this token opened; None for any other.
+
+    The SDK's own test (an open session, the credential that created it), read from
+    its manager; a manager without those tables (another SDK) admits nothing here.
+    """
+    instances = getattr(manager, "_server_instances", None)
+    owners = getattr(manager, "_session_owners", None)
+    if not isinstance(instances, dict) or not isinstance(owners, dict):
+        return None
+    transport = instances.get(session_id)
+    if transport is None or getattr(transport, "is_terminated", True):
+        return None
+    user = scope.get("user")
+    requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+    if requestor is None or owners.get(session_id) != requestor:
+        return None
+    idle = getattr(transport, "idle_scope", None)
+    if idle is not None and (idle.cancel_called or not hasattr(transport, "_requests_in_flight")):
+        return None
+    return transport
+
+
+@contextmanager
+def _in_flight(transport: Any) -> Iterator[None]:
+    """Hold a handshake-era session open while its call is served, as the SDK's transport
+    does for its own requests: its idle countdown restarts when the last one ends."""
+    idle = getattr(transport, "idle_scope", None)
+    timeout = getattr(transport, "_idle_timeout", None)
+    if idle is None or timeout is None:
+        yield
+        return
+    transport._requests_in_flight += 1
+    idle.deadline = math.inf
+    try:
+        yield
+    finally:
+        transport._requests_in_flight -= 1
+        if not transport._requests_in_flight:
+            idle.deadline = anyio.current_time() + timeout
+
+
+async def _send(send: Send, data: bytes, session_id: str | None) -> None:
+    """A handshake-era session's answer is one SSE event, as the SDK's server sends it;
+    a 2026-07-28 one is JSON, as the SDK answers a call done within its SSE deferral."""
+    if session_id is not None:
+        body = b"event: message\r\ndata: " + data + b"\r\n\r\n"
+        headers = [*_SSE_HEADERS, (b"mcp-session-id", session_id.encode("latin-1"))]
+    else:
+        body, headers = data, list(_JSON_HEADERS)
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _replay(first: Message, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``first`` back once, then what the connection says."""
+    box = [first]
+
+    async def replay() -> Message:
+        if box:
+            return box.pop()
+        return await receive()
+
+    return replay
