@@ -1,0 +1,157 @@
+"""The read-only fast lane through the real gateway, with the SDK's own client, in both eras.
+
+A read-only call is answered by the fast lane (``zerto_rewind_fast_lane_calls``
+counts it) and writes no log line; a mutating call takes the full path (a
+checkpoint, a log line, the counter unchanged); a tool whose pin no longer
+matches is refused and never runs, though the catalog's glob calls it read-only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from integration.gateway.gateway_helpers import (
+    METRICS_HEADERS,
+    TOKENS,
+    actions,
+    client,
+    decisions,
+    gateway_config,
+    gateway_process,
+    text_of,
+)
+from integration.gateway.test_gateway_pins import _configure, _ran, _scan, _wait_metric
+from zerto_rewind.testing import Sandbox
+
+pytestmark = pytest.mark.anyio
+
+LANE = "zerto_rewind_fast_lane_calls_total"
+
+
+def _metric(url: str, name: str, **labels: str) -> float:
+    text = httpx.get(f"{url}/metrics", headers=METRICS_HEADERS, timeout=10).text
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{want}}} "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # 2025-11-25 sessions (SSE), 2026-07-28
+async def test_read_only_takes_the_fast_lane_and_mutating_the_full_path(
+    box: Sandbox, tmp_path: Path, actions_log: Path, mode: str
+) -> None:
+    gateway_config(box, actions_log)
+    with gateway_process(box, tmp_path) as gw:
+        async with client(gw.endpoint(), TOKENS["agent-a"], mode=mode) as c:
+            await c.list_tools()
+            got = await c.call_tool("get_vm", {"name": "jp-ubuntu"})
+            assert not got.is_error, text_of(got)
+            assert "jp-ubuntu" in text_of(got)
+            assert _metric(gw.url, LANE, upstream="vsphere") == 1
+            listed = await c.call_tool("list_vms", {})
+            assert not listed.is_error, text_of(listed)
+            assert _metric(gw.url, LANE, upstream="vsphere") == 2
+            off = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
+            assert not off.is_error, text_of(off)
+            assert (off.meta or {})["zerto-rewind/checkpoints"][0]["vpg"] == "jp-local"
+        assert _metric(gw.url, LANE, upstream="vsphere") == 2
+        # Counted as the full path counts a read-only call: a decision and a forward.
+        assert _metric(gw.url, "zerto_rewind_decisions_total", row="read_only", outcome="none") == 2
+        forwarded = _metric(gw.url, "zerto_rewind_forwarded_calls_total", upstream="vsphere",
+                            row="read_only")  # fmt: skip
+        assert forwarded == 2
+    assert [a["tool"] for a in actions(actions_log)] == ["power_off_vm"]  # it records changes
+    # Read-only calls leave no log line, fast lane or not; the mutating one does.
+    assert [(d["tool"], d["row"]) for d in decisions(box)] == [
+        ("mcp__vsphere__power_off_vm", "confirmed")
+    ]
+
+
+async def test_an_unlisted_or_host_path_call_is_not_taken(
+    box: Sandbox, tmp_path: Path, actions_log: Path
+) -> None:
+    """An unlisted tool prompts (no approver: refused) on the full path, and a read-only
+    pattern that a host path turns mutating is not answered read-only either."""
+    gateway_config(box, actions_log)
+    with gateway_process(box, tmp_path) as gw:
+        async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
+            await c.list_tools()
+            mystery = await c.call_tool("mystery_tool", {"name": "jp-ubuntu"})
+        assert mystery.is_error
+        assert _metric(gw.url, LANE, upstream="vsphere") == 0
+    assert actions(actions_log) == []
+    assert [d["row"] for d in decisions(box)] == ["unlisted"]
+
+
+async def test_a_tool_changed_after_review_is_refused_not_fast_laned(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    """``list_and_delete_vms`` matches the read-only glob ``list_*`` but is not pinned: the fast
+    lane leaves it to the full path, which refuses it; ``list_vms`` still takes the lane."""
+    actions_log = tmp_path / "actions.jsonl"
+    pins = _scan(actions_log)["catalog"]["pins"]
+    actions_log.unlink(missing_ok=True)
+    _configure(box, actions_log, pins)
+    with gateway_process(box, tmp_path) as gw:
+        async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
+            await c.list_tools()
+            listed = await c.call_tool("list_vms", {})
+            assert not listed.is_error, text_of(listed)
+            assert _metric(gw.url, LANE, upstream="vsphere") == 1
+            upgraded = await c.call_tool("upgrade", {})
+            assert not upgraded.is_error, text_of(upgraded)
+            _wait_metric(gw.url, "zerto_rewind_unreviewed_tools", 2, upstream="vsphere")
+            pulled = await c.call_tool("list_and_delete_vms", {"name": "jp-ubuntu"})
+            again = await c.call_tool("list_vms", {})
+        assert pulled.is_error
+        assert "it is new" in text_of(pulled)
+        assert not again.is_error, text_of(again)
+        assert _metric(gw.url, LANE, upstream="vsphere") == 3  # list_vms, upgrade, list_vms
+    assert "list_and_delete_vms" not in _ran(actions_log)
+    assert [d["row"] for d in decisions(box)] == ["unlisted"]
+
+
+async def test_a_body_with_a_duplicated_key_is_not_taken(
+    box: Sandbox, tmp_path: Path, actions_log: Path
+) -> None:
+    """A 2026-07-28 call whose params name the tool twice: the fast lane declines it, so
+    the full path decides it on its own single parse (the last name: power_off_vm)."""
+    gateway_config(box, actions_log)
+    with gateway_process(box, tmp_path) as gw:
+        async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
+            await c.list_tools()  # the upstream is up and listed
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        args = json.dumps({"name": "jp-ubuntu"})
+        body = (
+            '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"get_vm",'
+            f'"name":"power_off_vm","arguments":{args},"_meta":{json.dumps(meta)}}}}}'
+        )
+        headers = _modern_headers("power_off_vm")
+        answer = httpx.post(gw.endpoint(), content=body, headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        assert _metric(gw.url, LANE, upstream="vsphere") == 0
+    assert [(d["tool"], d["row"]) for d in decisions(box)] == [
+        ("mcp__vsphere__power_off_vm", "confirmed")
+    ]
+
+
+def _modern_headers(tool: str) -> dict[str, Any]:
+    return {
+        "Authorization": f"Bearer {TOKENS['agent-a']}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+    }
+
+
