@@ -153,5 +153,3 @@ def _modern_headers(tool: str) -> dict[str, Any]:
         "Mcp-Method": "tools/call",
         "Mcp-Name": tool,
     }
-
-
