@@ -31,12 +31,15 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import anyio
 import mcp_types as types
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import ZertoRewindError
 from ..fsutil import atomic_write_text
 from .confine import launcher_argv
+from .stdio_tap import LaneTap, tapped_stdio_client
 from .upstream_log import UpstreamLog, secret_values
 from .upstream_user import private_dir, stdio_env, upstream_identity
 
@@ -136,6 +139,7 @@ class Upstream:
         self._launcher_said: str | None = None  # the launcher's refusal in the last attempt
         self._reported: str | None = None  # the cause last logged: repeats are not logged
         self.era = EraMemo(self.name, None)  # the gateway gives it a file in its state dir
+        self._tap = LaneTap()  # the read-only fast lane's requests on a stdio server's pipes
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -279,7 +283,7 @@ class Upstream:
             self._launcher_said = None
             try:
                 with errlog:
-                    transport = stdio_client(params, errlog=errlog.sink)
+                    transport = tapped_stdio_client(params, errlog.sink, self._tap)
                     async with self._connect(transport) as client:
                         yield client
             finally:  # after the log's reader has seen the server's last line
@@ -380,31 +384,42 @@ class Upstream:
 
     @property
     def raw_calls(self) -> bool:
-        """Whether :meth:`call_raw` can be used now: a connected stdio server, and an SDK
-        client whose session has the dispatcher and envelope stamp it relies on."""
+        """Whether :meth:`call_raw` can be used now: a connected stdio server whose pipes
+        carry the fast lane's tap, and an SDK session with the era stamp it relies on."""
         client = self._client
-        if client is None or not self.settings.command:
+        if client is None or not self._tap.open:
             return False
-        session = getattr(client, "session", None)
-        return hasattr(session, "_dispatcher") and hasattr(session, "_stamp")
+        return hasattr(getattr(client, "session", None), "_stamp")
 
     async def call_raw(self, name: str, arguments: dict[str, Any], timeout_s: float) -> Any:
-        """Forward one call; the server's result as it came (a parsed dict, no model built).
+        """Forward one call on the fast lane's tap; the server's result as parsed JSON.
 
-        The read-only fast lane's way up (``gateway.fastlane``). The SDK client's own
-        session stamps the request for the server's era and its dispatcher frames,
-        numbers and correlates it, exactly as ``call_tool`` does; only the result's
-        model validation, which the caller does not need, is skipped. Failures are
-        ``call_tool``'s: UpstreamError with the same words.
+        The read-only fast lane's way up (``gateway.fastlane``): the request is built
+        from the fast lane's one parse, stamped by the SDK session for the server's era
+        (a 2026-07-28 server's ``_meta`` envelope), and written to the server's stdin
+        (:mod:`.stdio_tap`); no model is built for the answer. Failures are
+        ``call_tool``'s: UpstreamError with the same words, the connection checked.
         """
         client = await self._live(min(timeout_s, 10.0))
+        message: dict[str, Any] = {"method": "tools/call"}
+        message["params"] = {"name": name, "arguments": arguments}
         session: Any = client.session
-        data: dict[str, Any] = {"method": "tools/call"}
-        data["params"] = {"name": name, "arguments": arguments}
-        opts: dict[str, Any] = {}
-        session._stamp(data, opts)
-        send = functools.partial(session._dispatcher.send_raw_request, "tools/call", data["params"])
-        return await self._bounded(client, name, timeout_s, lambda: send(opts))
+        session._stamp(message, {})  # the era's envelope, as the SDK's client sends it
+        tap = self._tap
+
+        async def call() -> Any:
+            answer = await tap.request(message)
+            error = answer.get("error")
+            if error is not None:
+                error = error if isinstance(error, dict) else {}
+                code = error.get("code")
+                raise MCPError(
+                    code=code if isinstance(code, int) else INTERNAL_ERROR,
+                    message=str(error.get("message", "")),
+                )
+            return answer.get("result")
+
+        return await self._bounded(client, name, timeout_s, call)
 
     async def _bounded(
         self, client: Client, name: str, timeout_s: float, call: Callable[[], Awaitable[_T]]
