@@ -57,9 +57,9 @@ class LaneTap:
     def open(self) -> bool:
         return self._stdin is not None
 
-    async def request(self, message: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Send ``message`` (a JSON-RPC request without an id) and return the server's answer
-        (the whole response object). The caller bounds the wait."""
+        (the whole response object); TimeoutError past ``timeout_s``."""
         stdin = self._stdin
         if stdin is None:
             msg = "the server's pipes are closed"
@@ -67,13 +67,16 @@ class LaneTap:
         self._next += 1
         request_id = f"{_ID_PREFIX}{self._next}"
         line = json.dumps({"jsonrpc": "2.0", "id": request_id, **message}, separators=(",", ":"))
-        answer = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[dict[str, Any]] = loop.create_future()
+        # A timer on the future, not a cancel scope: the same bound for less work per call.
+        expiry = loop.call_later(timeout_s, _expire, answer)
         self._pending[request_id] = answer
         try:
             await stdin.send(line.encode() + b"\n")
-            got: dict[str, Any] = await answer
-            return got
+            return await answer
         finally:
+            expiry.cancel()
             self._pending.pop(request_id, None)
 
     def claim(self, line: str) -> bool:
@@ -101,6 +104,11 @@ class LaneTap:
         for answer in pending.values():
             if not answer.done():
                 answer.set_exception(LaneClosedError("the server's pipes closed"))
+
+
+def _expire(answer: asyncio.Future[dict[str, Any]]) -> None:
+    if not answer.done():
+        answer.set_exception(TimeoutError())
 
 
 @asynccontextmanager

@@ -400,15 +400,16 @@ class Upstream:
         (:mod:`.stdio_tap`); no model is built for the answer. Failures are
         ``call_tool``'s: UpstreamError with the same words, the connection checked.
         """
-        client = await self._live(min(timeout_s, 10.0))
+        # The connected client at once: waiting on the connection costs a loop turn.
+        client = self._client
+        if client is None:
+            client = await self._live(min(timeout_s, 10.0))
         message: dict[str, Any] = {"method": "tools/call"}
         message["params"] = {"name": name, "arguments": arguments}
         session: Any = client.session
         session._stamp(message, {})  # the era's envelope, as the SDK's client sends it
-        tap = self._tap
-
-        async def call() -> Any:
-            answer = await tap.request(message)
+        try:
+            answer = await self._tap.request(message, timeout_s)
             error = answer.get("error")
             if error is not None:
                 error = error if isinstance(error, dict) else {}
@@ -417,25 +418,35 @@ class Upstream:
                     code=code if isinstance(code, int) else INTERNAL_ERROR,
                     message=str(error.get("message", "")),
                 )
-            return answer.get("result")
-
-        return await self._bounded(client, name, timeout_s, call)
+        except TimeoutError:
+            raise await self._failure(client, name, timeout_s, None) from None
+        except Exception as exc:
+            raise await self._failure(client, name, timeout_s, exc) from exc
+        return answer.get("result")
 
     async def _bounded(
         self, client: Client, name: str, timeout_s: float, call: Callable[[], Awaitable[_T]]
     ) -> _T:
-        """One call within its time bound; its failures as UpstreamError (connection checked)."""
+        """One call within its time bound; its failures as UpstreamError."""
         try:
             with anyio.fail_after(timeout_s):
                 return await call()
         except TimeoutError:
-            await self._check_after_failure(client)
-            msg = f"the VM MCP server {self.name!r} did not answer {name} within {timeout_s:g} s"
-            raise UpstreamError(msg) from None
+            raise await self._failure(client, name, timeout_s, None) from None
         except Exception as exc:
-            await self._check_after_failure(client)
+            raise await self._failure(client, name, timeout_s, exc) from exc
+
+    async def _failure(
+        self, client: Client, name: str, timeout_s: float, exc: Exception | None
+    ) -> UpstreamError:
+        """A failed call, for the agent: no answer in time (``exc`` None) or what failed.
+        The connection is checked first: a dead one is dropped and restarts."""
+        await self._check_after_failure(client)
+        if exc is None:
+            msg = f"the VM MCP server {self.name!r} did not answer {name} within {timeout_s:g} s"
+        else:
             msg = f"the VM MCP server {self.name!r} failed on {name}: {type(exc).__name__}: {exc}"
-            raise UpstreamError(msg) from exc
+        return UpstreamError(msg)
 
     async def _check_after_failure(self, client: Client) -> None:
         """Ping; a server that does not answer is dropped, so the next call restarts it."""
