@@ -153,3 +153,49 @@ def _modern_headers(tool: str) -> dict[str, Any]:
         "Mcp-Method": "tools/call",
         "Mcp-Name": tool,
     }
+
+
+async def test_only_the_sessions_owner_gets_an_answer(
+    box: Sandbox, tmp_path: Path, actions_log: Path
+) -> None:
+    """A 2025-11-25 session opened by agent-a: agent-b's token, or an id the SDK does not
+    hold, gets 404 and reaches no upstream; agent-a's own call is answered by the lane."""
+    gateway_config(box, actions_log)
+    with gateway_process(box, tmp_path) as gw:
+        url = gw.endpoint()
+        opening = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}  # fmt: skip
+        opened = httpx.post(url, json=opening, headers=_legacy_headers("agent-a"), timeout=30)
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        headers = _legacy_headers("agent-a", session)
+        assert httpx.post(url, json=ready, headers=headers, timeout=30).status_code == 202
+        get_vm = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                  "params": {"name": "get_vm", "arguments": {"name": "jp-ubuntu"}}}  # fmt: skip
+        theirs = httpx.post(url, json=get_vm, headers=_legacy_headers("agent-b", session),
+                            timeout=30)  # fmt: skip
+        unknown = httpx.post(url, json=get_vm, headers=_legacy_headers("agent-a", "0" * 32),
+                             timeout=30)  # fmt: skip
+        assert (theirs.status_code, unknown.status_code) == (404, 404)
+        assert _metric(gw.url, LANE, upstream="vsphere") == 0
+        mine = httpx.post(url, json=get_vm, headers=headers, timeout=30)
+        assert mine.status_code == 200, mine.text
+        assert mine.headers["content-type"].startswith("text/event-stream")
+        event = json.loads(mine.text.split("data: ", 1)[1])
+        assert event["id"] == 2
+        assert "jp-ubuntu" in event["result"]["content"][0]["text"]
+        assert _metric(gw.url, LANE, upstream="vsphere") == 1
+
+
+def _legacy_headers(client_name: str, session: str | None = None) -> dict[str, str]:
+    headers = {
+        "Authorization": f"Bearer {TOKENS[client_name]}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    if session is not None:
+        headers["Mcp-Session-Id"] = session
+    return headers
