@@ -142,7 +142,9 @@ class FastLane:
     async def _admit(self, scope: Scope, body: bytes, route: _Route) -> _Admitted | None:
         """The call, if every gate of the full path passes and it is read-only; else None."""
         started = time.monotonic()
-        if tracing.active():  # traced calls get their spans on the full path
+        # traced calls get their spans on the full path; a body that cannot be a call
+        # (an opening, a list, a notification) is not parsed twice
+        if tracing.active() or b'"tools/call"' not in body:
             return None
         request = Request(scope)
         headers = request.headers
@@ -228,7 +230,28 @@ def _modern_rejection(call: LaneCall, request: Request, upstream: Upstream) -> o
     schema = upstream.input_schema(call.tool)
     if schema is None:
         return "no schema" if params_given else None
+    if not params_given and not _declares_headers(schema):
+        return None  # nothing to compare: the SDK's check finds nothing either
     return validate_mcp_param_headers(schema, call.arguments, headers)
+
+
+# input schema's id -> (the schema, whether it declares x-mcp-header); the upstream's
+# cached list holds the same schema objects from one call to the next
+_DECLARES: dict[int, tuple[object, bool]] = {}
+_DECLARES_KEEP = 1024
+
+
+def _declares_headers(schema: dict[str, Any]) -> bool:
+    """Whether the schema names ``x-mcp-header`` anywhere (a mention in a description
+    counts too: then the SDK's own check runs, as on the full path)."""
+    known = _DECLARES.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    if len(_DECLARES) >= _DECLARES_KEEP:
+        _DECLARES.clear()
+    declares = "x-mcp-header" in json.dumps(schema)
+    _DECLARES[id(schema)] = (schema, declares)
+    return declares
 
 
 def _open_session(manager: StreamableHTTPSessionManager, session_id: str, scope: Scope) -> Any:

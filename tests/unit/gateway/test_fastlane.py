@@ -14,10 +14,12 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from starlette.requests import Request
 
 from support.config import write_config
 from zerto_rewind.config import load_settings
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall
+from zerto_rewind.gateway.fastlane import _modern_rejection
 from zerto_rewind.gateway.fastlane_wire import (
     LaneCall,
     StrictJsonError,
@@ -274,3 +276,76 @@ def test_a_host_path_given_to_a_read_only_tool_is_not_taken(tmp_path: Path) -> N
         assert anyio.run(check) == [(True, True), (False, False), (True, True)]
     finally:
         gateway.close()
+
+
+# --------------------------------------------------------------------------- 2026-07-28 ladder
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+ROUTED = {"type": "object", "properties": {"name": {"type": "string", "x-mcp-header": "Vm"}}}
+
+
+class _Listed:
+    """An upstream whose tool list is cached, with one tool's input schema."""
+
+    listed = True
+
+    def __init__(self, schema: dict[str, Any] | None) -> None:
+        self.schema = schema
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        return self.schema
+
+
+def _request(*extra: tuple[str, str], name: str = "get_vm") -> Request:
+    headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", name),
+        *extra,
+    ]
+    raw = [(k.encode(), v.encode()) for k, v in headers]
+    return Request({"type": "http", "method": "POST", "path": "/mcp/vsphere", "headers": raw})
+
+
+def _modern(arguments: dict[str, Any], **params: Any) -> LaneCall:
+    message = call(name="get_vm", arguments=arguments, _meta=MODERN_META, **params)
+    got = lane_call(message)
+    assert got is not None
+    return got
+
+
+def test_a_clean_modern_call_passes_the_sdks_ladder() -> None:
+    plain = {"type": "object", "properties": {"name": {"type": "string"}}}
+    assert _modern_rejection(_modern({"name": "a"}), _request(), _Listed(plain)) is None  # type: ignore[arg-type]
+    routed = _request(("mcp-param-vm", "a"))
+    assert _modern_rejection(_modern({"name": "a"}), routed, _Listed(ROUTED)) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "request_", "schema"),
+    [
+        ({"name": "a"}, _request(name="power_off_vm"), None),  # Mcp-Name is not the body's
+        ({}, _request(("mcp-method", "tools/call")), None),  # a routing header twice
+        ({"name": "a"}, _request(), ROUTED),  # a declared header left out
+        ({"name": "a"}, _request(("mcp-param-vm", "b")), ROUTED),  # a header that disagrees
+        ({"name": "a"}, _request(("mcp-param-vm", "a")), None),  # a header for no schema
+    ],
+)
+def test_what_the_sdks_ladder_refuses_takes_the_full_path(
+    arguments: dict[str, Any], request_: Request, schema: dict[str, Any] | None
+) -> None:
+    assert _modern_rejection(_modern(arguments), request_, _Listed(schema)) is not None  # type: ignore[arg-type]
+
+
+def test_a_modern_call_without_its_envelope_takes_the_full_path() -> None:
+    bare = lane_call(call(name="get_vm", arguments={}))
+    assert bare is not None
+    assert _modern_rejection(bare, _request(), _Listed(None)) is not None  # type: ignore[arg-type]
+    unlisted = _Listed(None)
+    unlisted.listed = False
+    assert _modern_rejection(_modern({"name": "a"}), _request(), unlisted) is not None  # type: ignore[arg-type]
