@@ -73,13 +73,6 @@ __all__ = ["FastLane"]
 _SESSION_HEADER = "mcp-session-id"
 _VERSION_HEADER = "mcp-protocol-version"
 _PARAM_PREFIX = "mcp-param-"
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"connection", b"keep-alive"),
-    (b"x-accel-buffering", b"no"),
-]
-_JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
 class _Route:
@@ -102,7 +95,7 @@ class _Admitted:
     ) -> None:
         self.call = call
         self.route = route
-        self.session_id = session_id  # a handshake-era session: answered as SSE, as the SDK does
+        self.session_id = session_id  # a handshake-era session's, named in the answer
         self.transport = transport
         self.started = started
 
@@ -297,16 +290,15 @@ def _in_flight(transport: Any) -> Iterator[None]:
 
 
 async def _send(send: Send, data: bytes, session_id: str | None) -> None:
-    """A handshake-era session's answer is one SSE event, as the SDK's server sends it;
-    a 2026-07-28 one is JSON, as the SDK answers a call done within its SSE deferral."""
+    """The answer as ``application/json``, in both eras: a client must accept it (the SDK
+    refuses a POST that does not), and it reads a JSON body to its end, so the connection
+    is kept. An SSE answer with one event was read up to its event and the connection
+    then closed: one TCP connection per call on handshake-era sessions."""
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
     if session_id is not None:
-        body = b"event: message\r\ndata: " + data + b"\r\n\r\n"
-        headers = [*_SSE_HEADERS, (b"mcp-session-id", session_id.encode("latin-1"))]
-    else:
-        body, headers = data, list(_JSON_HEADERS)
-    headers.append((b"content-length", str(len(body)).encode()))
+        headers.append((b"mcp-session-id", session_id.encode("latin-1")))
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": data})
 
 
 def _replay(first: Message, receive: Receive) -> Receive:

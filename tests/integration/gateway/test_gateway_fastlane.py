@@ -182,8 +182,10 @@ async def test_only_the_sessions_owner_gets_an_answer(
         assert _metric(gw.url, LANE, upstream="vsphere") == 0
         mine = httpx.post(url, json=get_vm, headers=headers, timeout=30)
         assert mine.status_code == 200, mine.text
-        assert mine.headers["content-type"].startswith("text/event-stream")
-        event = json.loads(mine.text.split("data: ", 1)[1])
+        # JSON, which the client must accept: read to its end, the connection is kept
+        assert mine.headers["content-type"] == "application/json"
+        assert mine.headers["mcp-session-id"] == session
+        event = mine.json()
         assert event["id"] == 2
         assert "jp-ubuntu" in event["result"]["content"][0]["text"]
         assert _metric(gw.url, LANE, upstream="vsphere") == 1
