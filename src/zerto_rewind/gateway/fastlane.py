@@ -20,16 +20,16 @@ arguments, and, for a pinned upstream, only a tool that matches its reviewed pin
 
 Anything it does not recognise — another method, a duplicated key, an
 unlisted or mutating tool, a pin not compared yet, a header it would have to
-reject, tracing on, an HTTP upstream, an SDK without what this relies on — goes
+reject, an HTTP upstream, an SDK without what this relies on — goes
 to the full path unchanged, which answers (or refuses) as before. It never
 answers a call the full path would not have forwarded read-only.
 
 What it leaves out is what a read-only call does not use: the decision thread,
 progress and elicitation, the upstream result's model and output-schema checks
 (the client validates its result itself), and the log line (read-only calls
-write none on the full path either). Metrics count it as the full path does
-(``zerto_rewind_decisions``, ``…_forwarded_calls``), and once more in
-``zerto_rewind_fast_lane_calls``.
+write none on the full path either). Metrics and spans are the full path's
+(``zerto_rewind_decisions``, ``…_forwarded_calls``; the SERVER and CLIENT spans, the
+trace context passed upstream), and ``zerto_rewind_fast_lane_calls`` counts it too.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from ..core.decision import Decision, Outcome, Row
 from . import tracing
 from .calls import host_tool_name
 from .fastlane_wire import LaneCall, lane_call, strict_json, takes
+from .proxy import PEER_USER_KEY
 from .result_notes import error_result
 from .upstream import UpstreamError
 
@@ -88,13 +89,22 @@ class _Route:
 class _Admitted:
     """A call the fast lane answers: where it goes, and how the answer is framed."""
 
-    __slots__ = ("call", "route", "session_id", "started", "transport")
+    __slots__ = ("call", "route", "scope", "session_id", "started", "transport", "version")
 
     def __init__(
-        self, call: LaneCall, route: _Route, session_id: str | None, transport: Any, started: float
+        self,
+        call: LaneCall,
+        route: _Route,
+        scope: Scope,
+        version: str,
+        session_id: str | None,
+        transport: Any,
+        started: float,
     ) -> None:
         self.call = call
         self.route = route
+        self.scope = scope
+        self.version = version
         self.session_id = session_id  # a handshake-era session's, named in the answer
         self.transport = transport
         self.started = started
@@ -135,9 +145,7 @@ class FastLane:
     async def _admit(self, scope: Scope, body: bytes, route: _Route) -> _Admitted | None:
         """The call, if every gate of the full path passes and it is read-only; else None."""
         started = time.monotonic()
-        # traced calls get their spans on the full path; a body that cannot be a call
-        # (an opening, a list, a notification) is not parsed twice
-        if tracing.active() or b'"tools/call"' not in body:
+        if b'"tools/call"' not in body:  # an opening, a list, a notification: not parsed here
             return None
         request = Request(scope)
         headers = request.headers
@@ -167,37 +175,62 @@ class FastLane:
         catalog, pins = self.gateway.settings.catalog, self.gateway.pins
         if not takes(catalog, pins, upstream.name, call.tool, call.arguments):
             return None
-        return _Admitted(call, route, session_id, transport, started)
+        return _Admitted(call, route, scope, version, session_id, transport, started)
 
     # ------------------------------------------------------------------ answering
 
     async def _serve(self, admitted: _Admitted, send: Send) -> None:
-        """Forward the call and send its answer; metrics as the full path keeps them."""
+        """Forward the call and send its answer; metrics and spans as the full path makes them."""
+        call = admitted.call
+        meta = call.message["params"].get("_meta")
+        answer = await tracing.serving(
+            call.tool,
+            lambda: self._forward(admitted),
+            meta=meta,
+            transport="unix" if PEER_USER_KEY in admitted.scope else "tcp",
+            request_id=call.request_id,
+            protocol_version=admitted.version,
+            session_id=admitted.session_id,
+        )
+        body = {"jsonrpc": "2.0", "id": call.request_id, "result": answer.result}
+        await _send(send, json.dumps(body, separators=(",", ":")).encode(), admitted.session_id)
+
+    async def _forward(self, admitted: _Admitted) -> _Answer:
         gateway = self.gateway
         metrics = gateway.metrics
         upstream = admitted.route.upstream
         call = admitted.call
         decision = Decision(Row.READ_ONLY, Outcome.NONE, host_tool_name(upstream.name, call.tool))
         metrics.decided(decision, time.monotonic() - admitted.started, None)
+        tracing.decided(decision)
         try:
-            result = await upstream.call_raw(
-                call.tool, call.arguments, gateway.call_timeout_s(upstream)
-            )
-            if not isinstance(result, dict) or not isinstance(result.get("content"), list):
-                msg = (
-                    f"the VM MCP server {upstream.name!r} failed on {call.tool}: "
-                    "its answer is not a tool result"
+            with tracing.forwarding(call.tool, upstream) as trace_meta:
+                result = await upstream.call_raw(
+                    call.tool, call.arguments, gateway.call_timeout_s(upstream), meta=trace_meta
                 )
-                raise UpstreamError(msg)
+                if not isinstance(result, dict) or not isinstance(result.get("content"), list):
+                    msg = (
+                        f"the VM MCP server {upstream.name!r} failed on {call.tool}: "
+                        "its answer is not a tool result"
+                    )
+                    raise UpstreamError(msg)
         except UpstreamError as exc:
             metrics.upstream_error(upstream.name, "call")
             failed = error_result(f"{exc}; the call may not have run. ")
-            result = failed.model_dump(mode="json", by_alias=True, exclude_none=True)
-        else:
-            metrics.forwarded(upstream.name, Row.READ_ONLY)
-            metrics.fast_lane(upstream.name)
-        answer = {"jsonrpc": "2.0", "id": call.request_id, "result": result}
-        await _send(send, json.dumps(answer, separators=(",", ":")).encode(), admitted.session_id)
+            return _Answer(failed.model_dump(mode="json", by_alias=True, exclude_none=True), True)
+        metrics.forwarded(upstream.name, Row.READ_ONLY)
+        metrics.fast_lane(upstream.name)
+        return _Answer(result, result.get("isError") is True)
+
+
+class _Answer:
+    """A result as it goes back; ``is_error`` marks the span as the full path's result does."""
+
+    __slots__ = ("is_error", "result")
+
+    def __init__(self, result: dict[str, Any], is_error: bool) -> None:
+        self.result = result
+        self.is_error = is_error
 
 
 def _modern_rejection(call: LaneCall, request: Request, upstream: Upstream) -> object | None:

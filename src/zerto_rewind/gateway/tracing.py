@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from .upstream import Upstream
 
 __all__ = [
-    "active",
     "approval_waited",
     "decided",
     "forwarding",
@@ -142,12 +141,6 @@ def install(provider: TracerProvider) -> None:
     global _tracer, _provider
     _provider = provider
     _tracer = provider.get_tracer("zerto_rewind.gateway")
-
-
-def active() -> bool:
-    """Whether calls are traced now (the read-only fast lane leaves traced calls to the
-    full path, which makes their spans)."""
-    return _tracer is not None
 
 
 def shutdown() -> None:

@@ -391,7 +391,13 @@ class Upstream:
             return False
         return hasattr(getattr(client, "session", None), "_stamp")
 
-    async def call_raw(self, name: str, arguments: dict[str, Any], timeout_s: float) -> Any:
+    async def call_raw(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        timeout_s: float,
+        meta: dict[str, Any] | None = None,
+    ) -> Any:
         """Forward one call on the fast lane's tap; the server's result as parsed JSON.
 
         The read-only fast lane's way up (``gateway.fastlane``): the request is built
@@ -399,6 +405,7 @@ class Upstream:
         (a 2026-07-28 server's ``_meta`` envelope), and written to the server's stdin
         (:mod:`.stdio_tap`); no model is built for the answer. Failures are
         ``call_tool``'s: UpstreamError with the same words, the connection checked.
+        ``meta``: as ``call_tool``'s (the trace context, when tracing).
         """
         # The connected client at once: waiting on the connection costs a loop turn.
         client = self._client
@@ -406,6 +413,8 @@ class Upstream:
             client = await self._live(min(timeout_s, 10.0))
         message: dict[str, Any] = {"method": "tools/call"}
         message["params"] = {"name": name, "arguments": arguments}
+        if meta:  # the trace context, when tracing (as call_tool passes it)
+            message["params"]["_meta"] = dict(meta)
         session: Any = client.session
         session._stamp(message, {})  # the era's envelope, as the SDK's client sends it
         try:

@@ -26,6 +26,8 @@ from integration.gateway.gateway_helpers import (
     text_of,
 )
 from integration.gateway.test_gateway_pins import _configure, _ran, _scan, _wait_metric
+from integration.gateway.test_gateway_tracing import CALLER_SPAN, CALLER_TRACE, traced_upstream
+from support.otlp_receiver import otlp_receiver
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -201,3 +203,32 @@ def _legacy_headers(client_name: str, session: str | None = None) -> dict[str, s
     if session is not None:
         headers["Mcp-Session-Id"] = session
     return headers
+
+
+async def test_a_traced_read_only_call_has_the_full_paths_spans(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    """Traces on: the fast lane answers, with the SERVER span under the caller's context,
+    the guard's facts on it, and a CLIENT span whose context the upstream received."""
+    record = tmp_path / "traced.jsonl"
+    gateway_config(box, upstream=traced_upstream(record))
+    with otlp_receiver() as receiver:
+        env = box.env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY="100")
+        with gateway_process(box, tmp_path, env=env) as gw:
+            async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
+                meta = {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}
+                listed = await c.call_tool("list_vms", {}, meta=meta)  # type: ignore[arg-type]
+                assert not listed.is_error, text_of(listed)
+            assert _metric(gw.url, LANE, upstream="vsphere") == 1
+            (served,) = receiver.wait_for(1, kind="server")
+            (forwarded,) = receiver.wait_for(1, kind="client")
+    assert served.name == "tools/call list_vms"
+    assert (served.trace_id, served.parent_span_id) == (CALLER_TRACE, CALLER_SPAN)
+    attrs = served.attributes
+    assert (attrs["zerto.row"], attrs["zerto.decision"]) == ("read_only", "none")
+    assert attrs["network.transport"] == "tcp"
+    assert attrs["mcp.protocol.version"] == "2026-07-28"
+    assert "error.type" not in attrs
+    assert forwarded.parent_span_id == served.span_id
+    (reached,) = [json.loads(line) for line in record.read_text().splitlines()]
+    assert reached["meta"]["traceparent"] == f"00-{CALLER_TRACE}-{forwarded.span_id}-01"
