@@ -141,8 +141,10 @@ async def run(
     gw_url, token, gw_pid = gateway
     directs = {MODERN: Path("direct", direct_url, None, "auto", [direct_pid]),
                LEGACY: Path("direct", direct_url, None, "legacy", [direct_pid])}  # fmt: skip
-    paths = [Path("this gateway, 2026-07-28", gw_url, token, "auto", [gw_pid]),
-             Path("this gateway, 2025-11-25 (SSE)", gw_url, token, "legacy", [gw_pid])]  # fmt: skip
+    paths = [
+        Path("this gateway, 2026-07-28", gw_url, token, "auto", [gw_pid]),
+        Path("this gateway, 2025-11-25 (sessions)", gw_url, token, "legacy", [gw_pid]),
+    ]
     not_installed = await anyio.to_thread.run_sync(_peers.install)
     procs: list[subprocess.Popen[bytes]] = []
     try:
