@@ -181,6 +181,13 @@ async def test_only_the_sessions_owner_gets_an_answer(
         unknown = httpx.post(url, json=get_vm, headers=_legacy_headers("agent-a", "0" * 32),
                              timeout=30)  # fmt: skip
         assert (theirs.status_code, unknown.status_code) == (404, 404)
+        # A page that rebinds its own name to the gateway: refused as on the full path.
+        rebound = httpx.post(url, json=get_vm, timeout=30,
+                             headers={**headers, "Host": "evil.example:80"})  # fmt: skip
+        assert rebound.status_code == 421, rebound.text
+        foreign = httpx.post(url, json=get_vm, timeout=30,
+                             headers={**headers, "Origin": "https://evil.example"})  # fmt: skip
+        assert foreign.status_code == 403, foreign.text
         assert _metric(gw.url, LANE, upstream="vsphere") == 0
         mine = httpx.post(url, json=get_vm, headers=headers, timeout=30)
         assert mine.status_code == 200, mine.text
