@@ -168,9 +168,10 @@ class FastLane:
             transport = _open_session(route.manager, session_id, scope)
             if transport is None:
                 return None
-        elif version not in MODERN_PROTOCOL_VERSIONS or session_id is not None:
-            return None
-        if transport is None and _modern_rejection(call, request, upstream) is not None:
+        elif version in MODERN_PROTOCOL_VERSIONS and session_id is None:
+            if _modern_rejection(call, request, upstream) is not None:
+                return None
+        else:  # a version the SDK would refuse, or an era's header with the other's session
             return None
         catalog, pins = self.gateway.settings.catalog, self.gateway.pins
         if not takes(catalog, pins, upstream.name, call.tool, call.arguments):
