@@ -124,46 +124,73 @@ async def tapped_stdio_client(
         errlog=errlog,
         cwd=server.cwd,
     )
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-    shutting_down = False
-    writer_done = anyio.Event()
+    pipes = _Pipes(server, process, tap)
+    assert process.stdin is not None
+    tap.attach(process.stdin)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pipes.stdout_reader)
+        tg.start_soon(pipes.stdin_writer)
+        try:
+            yield pipes.read_stream, pipes.write_stream
+        finally:
+            pipes.shutting_down = True
+            with anyio.CancelScope(shield=True):
+                await pipes.shutdown()
+            tg.cancel_scope.cancel()
+    await anyio.lowlevel.cancel_shielded_checkpoint()
 
-    async def stdout_reader() -> None:
+
+class _Pipes:
+    """The two pipe tasks and the shutdown of ``stdio_client``, as the SDK writes them."""
+
+    def __init__(self, server: StdioServerParameters, process: Any, tap: LaneTap) -> None:
+        self.server = server
+        self.process = process
+        self.tap = tap
+        self.read_writer, self.read_stream = anyio.create_memory_object_stream[
+            SessionMessage | Exception
+        ](0)
+        self.write_stream, self.write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+        self.shutting_down = False
+        self.writer_done = anyio.Event()
+
+    async def stdout_reader(self) -> None:
+        process, server = self.process, self.server
         assert process.stdout, "Opened process is missing stdout"
         stdout = TextReceiveStream(
             process.stdout, encoding=server.encoding, errors=server.encoding_error_handler
         )
         try:
-            async with read_writer:
+            async with self.read_writer:
                 try:
                     buffer = ""
                     async for chunk in stdout:
                         lines = (buffer + chunk).split("\n")
                         buffer = lines.pop()
                         for line in lines:
-                            if tap.claim(line):
+                            if self.tap.claim(line):  # the fast lane's own answer
                                 continue
                             try:
-                                await read_writer.send(sdk_stdio._parse_line(line))
+                                await self.read_writer.send(sdk_stdio._parse_line(line))
                             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                                 return
                 finally:
-                    tap.detach()
+                    self.tap.detach()
                     await sdk_stdio._drain_stdout(process)
         except anyio.ClosedResourceError:
             pass
         except (anyio.BrokenResourceError, ConnectionError):
-            if not shutting_down:
+            if not self.shutting_down:
                 sdk_stdio.logger.exception(
                     "Reading from the MCP server's stdout failed mid-session"
                 )
 
-    async def stdin_writer() -> None:
+    async def stdin_writer(self) -> None:
+        process, server = self.process, self.server
         assert process.stdin, "Opened process is missing stdin"
         try:
-            async with write_reader:
-                async for session_message in write_reader:
+            async with self.write_reader:
+                async for session_message in self.write_reader:
                     text = session_message.message.model_dump_json(
                         by_alias=True, exclude_unset=True
                     )
@@ -172,32 +199,21 @@ async def tapped_stdio_client(
                     )
                     await process.stdin.send(data)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            await read_writer.aclose()
+            await self.read_writer.aclose()
         finally:
-            writer_done.set()
+            self.writer_done.set()
 
-    async def shutdown() -> None:
-        tap.detach()
-        read_stream.close()
-        write_stream.close()
+    async def shutdown(self) -> None:
+        """Stop traffic, flush, stop the server (the SDK's escalation), release the streams."""
+        self.tap.detach()
+        self.read_stream.close()
+        self.write_stream.close()
         with anyio.move_on_after(sdk_stdio._WRITER_FLUSH_TIMEOUT) as flush_scope:
-            await writer_done.wait()
+            await self.writer_done.wait()
         if flush_scope.cancelled_caught:
             await anyio.lowlevel.cancel_shielded_checkpoint()
-        await sdk_stdio._stop_server_process(process)
-        await sdk_stdio._aclose_all(read_stream, write_stream, read_writer, write_reader)
+        await sdk_stdio._stop_server_process(self.process)
+        await sdk_stdio._aclose_all(
+            self.read_stream, self.write_stream, self.read_writer, self.write_reader
+        )
         await anyio.lowlevel.checkpoint()
-
-    assert process.stdin is not None
-    tap.attach(process.stdin)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(stdout_reader)
-        tg.start_soon(stdin_writer)
-        try:
-            yield read_stream, write_stream
-        finally:
-            shutting_down = True
-            with anyio.CancelScope(shield=True):
-                await shutdown()
-            tg.cancel_scope.cancel()
-    await anyio.lowlevel.cancel_shielded_checkpoint()
