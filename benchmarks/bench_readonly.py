@@ -41,8 +41,8 @@ def install_form(python: str, config: str) -> list[str] | None:
     """The exact command `zerto-rewind install` writes (pinned config, settings file), split
     as a shell would."""
     try:
-        from zerto_rewind.claude_code.settings_file import hook_command
         from zerto_rewind.config.loader import file_sha256
+        from zerto_rewind.hostconfig.install.settings_file import hook_command
     except ImportError:
         return None
     settings = os.path.join(os.path.dirname(config), ".claude", "settings.json")

@@ -30,6 +30,7 @@ SCRIPTS = {
     "bench_ready.py": ["--rounds", "2"],
     "bench_abuse.py": ["--calls", "100", "--abuse-s", "15"],
     "bench_tracing.py": ["--blocks", "2"],
+    "bench_sessions.py": ["--runs", "3"],
 }
 
 

@@ -3,15 +3,16 @@
 Every error the package raises is one of these; foreign exceptions (httpx, ssl,
 json, OSError) are mapped at the boundary where they occur and never escape.
 Classes defined in a higher layer (they belong to it, and ``errors`` imports
-nothing) are drawn here with their module::
+nothing) are drawn here with their module, relative to ``zerto_rewind``; a class
+drawn without one is defined here::
 
     ZertoRewindError
     ├── ConfigError            the config file or environment is wrong
     │   └── ConfigChanged      the config no longer matches its pin (config.loader)
     ├── StateError             the state directory cannot be used
-    │   └── KeyFileError       a key file is unreadable, or others may read it (core.keys)
+    │   └── KeyFileError       a key file is unreadable, or others may read it
     ├── UsageError             an argument names nothing that exists, or is ambiguous
-    │   └── InstallRefused     install refused, nothing written (claude_code.install_plan)
+    │   └── InstallRefused     install refused, nothing written (hostconfig.install.plan)
     ├── RecoveryError          live recovery refused (disabled, wrong confirm) or its task failed
     ├── ZvmError               talking to the ZVM failed
     │   ├── ZvmConnectionError can't connect / connection dropped
@@ -21,21 +22,22 @@ nothing) are drawn here with their module::
     │   ├── ApiError           the ZVM answered with an error status or a body we can't read
     │   │   └── NotFound       404, or a lookup that found nothing
     │   └── AmbiguousVm        a VM name matches several VMs and the caller needs one
-    ├── ApprovalError          an approval cannot be given or recorded (core.approvals)
-    │   └── ApprovalLimitError  a caller (or the store) holds its cap of open requests
+    ├── ApprovalError          an approval cannot be given or recorded (core.approvals_model)
+    │   └── ApprovalLimitError  a caller or the store is at its request cap (core.approvals_model)
     ├── ScanError              a server's tools/list could not be read (scan.client)
     ├── UpstreamError          a VM MCP server behind the gateway failed (gateway.upstream)
-    ├── ServiceError           the guard service gave no decision (claude_code.thin_hook)
-    │   └── ServiceIdentityError  the socket's listener is not the service (claude_code.thin_hook)
-    ├── HookInputError         stdin is not a PreToolUse payload (claude_code.host; a ValueError)
+    ├── ServiceError           the guard service gave no decision (service_client)
+    │   └── ServiceIdentityError  the socket's listener is not the service (service_client)
+    ├── HookInputError         stdin is not the host's pre-tool payload (a ValueError)
     ├── ApprovalsCliError      the approvals socket refused or failed (cli.approvals_cmd)
     ├── SimError               an HTTP error the simulator answers with (sim.errors)
     └── EstateError            an estate file the simulator cannot use (sim.estate; a ValueError)
 
 A few exceptions never leave the module that raises them and are caught there;
 they stay outside the tree on purpose: ``_fastjson.JSONDecodeError`` (stands in
-for :class:`json.JSONDecodeError`, mapped by its callers) and ``_FormError``
-(gateway.approvals_web, turned into an HTTP answer). ``tests/unit/test_errors.py``
+for :class:`json.JSONDecodeError`, mapped by its callers), ``_FormError``
+(gateway.approvals_web, turned into an HTTP answer) and ``_Invalid`` (core.log_index:
+an index to rebuild). ``tests/unit/test_errors.py``
 holds that list and checks the tree against this drawing.
 
 A message says what failed, where (file and key; method, URL, status) and then,
@@ -53,6 +55,7 @@ __all__ = [
     "ApiError",
     "AuthError",
     "ConfigError",
+    "HookInputError",
     "KeyFileError",
     "NotFound",
     "RecoveryError",
@@ -126,6 +129,13 @@ class KeyFileError(StateError):
 
 class UsageError(ZertoRewindError):
     """Raised when an argument names nothing that exists or is ambiguous; lists the choices."""
+
+
+class HookInputError(ZertoRewindError, ValueError):
+    """Stdin is not the host's pre-tool payload; each hook answers its host's blocking error.
+
+    Still a ValueError, as it always was, for callers that parse with ``except ValueError``.
+    """
 
 
 class RecoveryError(ZertoRewindError):

@@ -1,4 +1,4 @@
-"""The zerto-rewind Claude Code plugin (``zerto_rewind.claude_code.plugin``) in the real CLI.
+"""The zerto-rewind Claude Code plugin (``zerto_rewind.hostconfig.install.plugin``) in the real CLI.
 
 The plugin is generated for this environment (absolute interpreter and config) by
 ``zerto-rewind install claude-plugin --out DIR --config C`` (the body of
@@ -19,8 +19,8 @@ import pytest
 from e2e.fake_anthropic import call
 from e2e.guarded import MODES, PYTHON, Guarded
 from e2e.harness import claude_env, mcp_tool
-from zerto_rewind.claude_code.plugin import MCP_SERVER_NAME, PLUGIN_NAME
-from zerto_rewind.claude_code.settings_file import hook_command
+from zerto_rewind.hostconfig.install.plugin import MCP_SERVER_NAME, PLUGIN_NAME
+from zerto_rewind.hostconfig.install.settings_file import hook_command
 
 POWER_OFF = mcp_tool("power_off_vm")
 PLUGIN_TOOLS = f"mcp__plugin_{PLUGIN_NAME}_{MCP_SERVER_NAME}__"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reliability.reliability_helpers import POWER_OFF, READ_ONLY_TOOL, UNLISTED_TOOL, Bench
+from support.config import write_config
 from zerto_rewind.claude_code import hook
 from zerto_rewind.claude_code.host import HookInputError, parse_input
 from zerto_rewind.claude_code.protect import SELF_TOOLS
@@ -88,10 +88,7 @@ def fuzz_settings(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Settin
 
 
 def _write(path: Path, data: Any) -> None:
-    text = data if isinstance(data, bytes) else json.dumps(data).encode()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(text)
+    write_config(path.parent, data, name=path.name)
 
 
 @contextlib.contextmanager

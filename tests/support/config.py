@@ -1,6 +1,7 @@
 """Config files for tests: written 0600 as the loader wants, for the simulator or for no ZVM.
 
-* :func:`write_config` writes any content (a dict as JSON, or text as is);
+* :func:`write_config` writes any content (a dict as JSON, or text or bytes as is), and
+  :func:`load_written_settings` loads what it wrote;
 * :func:`write_sim_config` logs in to a running simulator;
 * :func:`write_offline_config` points at a ZVM nobody answers, with the vSphere
   example catalog: for tests that parse, install or check a config and never
@@ -17,11 +18,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from zerto_rewind.config import Settings, load_settings
 from zerto_rewind.sim import SimServer
 
 __all__ = [
     "OFFLINE_ZVM",
     "VSPHERE_CATALOG",
+    "load_written_settings",
     "ready_zvms",
     "sim_zvm",
     "write_config",
@@ -47,18 +50,27 @@ VSPHERE_CATALOG: dict[str, Any] = {
 def write_config(
     directory: Path, data: Any, *, name: str = "config.json", mode: int = 0o600
 ) -> Path:
-    """Write ``data`` (JSON-encoded unless already text) to ``directory/name`` with ``mode``.
+    """Write ``data`` (JSON-encoded unless already text or bytes) to ``directory/name``.
 
     The file is created 0600, never wider even for a moment; ``mode`` is applied
     after, so a test can write a config that is too open on purpose.
     """
     path = directory / name
-    text = data if isinstance(data, str) else json.dumps(data)
+    if isinstance(data, bytes):
+        payload = data
+    else:
+        payload = (data if isinstance(data, str) else json.dumps(data)).encode()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(payload)
     path.chmod(mode)
     return path
+
+
+def load_written_settings(directory: Path, data: Any, *, name: str = "config.json") -> Settings:
+    """Write ``data`` as a 0600 config in ``directory`` and load it, ``$HOME`` there too."""
+    path = write_config(directory, data, name=name)
+    return load_settings({"HOME": str(directory)}, path=str(path))
 
 
 def sim_zvm(sim: SimServer, *, secret_env: str | None = None) -> dict[str, Any]:

@@ -332,3 +332,59 @@ print(json.dumps({vm.name: str(vm.runtime.powerState) for vm in view.view}))
     if not isinstance(states, dict):
         raise RealVMError(f"power-state probe printed {states!r}, not an object")
     return {str(name): str(state) for name, state in states.items()}
+
+
+def vm_states(vcenter: VCenter) -> dict[str, Any]:
+    """Every VM as vCenter shows it, straight from a pyVmomi session of its own: vCenter's
+    instance UUID (``server_id``) and per VM name its moref, instance UUID, power state,
+    CPUs, memory, annotation, disk files and NICs (MAC, distributed port group)."""
+    body = """
+view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+vms = {}
+for vm in view.view:
+    hw = vm.config.hardware
+    disks = [d for d in hw.device if isinstance(d, vim.vm.device.VirtualDisk)]
+    nics = [d for d in hw.device if isinstance(d, vim.vm.device.VirtualEthernetCard)]
+    vms[vm.name] = {"moref": vm._moId, "instance_uuid": vm.config.instanceUuid,
+                    "power_state": str(vm.runtime.powerState), "num_cpu": hw.numCPU,
+                    "memory_mb": hw.memoryMB, "annotation": vm.config.annotation or "",
+                    "disks": sorted(d.backing.fileName for d in disks),
+                    "nics": sorted([n.macAddress, n.backing.port.portgroupKey] for n in nics)}
+print(json.dumps({"server_id": content.about.instanceUuid, "vms": vms}))
+"""
+    states = _probe(vcenter, body, "VM states")
+    if not isinstance(states, dict):
+        raise RealVMError(f"VM-state probe printed {states!r}, not an object")
+    return states
+
+
+def change_vm(vcenter: VCenter, vm_name: str, change: dict[str, Any]) -> None:
+    """Change a VM directly in vCenter, behind every guard's back: ``power`` (``on``/``off``),
+    ``num_cpu``, ``memory_mb``, ``annotation``, ``remove_disk`` (True: the first disk, its
+    file deleted), ``remove_nic`` (True: the first NIC). Each is one vCenter task, waited for."""
+    body = """
+from pyVim.task import WaitForTask
+change = json.loads(os.environ["ZR_CHANGE"])
+view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
+(vm,) = [v for v in view.view if v.name == os.environ["ZR_VM"]]
+if change.get("power") == "off":
+    WaitForTask(vm.PowerOffVM_Task())
+spec = vim.vm.ConfigSpec(numCPUs=change.get("num_cpu"), memoryMB=change.get("memory_mb"),
+                         annotation=change.get("annotation"))
+WaitForTask(vm.ReconfigVM_Task(spec=spec))
+if change.get("remove_disk"):
+    disk = [d for d in vm.config.hardware.device if isinstance(d, vim.vm.device.VirtualDisk)][0]
+    remove = vim.vm.device.VirtualDeviceSpec(operation="remove", device=disk)
+    remove.fileOperation = "destroy"
+    WaitForTask(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[remove])))
+if change.get("remove_nic"):
+    card = vim.vm.device.VirtualEthernetCard
+    nic = [d for d in vm.config.hardware.device if isinstance(d, card)][0]
+    remove = vim.vm.device.VirtualDeviceSpec(operation="remove", device=nic)
+    WaitForTask(vm.ReconfigVM_Task(spec=vim.vm.ConfigSpec(deviceChange=[remove])))
+if change.get("power") == "on":
+    WaitForTask(vm.PowerOnVM_Task())
+print(json.dumps(str(vm.runtime.powerState)))
+"""
+    env = {"ZR_VM": vm_name, "ZR_CHANGE": json.dumps(change)}
+    _probe(vcenter, body, f"a change to {vm_name}", env)

@@ -25,19 +25,17 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.claude_code.settings_file import find_our_hooks
 from zerto_rewind.cli import main as cli_main
 from zerto_rewind.config.parser import Parser
+from zerto_rewind.config.schema import TOP
 from zerto_rewind.config.settings import validate_patterns
+from zerto_rewind.hostconfig.install.settings_file import find_our_hooks
 from zerto_rewind.sim.estate import parse_estate
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(json|bash|sh|console)\n(.*?)^```", re.M | re.S)
-CONFIG_KEYS = {
-    "zvm", "zvms", "read_only_tools", "tools", "guard", "vm_map", "unknown_tools", "recovery",
-    "approvals", "upstreams", "log_anchor", "state", "gateway",
-}  # fmt: skip
+CONFIG_KEYS = set(TOP.names)  # the config's top-level keys, from its key table
 STAND_IN_ZVM = {"url": "https://zvm.example.com", "client_id": "c", "client_secret_env": "S"}
 
 # (file, first line of the block) -> why it is not checked as it stands.

@@ -24,6 +24,8 @@ PRIVATE_TO_THEIR_MODULE = {
     "zerto_rewind._fastjson.JSONDecodeError",
     # turned into an HTTP answer by the approvals page
     "zerto_rewind.gateway.approvals_web._FormError",
+    # an index to rebuild, caught where it is raised
+    "zerto_rewind.core.log_index._Invalid",
 }
 
 
@@ -92,6 +94,37 @@ def test_the_drawing_puts_each_class_under_its_parent() -> None:
         del parents[depth:]
         assert by_name[name].__bases__[0].__name__ == parents[-1], name
         parents.append(name)
+
+
+def _drawn_modules() -> dict[str, str]:
+    """Each drawn class → the module the drawing puts it in (``errors`` when it names none)."""
+    doc = errors.__doc__ or ""
+    found: dict[str, str] = {}
+    for line in doc.splitlines():
+        match = re.search(r"[├└]── (\w+)\s.*?(?:\(([\w.]+)(?:;[^)]*)?\))?\s*$", line)
+        if match:
+            found[match.group(1)] = match.group(2) or "errors"
+    return found
+
+
+def test_each_class_of_the_tree_is_defined_once() -> None:
+    """One name, one class: a second definition would make the drawing ambiguous."""
+    names = [cls.__name__ for cls in EXCEPTIONS.values() if issubclass(cls, ZertoRewindError)]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    assert twice == []
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n, c in EXCEPTIONS.items() if issubclass(c, ZertoRewindError))
+)
+def test_the_drawing_names_the_module_each_class_is_defined_in(name: str) -> None:
+    """The module after a drawn class (or ``errors`` for none) is the one defining it."""
+    cls = EXCEPTIONS[name]
+    if cls is ZertoRewindError:
+        return
+    drawn = _drawn_modules()[cls.__name__]
+    actual = cls.__module__.removeprefix(zerto_rewind.__name__ + ".")
+    assert drawn == actual, f"errors.py draws {cls.__name__} in {drawn}; it lives in {actual}"
 
 
 def test_advice_follows_the_first_semicolon() -> None:

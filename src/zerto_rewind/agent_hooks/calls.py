@@ -10,7 +10,7 @@ name it does not list is *unlisted*: a prompt, never a silent pass.
 from __future__ import annotations
 
 from .. import _fastjson
-from ..errors import ZertoRewindError
+from ..errors import HookInputError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,10 +39,6 @@ MAX_INPUT_BYTES = 8 * 1024 * 1024
 MCP = "mcp"
 SHELL = "shell"
 FILES = "files"
-
-
-class HookInputError(ZertoRewindError, ValueError):
-    """Stdin is not the host's pre-tool payload; the hook answers its host's blocking error."""
 
 
 class Call:

@@ -25,6 +25,7 @@ import os
 import sys
 
 from .. import selfprotect
+from ..core.deadline import timeout_reason
 from ..service_client import (
     ServiceError,
     ServiceIdentityError,
@@ -124,12 +125,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         call = opts.host.parse(data, opts.servers)
     except HookInputError as exc:
         return _block(opts.host, f"zerto-rewind hook: {exc}. The call is blocked; check the hook.")
-    arm_deadline(
-        opts.budget,
-        lambda: _deny(
-            opts, call.host_tool, f"no decision within the hook's {opts.budget:g} s budget"
-        ),
-    )
+    arm_deadline(opts.budget, lambda: _timed_out(opts, call.host_tool))
     try:
         if call.kind in (SHELL, FILES):
             text = _check_own_files(opts, call, env)
@@ -179,6 +175,12 @@ def _render(opts: Options, answer: dict[str, Any]) -> str:
             prompt_as=prompt_as,
         )
     )
+
+
+def _timed_out(opts: Options, tool: str) -> str:
+    waited_on = f"the guard service at {opts.service} did not answer in time"
+    reason = timeout_reason(tool, opts.budget, waited_on, "the service")
+    return str(opts.host.render("deny", reason, ""))
 
 
 def _deny(opts: Options, tool: str, why: str) -> str:

@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from ..config.loader import ConfigChanged, load_settings
+from ..config.loader import load_settings
 from ..config.settings import LEGACY_LOG_NAME, Settings, default_log_path
 from ..core.catalog import READ_ONLY, UNLISTED, classify
 from ..errors import ConfigError
@@ -31,11 +31,13 @@ from . import host as claude_code
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any
 
+    from ..core.approval_policy import Approvals
+    from ..core.catalog import Classification
     from ..core.decision import Decision, ToolCall
+    from .protect import SelfProtection
 
-__all__ = ["LAUNCH_CODE", "LEGACY_LAUNCH_CODE", "config_denial_reason", "main", "run"]
+__all__ = ["LAUNCH_CODE", "LEGACY_LAUNCH_CODE", "main", "run"]
 
 # What `zerto-rewind install` puts after `python -c`. Cheaper than `-m` (runpy
 # costs ~7 ms, about half of bare interpreter start-up) or the console script
@@ -126,9 +128,6 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool)
         return 2
     if "--config" in options:
         env = {**env, "ZERTO_REWIND_CONFIG": options["--config"]}
-    server = options.get("--mcp-server", "")
-    if not set(server) <= _NAME_CHARS:
-        server = ""  # only a hint: an odd name falls back to the CLI command
     try:
         payload = claude_code.parse_input(sys.stdin.buffer.read())
     except claude_code.HookInputError as exc:
@@ -141,23 +140,89 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool)
         settings = load_settings(env, pin=options.get("--config-sha256"))
     except ConfigError as exc:
         return _config_denial(payload, exc, env, started_wall)
+    return _route(payload, settings, options, env, all_tools=all_tools, watchdog=watchdog,
+                  started=(started_wall, started_mono))  # fmt: skip
+
+
+def _route(
+    payload: claude_code.HookInput,
+    settings: Settings,
+    options: dict[str, str],
+    env: Mapping[str, str],
+    *,
+    all_tools: bool,
+    watchdog: bool,
+    started: tuple[float, float],
+) -> int:
+    """Classify once, leave a read-only call at once, else run the pipeline's steps."""
+    started_wall, started_mono = started
+    server = options.get("--mcp-server", "")
+    if not set(server) <= _NAME_CHARS:
+        server = ""  # only a hint: an odd name falls back to the CLI command
     own_tool = payload.tool_name in _SELF_TOOLS and settings.guard.protect_self
-    if own_tool and _may_name_own_files(payload, settings, options.get("--settings")):
-        denied = _protect(payload, settings, options.get("--settings"), env, started_wall)
-        if denied is not None:
-            return denied
-    try:
-        kind = classify(payload.tool_name, payload.tool_input, settings.catalog).kind
+    watch_own = own_tool and _may_name_own_files(payload, settings, options.get("--settings"))
+    verdict: Classification | None = None
+    try:  # classified once, here: the pipeline's steps read this verdict
+        verdict = classify(payload.tool_name, payload.tool_input, settings.catalog)
     except ConfigError:
-        kind = None  # the guarded path validates again and denies with the reason
-    if kind == READ_ONLY:
+        verdict = None  # the table classifies and denies with the reason
+    kind = verdict.kind if verdict is not None else None
+    # It reached the hook only to be checked for writes to the guard's files:
+    only_own = own_tool and kind == UNLISTED and not all_tools
+    if (kind == READ_ONLY or only_own) and not watch_own:
         return 0
-    if own_tool and kind == UNLISTED and not all_tools:
-        return 0  # it reached the hook only to be checked for writes to the guard's files
+    protection = None
+    if watch_own:
+        from .protect import SelfProtection
+
+        protection = SelfProtection(
+            settings, settings_file=options.get("--settings"), env=env, cwd=payload.cwd
+        )
+        if kind == READ_ONLY or only_own:
+            return _protect_only(payload, settings, protection, verdict, started_wall)
     rewind_tool = f"mcp__{server}__zerto_recovery_plan" if server else None
     return _guarded(
-        payload, settings, started_wall, started_mono, watchdog=watchdog, rewind_tool=rewind_tool
+        payload,
+        settings,
+        started_wall,
+        started_mono,
+        watchdog=watchdog,
+        rewind_tool=rewind_tool,
+        verdict=verdict,
+        protection=protection,
     )
+
+
+def _call(payload: claude_code.HookInput, started_wall: float) -> ToolCall:
+    from ..core.decision import ToolCall
+
+    return ToolCall(
+        payload.tool_name,
+        payload.tool_input,
+        session_id=payload.session_id,
+        tool_use_id=payload.tool_use_id,
+        started_at=started_wall,
+        principal=_principal(),
+    )
+
+
+def _protect_only(
+    payload: claude_code.HookInput,
+    settings: Settings,
+    protection: SelfProtection,
+    verdict: Classification | None,
+    started_wall: float,
+) -> int:
+    """A call that reached the hook only for the self-protection check: deny a write to
+    the guard's files, say nothing otherwise (the guard does not watch it)."""
+    if protection.hit(payload.tool_name, payload.tool_input) is None:
+        return 0  # nothing of the pipeline is loaded for a harmless call
+    from ..core.pipeline import decide
+
+    call = _call(payload, started_wall)
+    decision = decide(call, [protection], verdict=verdict)
+    elapsed_ms = int((time.time() - started_wall) * 1000)
+    return _Answer(settings, call).give(decision.but(elapsed_ms=elapsed_ms))
 
 
 def _guarded(
@@ -168,39 +233,24 @@ def _guarded(
     *,
     watchdog: bool = True,
     rewind_tool: str | None = None,
+    verdict: Classification | None = None,
+    protection: SelfProtection | None = None,
 ) -> int:
     """The slow path: everything but a read-only call. Any failure here denies."""
     _full_site()
-    from ..core.decision import Decision, Outcome, Row, ToolCall
+    from ..core.decision import Decision, Outcome, Row
 
-    call = ToolCall(
-        payload.tool_name,
-        payload.tool_input,
-        session_id=payload.session_id,
-        tool_use_id=payload.tool_use_id,
-        started_at=started_wall,
-    )
+    call = _call(payload, started_wall)
     answer = _Answer(settings, call)
     if watchdog:
         answer.arm_watchdog(started_mono + settings.guard.timeout_s - _WATCHDOG_MARGIN_S)
     try:
-        from ..config.settings import validate_patterns
-        from ..core.guard import Guard
-
-        validate_patterns(settings)
-        _require_secrets(settings)
-        guard = Guard(settings, rewind_tool=rewind_tool)
-        try:
-            decision = guard.decide(call)
-        finally:
-            guard.close()
+        decision = _decide(settings, call, verdict, protection, rewind_tool)
     except ConfigError as exc:
-        decision = Decision(
-            Row.CONFIG_ERROR,
-            Outcome.DENY,
-            call.tool_name,
-            reason=config_denial_reason(call.tool_name, exc),
-        )
+        from .config_denial import config_denial_reason
+
+        reason = config_denial_reason(call.tool_name, exc)
+        decision = Decision(Row.CONFIG_ERROR, Outcome.DENY, call.tool_name, reason=reason)
     except Exception as exc:  # fail closed on anything, with the reason
         reason = (
             f"zerto-rewind hit an internal error ({type(exc).__name__}: {exc}) while guarding "
@@ -208,6 +258,54 @@ def _guarded(
         )
         decision = Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason)
     return answer.give(decision)
+
+
+def _decide(
+    settings: Settings,
+    call: ToolCall,
+    verdict: Classification | None,
+    protection: SelfProtection | None,
+    rewind_tool: str | None,
+) -> Decision:
+    """The hook's steps (core.pipeline): self-protection, the table, approvals."""
+    from ..config.settings import validate_patterns
+    from ..core.guard import Guard
+    from ..core.pipeline import Policy, Table, decide
+
+    validate_patterns(settings)
+    _require_secrets(settings)
+    guard = Guard(settings, rewind_tool=rewind_tool)
+    policies: list[Policy] = [Table(guard)]
+    if protection is not None:
+        policies.append(protection)
+    if settings.guard.prompt_via == "approvals":
+        policies.append(_approvals(settings, call))
+    try:
+        return decide(call, policies, verdict=verdict)
+    finally:
+        guard.close()
+
+
+def _principal() -> str:
+    import getpass
+
+    return f"hook:{getpass.getuser()}"
+
+
+def _approvals(settings: Settings, call: ToolCall) -> Approvals:
+    """``guard.prompt_via: approvals`` for headless runs: an approval of this very call lets
+    it run (once); else deny, naming the request a person approves. The queue is the
+    guard's state directory, which a standalone install shares with the agent's user
+    (docs/approvals.md says what that means)."""
+    from ..core.approval_policy import Approvals
+    from ..core.state_store import open_approvals
+
+    return Approvals(
+        lambda: open_approvals(settings.state_connection_url(), settings.state_dir),
+        settings.approvals,
+        settings.log_path,
+        principal=call.principal or _principal(),
+    )
 
 
 def _require_secrets(settings: Settings) -> None:
@@ -245,9 +343,9 @@ class _Answer:
         threading.Thread(target=fire, name="zerto-rewind-watchdog", daemon=True).start()
 
     def _timeout(self) -> None:
+        from ..core.deadline import timeout_reason
         from ..core.decision import Decision, Outcome, Row
 
-        budget = self.settings.guard.timeout_s
         zvms = self.settings.zvms
         where = (
             f"the ZVM at {self.settings.zvm.url} did not answer in time"
@@ -255,13 +353,13 @@ class _Answer:
             else "a ZVM of the estate did not answer in time: "
             + ", ".join(f"site {site} at {zvm.url}" for site, zvm in zvms.items())
         )
-        reason = (
-            f"zerto-rewind could not confirm a checkpoint for {self.call.tool_name} within its "
-            f"{budget:g} s budget ({where}); "
-            "the call was not run. Check the ZVM with `zerto-rewind doctor`, then retry."
+        reason = timeout_reason(
+            self.call.tool_name, self.settings.guard.timeout_s, where, "the ZVM"
         )
-        decision = Decision(Row.ERROR, Outcome.DENY, self.call.tool_name, reason=reason)
-        decision.elapsed_ms = int((time.time() - self.call.started_at) * 1000)
+        elapsed_ms = int((time.time() - self.call.started_at) * 1000)
+        decision = Decision(
+            Row.ERROR, Outcome.DENY, self.call.tool_name, reason=reason, elapsed_ms=elapsed_ms
+        )
         if not self._deliver(decision):
             return  # the guard answered while this one was being prepared
         sys.stdout.flush()
@@ -279,10 +377,11 @@ class _Answer:
                 return False
             self.given = True
             self.answered.set()
-            if decision.outcome == "prompt" and self.settings.guard.prompt_via == "approvals":
-                _by_approval(self.settings, decision, self.call)
+            # Recorded before it is given: what the host hears is what the log holds (a
+            # call whose line cannot be written does not run).
+            decision = _log(self.settings.log_path, decision, self.call, self.settings)
             # A prompt is read by the person asked: it may show the host paths the call
-            # names; the log line below keeps the reason, which names the arguments only.
+            # names; the log line keeps the reason, which names the arguments only.
             shown = decision.for_approver() if decision.outcome == "prompt" else decision.reason
             text = claude_code.render(
                 decision.outcome,
@@ -294,61 +393,7 @@ class _Answer:
                 sys.stdout.write(text + "\n")
                 sys.stdout.flush()
             _ANSWERED.append(True)
-            _log(self.settings.log_path, decision, self.call, self.settings)
             return True
-
-
-def _by_approval(settings: Settings, decision: Decision, call: ToolCall) -> None:
-    """``guard.prompt_via: approvals`` for headless runs: an approval of this very call lets
-    it run (once); else deny, naming the request a person approves. The queue is the
-    guard's state directory, which a standalone install shares with the agent's user
-    (docs/approvals.md says what that means)."""
-    import getpass
-
-    from ..core.approvals import (
-        NO_APPROVER,
-        ApprovalLimitError,
-        approved_context,
-        prompt_by_approval,
-        waiting_reason,
-    )
-    from ..core.decision import Outcome
-    from ..core.state_store import open_approvals
-
-    config = settings.approvals
-    if not (config.approver_users or config.approver_groups):
-        decision.outcome, decision.reason = Outcome.DENY, f"{decision.reason} {NO_APPROVER}"
-        return
-    try:
-        used, waiting = prompt_by_approval(
-            open_approvals(settings.state_connection_url(), settings.state_dir),
-            settings.log_path,
-            tool=call.tool_name,
-            tool_input=call.tool_input,
-            vms=decision.vms,
-            row=decision.row,
-            why=decision.reason,
-            principal=f"hook:{getpass.getuser()}",
-            expires_s=config.expires_s,
-            session=call.session_id,
-            host_paths=decision.host_paths,
-            max_open=config.max_open_per_principal,
-        )
-    except ApprovalLimitError as exc:
-        decision.outcome, decision.reason = Outcome.DENY, f"{decision.reason} {exc.reason()}"
-        return
-    except Exception as exc:  # the queue cannot be used: refuse, never run it unasked
-        decision.outcome = Outcome.DENY
-        decision.reason = (
-            f"{decision.reason} It needs a person's approval, and the approval queue failed "
-            f"({type(exc).__name__}: {exc}). The call was not run."
-        )
-        return
-    if used is not None:
-        decision.outcome, decision.context = Outcome.CONTEXT, approved_context(used)
-        return
-    assert waiting is not None
-    decision.outcome, decision.reason = Outcome.DENY, f"{decision.reason} {waiting_reason(waiting)}"
 
 
 def _config_denial(
@@ -361,16 +406,19 @@ def _config_denial(
     the hook only because the matcher compiled from the installed config selected it.
     """
     from ..core.decision import Decision, Outcome, Row, ToolCall
+    from .config_denial import config_denial_reason
 
     reason = config_denial_reason(payload.tool_name, problem)
-    sys.stdout.write(claude_code.render("deny", reason, "") + "\n")
-    _ANSWERED.append(True)
-    decision = Decision(Row.CONFIG_ERROR, Outcome.DENY, payload.tool_name, reason=reason)
+    elapsed_ms = int((time.time() - started) * 1000)
+    decision = Decision(
+        Row.CONFIG_ERROR, Outcome.DENY, payload.tool_name, reason=reason, elapsed_ms=elapsed_ms
+    )
     call = ToolCall(
         payload.tool_name, None, session_id=payload.session_id, tool_use_id=payload.tool_use_id
     )
-    decision.elapsed_ms = int((time.time() - started) * 1000)
     _log(default_log_path(env), decision, call)
+    sys.stdout.write(claude_code.render("deny", reason, "") + "\n")
+    _ANSWERED.append(True)
     return 0
 
 
@@ -389,83 +437,37 @@ def _may_name_own_files(
     return any(name.rpartition("/")[2] in command for name in names if name)
 
 
-def _protect(
-    payload: claude_code.HookInput,
-    settings: Settings,
-    settings_file: str | None,
-    env: Mapping[str, str],
-    started: float,
-) -> int | None:
-    """Deny (and log) a file or shell call that would write the guard's own files."""
-    from . import protect
-
-    items = protect.protected_paths(settings, settings_file=settings_file, env=env)
-    cwd = env.get("CLAUDE_PROJECT_DIR") or None
-    hit = protect.check(
-        payload.tool_name,
-        payload.tool_input,
-        items,
-        cwd=payload.cwd or cwd,
-        home=env.get("HOME", ""),
-    )
-    if hit is None:
-        return None
-    from ..core.decision import Decision, Outcome, Row, ToolCall
-
-    item, named = hit
-    how = (
-        f"the command names {item.what} ({named}) next to something that can write files"
-        if payload.tool_name == "Bash"
-        else f"it would write {item.what} ({named})"
-    )
-    reason = (
-        f"zerto-rewind denied {payload.tool_name}: {how}. The guard does not let the agent "
-        "session it watches change the guard's own files, so the call was not run. If the "
-        "change is wanted, a person makes it outside the agent session."
-    )
-    sys.stdout.write(claude_code.render("deny", reason, "") + "\n")
-    _ANSWERED.append(True)
-    decision = Decision(Row.PROTECTED, Outcome.DENY, payload.tool_name, reason=reason)
-    call = ToolCall(
-        payload.tool_name, None, session_id=payload.session_id, tool_use_id=payload.tool_use_id
-    )
-    decision.elapsed_ms = int((time.time() - started) * 1000)
-    _log(settings.log_path, decision, call, settings)
-    return 0
-
-
-def config_denial_reason(tool_name: str, problem: ConfigError) -> str:
-    """What the human who approves reads when the config is broken or changed."""
-    if isinstance(problem, ConfigChanged):
-        return (
-            f"zerto-rewind denied {tool_name}: the guard's config {problem.path} changed since "
-            f"the guard was installed ({problem.detail}), so the guard does not trust it and "
-            "blocks every call it watches; the call was not run. If the change was intended, "
-            "whoever administers the guard accepts it by running `zerto-rewind install "
-            "claude-code …` again and starting a new session; if nobody meant to change it, "
-            "treat it as tampering."
-        )
-    return (
-        f"zerto-rewind denied {tool_name}: the guard's config cannot be used "
-        f"({problem.summary}), so the guard blocks every call it watches; the call was not "
-        "run. An operator can see the problem with `zerto-rewind doctor`."
-    )
-
-
-def _log(path: str, decision: Decision, call: ToolCall, settings: Settings | None = None) -> None:
-    from ..core.decisions_log import register_anchor, write_record
-    from ..errors import StateError
+def _log(
+    path: str, decision: Decision, call: ToolCall, settings: Settings | None = None
+) -> Decision:
+    """The record step (core.record), its warnings on stderr; the decision to give."""
+    from ..core.decisions_log import register_anchor
+    from ..core.record import record
 
     if settings is not None:  # a broken config logs its denial unanchored
         from ..core.log_anchor import policy_for
 
         register_anchor(policy_for(settings))
+    _warnings_to_stderr()
+    return record(decision, call, path)
 
-    record: dict[str, Any] = decision.log_record(call)
-    try:
-        write_record(path, record)
-    except (StateError, OSError) as exc:
-        sys.stderr.write(f"zerto-rewind hook: decision not logged: {exc}\n")
+
+_WARNINGS_TO_STDERR: list[bool] = []
+
+
+def _warnings_to_stderr() -> None:
+    """The record step's warnings, on the hook's stderr (a process per call, no log
+    config); sys.stderr is looked up at each write, so an in-process caller's is used."""
+    if _WARNINGS_TO_STDERR:
+        return
+    import logging
+
+    class Stderr(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            sys.stderr.write(f"zerto-rewind hook: {record.getMessage()}\n")
+
+    logging.getLogger("zerto_rewind.decisions").addHandler(Stderr(logging.WARNING))
+    _WARNINGS_TO_STDERR.append(True)
 
 
 def _full_site() -> None:

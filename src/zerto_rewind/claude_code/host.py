@@ -18,7 +18,7 @@ defer      ``defer`` (honoured by ``claude -p`` only)
 from __future__ import annotations
 
 from .. import _fastjson
-from ..errors import ZertoRewindError
+from ..errors import HookInputError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,13 +29,6 @@ __all__ = ["HookInput", "HookInputError", "parse_input", "render"]
 EVENT = "PreToolUse"
 # Bounded so a runaway payload cannot make the guard slow; real inputs are KBs.
 MAX_INPUT_BYTES = 8 * 1024 * 1024
-
-
-class HookInputError(ZertoRewindError, ValueError):
-    """Stdin is not a PreToolUse payload; the hook exits 2 with this on stderr.
-
-    Still a ValueError, as it always was, for callers that parse with ``except ValueError``.
-    """
 
 
 class HookInput:

@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ..config.settings import Settings
+    from ..core.decision import Decision, ToolCall
 
-__all__ = ["FILE_TOOLS", "SELF_TOOLS", "Protected", "check", "protected_paths"]
+__all__ = ["FILE_TOOLS", "SELF_TOOLS", "Protected", "SelfProtection", "check", "protected_paths"]
 
 SELF_TOOLS = ("Bash", "Write", "Edit", "MultiEdit", "NotebookEdit")
 
@@ -91,3 +92,54 @@ def protected_paths(
     for path in dict.fromkeys(hosts):
         items.append(Protected("the host settings that hold the guard's hook", path))
     return items
+
+
+class SelfProtection:
+    """The pipeline's ``self_protection`` step (core.pipeline): a file or shell call that
+    would write the guard's own files is denied, before the table is asked."""
+
+    name = "self_protection"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        settings_file: str | None,
+        env: Mapping[str, str],
+        cwd: str | None,
+    ) -> None:
+        """``cwd``: the session's directory, as the host reported it."""
+        self.settings = settings
+        self.settings_file = settings_file
+        self.env = env
+        self.cwd = cwd or env.get("CLAUDE_PROJECT_DIR") or None
+
+    def hit(self, tool_name: str, tool_input: object) -> tuple[Protected, str] | None:
+        """The guard's file the call would write, and how it names it; None if none.
+        Import-light: the hook asks it before it loads the rest of the pipeline."""
+        if tool_name not in SELF_TOOLS:
+            return None
+        items = protected_paths(self.settings, settings_file=self.settings_file, env=self.env)
+        home = self.env.get("HOME", "")
+        return check(tool_name, tool_input, items, cwd=self.cwd, home=home)
+
+    def apply(self, call: ToolCall, so_far: Decision) -> Decision | None:
+        from ..core.decision import Decision, Outcome, Row
+
+        if so_far.row != Row.UNDECIDED:
+            return None
+        hit = self.hit(call.tool_name, call.tool_input)
+        if hit is None:
+            return None
+        item, named = hit
+        how = (
+            f"the command names {item.what} ({named}) next to something that can write files"
+            if call.tool_name == "Bash"
+            else f"it would write {item.what} ({named})"
+        )
+        reason = (
+            f"zerto-rewind denied {call.tool_name}: {how}. The guard does not let the agent "
+            "session it watches change the guard's own files, so the call was not run. If the "
+            "change is wanted, a person makes it outside the agent session."
+        )
+        return Decision(Row.PROTECTED, Outcome.DENY, call.tool_name, reason=reason)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 
+from ..core.deadline import timeout_reason
 from ..service_client import (
     ServiceError,
     ServiceIdentityError,
@@ -75,12 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"zerto-rewind hook: {exc}. The call is blocked; check the hook wiring.\n")
         return 2
     budget = float(opts.get("budget", DEFAULT_BUDGET_S))
-    arm_deadline(
-        budget,
-        lambda: _deny(
-            payload.tool_name, opts["service"], f"no decision within the hook's {budget:g} s budget"
-        ),
-    )
+    arm_deadline(budget, lambda: _timed_out(payload.tool_name, opts["service"], budget))
     try:
         answer = ask_service(opts, data, timeout_s=request_timeout_s(budget))
         text = _render(answer)
@@ -132,6 +128,11 @@ def _render(answer: dict[str, Any]) -> str:
 
 def _deny(tool: str, service: str, why: str) -> str:
     return host.render("deny", undecided_reason(tool, service, why), "")
+
+
+def _timed_out(tool: str, service: str, budget: float) -> str:
+    waited_on = f"the guard service at {service} did not answer in time"
+    return host.render("deny", timeout_reason(tool, budget, waited_on, "the service"), "")
 
 
 def _deny_identity(tool: str, exc: ServiceIdentityError) -> str:

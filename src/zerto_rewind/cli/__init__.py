@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TextIO
 
-__all__ = ["COMMANDS", "main", "report_error", "run_command"]
+__all__ = ["COMMANDS", "main", "report_error", "report_warning", "run_command"]
 
 # name -> (module, function, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -55,6 +55,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "tag": ("zerto_rewind.cli.zvm_cmds", "tag", "tag a checkpoint for a VM and wait for it"),
     "log": ("zerto_rewind.cli.log_cmd", "main", "recent decisions; reconcile pending tags"),
+    "sessions": (
+        "zerto_rewind.cli.sessions_cmd",
+        "list_main",
+        "recent agent sessions: who, when, how many changes, which VMs",
+    ),
+    "session": (
+        "zerto_rewind.cli.sessions_cmd",
+        "session_main",
+        "one agent session: session show ID (its changes and rewind points)",
+    ),
     "install": (
         "zerto_rewind.cli.install_cmd",
         "main",
@@ -80,6 +90,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "main",
         "calls waiting for a person: list, show, approve, deny",
     ),
+    "rewind": (
+        "zerto_rewind.cli.rewind_cmd",
+        "main",
+        "put a session's VMs back to the checkpoints taken before its changes",
+    ),
     "check": (
         "zerto_rewind.cli.check_cmd",
         "main",
@@ -100,7 +115,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 # Commands that answer every failure in their host's protocol themselves.
 _OWN_ERROR_EDGE = frozenset({"hook"})
 # Commands whose first argument names a subcommand: an error names both words.
-_WITH_SUBCOMMAND = frozenset({"install", "catalog"})
+_WITH_SUBCOMMAND = frozenset({"install", "catalog", "session"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,6 +160,11 @@ def run_command(name: str, command: Callable[[], int | None]) -> int:
 def report_error(name: str, error: ZertoRewindError) -> None:
     """Write ``zerto-rewind NAME: Type: what failed — what to do`` to stderr."""
     sys.stderr.write(f"zerto-rewind {name}: {describe(error)}\n")
+
+
+def report_warning(name: str, text: str) -> None:
+    """Write ``zerto-rewind NAME: warning: TEXT`` to stderr: the command goes on without."""
+    sys.stderr.write(f"zerto-rewind {name}: warning: {text}\n")
 
 
 def _label(args: list[str]) -> str:

@@ -24,7 +24,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ZertoRewindError
+from ..errors import UsageError, ZertoRewindError
+from . import report_error
 
 __all__ = ["main", "send_with_credentials"]
 
@@ -85,11 +86,12 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
 
 
 def _hash_password() -> int:
-    from ..gateway.approvals_web import hash_password
+    from ..gateway.approvals_auth import hash_password
 
     password = sys.stdin.readline().rstrip("\n")
     if len(password) < 12:
-        sys.stderr.write("zerto-rewind approvals: use a password of 12 characters or more\n")
+        msg = "the password is shorter than 12 characters; use one of 12 characters or more"
+        report_error("approvals", UsageError(msg))
         return 2
     sys.stdout.write(hash_password(password) + "\n")
     return 0

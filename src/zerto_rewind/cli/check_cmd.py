@@ -85,7 +85,7 @@ def check(tool: str, tool_input: Any, env: dict[str, str]) -> dict[str, Any]:
         "problem": verdict.problem,
     }
     try:
-        preview = _preview(settings, tool, tool_input)
+        preview = _preview(settings, tool, tool_input, verdict)
     except ZertoRewindError as exc:
         report.update(row="error", outcome="deny", vpgs=[], error=f"{type(exc).__name__}: {exc}")
         report["summary"] = "the ZVM could not be asked, so the guard would deny a mutating call"
@@ -100,8 +100,9 @@ def check(tool: str, tool_input: Any, env: dict[str, str]) -> dict[str, Any]:
     return report
 
 
-def _preview(settings: Any, tool: str, tool_input: Any) -> Any:
-    """The guard's preview over the estate: every ZVM of ``zvms``, each VPG on its tag site."""
+def _preview(settings: Any, tool: str, tool_input: Any, verdict: Any) -> Any:
+    """The guard's preview over the estate: every ZVM of ``zvms``, each VPG on its tag site
+    (with the classification the report shows: the call is classified once)."""
     from ..core.guard import Guard
     from ..core.state import GuardState
     from ..recovery.preview import preview_call
@@ -109,7 +110,7 @@ def _preview(settings: Any, tool: str, tool_input: Any) -> Any:
     state = GuardState(settings.state_dir)
     guard = Guard(settings, state=state)
     try:
-        return preview_call(settings, guard, state, tool, tool_input)
+        return preview_call(settings, guard, state, tool, tool_input, verdict=verdict)
     finally:
         guard.close()
 

@@ -98,14 +98,7 @@ RETRY = Step("pending, retried", POWER_OFF, {"name": "win2019-1"}, "context")
 
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; 0 when every row got the decision the table promises."""
-    parser = argparse.ArgumentParser(prog="zerto-rewind demo", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--aws-cadence", type=float, default=AWS_CADENCE_S, help="simulated AWS journal cadence (s)"
-    )
-    parser.add_argument(
-        "--budget", type=float, default=GUARD_BUDGET_S, help="the guard's budget (s)"
-    )
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     # Piped output (CI logs) gets a width the summary table fits in.
     console = Console() if Console().is_terminal else Console(width=120)
     sim_config = fast_sim_config(
@@ -127,28 +120,52 @@ def main(argv: list[str] | None = None) -> int:
         )
         for site, fields in box.sites.items():
             console.print(f"  site {site} ({fields['kind']}): ZVM at {fields['url']}")
-        rows = []
-        for step in STEPS:
-            if step.tool_input.get("name") == "win2019-1":
-                box.wait_past_boundary(AWS_VPG)  # the next AWS checkpoint is a cadence away
-            rows.append((step, _run(console, box, step)))
-        pending = rows[3][1]
-        console.print(f"\n[yellow]site {DARK_SITE}'s ZVM goes down[/yellow]")
-        box.control("POST", "/_sim/faults", {"kind": "down"}, site=DARK_SITE)
-        try:
-            rows += [(step, _run(console, box, step)) for step in DARK]
-        finally:
-            box.control("DELETE", "/_sim/faults", site=DARK_SITE)
-        back_at = time.monotonic()
-        console.print(f"[yellow]site {DARK_SITE}'s ZVM is back[/yellow]")
-        # The retry must not meet dr's remembered outage: win2019-1's name is asked of dr too.
-        wait_s = max(_retry_wait(box), SITE_DOWN_S + 0.5 - (time.monotonic() - back_at))
-        note = f"waiting {wait_s:.0f} s for the pending AWS tag to land, as the deny told the agent"
-        console.print(f"\n[yellow]{note}...[/yellow]")
-        time.sleep(wait_s)
-        rows.append((RETRY, _run(console, box, RETRY)))
+        rows = _play(console, box)
         tags = box.tag_counts()
     _print_table(console, rows)
+    return _verdict(console, rows, tags)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zerto-rewind demo", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--aws-cadence", type=float, default=AWS_CADENCE_S, help="simulated AWS journal cadence (s)"
+    )
+    parser.add_argument(
+        "--budget", type=float, default=GUARD_BUDGET_S, help="the guard's budget (s)"
+    )
+    return parser
+
+
+def _play(console: Console, box: Sandbox) -> list[tuple[Step, HookRun]]:
+    """Every step of the table, then the dark site's rows, then the pending call's retry."""
+    rows = []
+    for step in STEPS:
+        if step.tool_input.get("name") == "win2019-1":
+            box.wait_past_boundary(AWS_VPG)  # the next AWS checkpoint is a cadence away
+        rows.append((step, _run(console, box, step)))
+    console.print(f"\n[yellow]site {DARK_SITE}'s ZVM goes down[/yellow]")
+    box.control("POST", "/_sim/faults", {"kind": "down"}, site=DARK_SITE)
+    try:
+        rows += [(step, _run(console, box, step)) for step in DARK]
+    finally:
+        box.control("DELETE", "/_sim/faults", site=DARK_SITE)
+    back_at = time.monotonic()
+    console.print(f"[yellow]site {DARK_SITE}'s ZVM is back[/yellow]")
+    # The retry must not meet dr's remembered outage: win2019-1's name is asked of dr too.
+    wait_s = max(_retry_wait(box), SITE_DOWN_S + 0.5 - (time.monotonic() - back_at))
+    note = f"waiting {wait_s:.0f} s for the pending AWS tag to land, as the deny told the agent"
+    console.print(f"\n[yellow]{note}...[/yellow]")
+    time.sleep(wait_s)
+    rows.append((RETRY, _run(console, box, RETRY)))
+    return rows
+
+
+def _verdict(
+    console: Console, rows: list[tuple[Step, HookRun]], tags: dict[str, dict[str, int]]
+) -> int:
+    """Print the tag requests per ZVM; 0 when every row and tag count is as the table promises."""
+    pending = rows[3][1]
     console.print("\ntag requests per ZVM (each VPG's tag goes to its protected site's ZVM):")
     for site, counts in tags.items():
         listed = ", ".join(f"{vpg} {n}" for vpg, n in sorted(counts.items())) or "none"

@@ -9,7 +9,8 @@ import sys
 from collections.abc import Mapping
 
 from ..config.loader import load_config
-from ..errors import ZertoRewindError
+from ..errors import UsageError, ZertoRewindError
+from . import report_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,7 +83,8 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
 
         token = sys.stdin.readline().strip()
         if not token:
-            sys.stderr.write("zerto-rewind gateway: no token on stdin\n")
+            msg = "no token on stdin; write the token on the first line of stdin"
+            report_error("gateway", UsageError(msg))
             return 2
         sys.stdout.write(token_digest(token) + "\n")
         return 0
@@ -117,7 +119,8 @@ def _serve(args: argparse.Namespace, settings: Settings, channels: ApprovalChann
     try:
         if args.stdio:
             if not args.upstream:
-                sys.stderr.write("zerto-rewind gateway: --stdio needs --upstream NAME\n")
+                msg = "--stdio without --upstream; name the server to serve with --upstream NAME"
+                report_error("gateway", UsageError(msg))
                 return 2
             anyio.run(
                 lambda: serve_stdio(
@@ -170,8 +173,8 @@ def _tree_error(group: BaseExceptionGroup[BaseException]) -> ZertoRewindError | 
 def _host_port(text: str, option: str = "--listen") -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not host:
-        msg = f"zerto-rewind gateway: {option} wants HOST:PORT, not {text!r}"
-        raise SystemExit(msg)
+        msg = f"{option} {text!r}: not HOST:PORT; write it as HOST:PORT, such as 127.0.0.1:8443"
+        raise UsageError(msg)
     return host, int(port)
 
 
@@ -181,6 +184,6 @@ def _octal(text: str) -> int:
     except ValueError:
         mode = -1
     if not 0 <= mode <= 0o777:
-        msg = f"zerto-rewind gateway: --socket-mode wants an octal mode such as 0660, not {text!r}"
-        raise SystemExit(msg)
+        msg = f"--socket-mode {text!r}: not an octal mode; write it in octal, such as 0660"
+        raise UsageError(msg)
     return mode

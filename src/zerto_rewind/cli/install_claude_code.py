@@ -1,8 +1,10 @@
-"""``zerto-rewind install claude-code``: the command line of :mod:`..claude_code.install`.
+"""``zerto-rewind install claude-code``: the command line of the Claude Code installer.
+
+The installer is :mod:`zerto_rewind.hostconfig.install.claude_code`.
 
 Parses the options, checks the ones that only go together, and hands them to
-:func:`~zerto_rewind.claude_code.install.install` as an
-:class:`~zerto_rewind.claude_code.install_plan.InstallOptions`.
+:func:`~zerto_rewind.hostconfig.install.claude_code.install` as an
+:class:`~zerto_rewind.hostconfig.install.plan.InstallOptions`.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ..claude_code.install import install
-from ..claude_code.install_plan import InstallOptions
-from ..claude_code.install_report import InstallReport
+from ..hostconfig.install.claude_code import install
+from ..hostconfig.install.plan import InstallOptions
+from ..hostconfig.install.report import InstallReport
 from .install_options import add_hook_arguments, add_json_argument
 
 __all__ = ["main"]
@@ -61,6 +63,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="install even when no MCP config defines a server the catalog names",
     )
+    _add_service_arguments(parser)
+    _add_managed_arguments(parser)
+    add_json_argument(parser)
+    return parser
+
+
+def _add_service_arguments(parser: argparse.ArgumentParser) -> None:
+    """The thin hook's flags: which guard service it asks, and how it trusts it."""
     thin = parser.add_argument_group(
         "guard service", "a thin hook that asks the guard service (zerto-rewind gateway)"
     )
@@ -86,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     thin.add_argument("--token-file", metavar="F", help="with https: the bearer token's file")
     thin.add_argument("--ca-file", metavar="F", help="with https: the CA bundle to trust")
+
+
+def _add_managed_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of a managed install (as root, into Claude Code's managed settings)."""
     managed = parser.add_argument_group("managed install (--managed, as root)")
     managed.add_argument(
         "--allow-managed-hooks-only",
@@ -100,8 +114,6 @@ def _parser() -> argparse.ArgumentParser:
     managed.add_argument(
         "--root", metavar="DIR", help="take /etc/... under DIR (tests, image builds; default /)"
     )
-    add_json_argument(parser)
-    return parser
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:

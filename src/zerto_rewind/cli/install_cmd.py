@@ -15,6 +15,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
+from ..errors import UsageError
+from . import report_error
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TextIO
@@ -58,16 +61,15 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         return 0
     entry = TARGETS.get(args[0])
     if entry is None:
-        sys.stderr.write(f"zerto-rewind install: unknown target {args[0]!r}\n")
+        report_error("install", UsageError(f"unknown target {args[0]!r}"))
         _usage(sys.stderr)
         return 2
     module_name, function_name, keep, _help = entry
     try:
         __import__(module_name)
     except ImportError as exc:
-        sys.stderr.write(
-            f"zerto-rewind install {args[0]}: not available in this installation ({exc})\n"
-        )
+        msg = f"not available in this installation ({exc})"
+        report_error(f"install {args[0]}", UsageError(msg))
         return 2
     function = getattr(sys.modules[module_name], function_name)
     return int(function(args if keep else args[1:], env) or 0)

@@ -1,16 +1,8 @@
-"""``zerto-rewind install mcp-host HOST``: put the gateway between an MCP host and a VM server.
+"""``zerto-rewind install mcp-host HOST``: the command line of the mcp-host installer.
 
-A thin command over :mod:`zerto_rewind.hostconfig`: it finds the VM
-server's entry in the host's config, moves it (credentials included) into the
-gateway config's ``upstreams``, and writes the gateway in its place: a stdio
-command, or with ``--url`` an HTTP endpoint plus a fresh bearer token whose
-digest joins ``gateway.clients``. Both files are backed up and replaced
-atomically; the token is written only to the host file and printed once.
-
-The gateway refuses to start a stdio upstream as root or as the owner of the
-guard's files (:mod:`zerto_rewind.gateway.upstream_user`); ``--upstream-user``
-writes ``upstreams.NAME.user``, and without it the install says plainly when
-the setup it wrote would be refused, and what to do.
+It parses and cross-checks the options; the move itself (the host's entry into
+the gateway's ``upstreams``, the gateway in its place) is
+:func:`zerto_rewind.hostconfig.install.mcp_host.install_mcp_host`.
 """
 
 from __future__ import annotations
@@ -20,28 +12,10 @@ import os
 import sys
 from collections.abc import Mapping
 
-from ..claude_code.install_report import InstallReport
-from ..config.parser import Parser
-from ..config.settings import config_path
-from ..errors import ConfigError, UsageError
-from ..hostconfig.entries import gateway_upstream_of
-from ..hostconfig.files import (
-    locate_server,
-    read_gateway_config,
-    render_host_text,
-    write_gateway_config,
-    write_host_config,
-)
-from ..hostconfig.move import (
-    HttpGateway,
-    StdioGateway,
-    describe_move,
-    gateway_endpoint,
-    move_to_gateway,
-    new_token,
-)
-from ..hostconfig.specs import HOSTS, candidate_files, default_paths
-from .install_next import next_steps
+from ..errors import UsageError
+from ..hostconfig.install.mcp_host import McpHostOptions, install_mcp_host
+from ..hostconfig.install.report import InstallReport
+from ..hostconfig.specs import HOSTS, default_paths
 from .install_options import add_json_argument
 
 __all__ = ["main"]
@@ -82,6 +56,25 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     where.add_argument(
         "--file", metavar="PATH", help="this host config file (where the default path is wrong)"
     )
+    _add_gateway_arguments(parser)
+    parser.add_argument(
+        "--dry-run", action="store_true", help="show what would change (secrets hidden)"
+    )
+    parser.add_argument(
+        "--systemd-unit",
+        metavar="PATH",
+        help="with --url: write a systemd unit that starts the gateway (hardened; "
+        "LimitNOFILE) to PATH",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace a different file at --systemd-unit PATH"
+    )
+    add_json_argument(parser)
+    return parser
+
+
+def _add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which gateway the host is pointed at, and how it runs a stdio server."""
     parser.add_argument(
         "--gateway-config",
         "--config",
@@ -109,20 +102,6 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="stdio gateway: accept an upstream that runs as root or as the guard's owner "
         "(the host's gateway command gets this flag)",
     )
-    parser.add_argument(
-        "--dry-run", action="store_true", help="show what would change (secrets hidden)"
-    )
-    parser.add_argument(
-        "--systemd-unit",
-        metavar="PATH",
-        help="with --url: write a systemd unit that starts the gateway (hardened; "
-        "LimitNOFILE) to PATH",
-    )
-    parser.add_argument(
-        "--force", action="store_true", help="replace a different file at --systemd-unit PATH"
-    )
-    add_json_argument(parser)
-    return parser
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -144,135 +123,26 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         )
         raise UsageError(msg)
     report = InstallReport("mcp-host", as_json=args.json)
-    code = _install(args, env, report)
+    code = install_mcp_host(_options(args), env, report)
     report.finish()
     return code
 
 
-def _install(args: argparse.Namespace, env: dict[str, str], report: InstallReport) -> int:
-    host = HOSTS[args.host]
-    gateway = read_gateway_config(config_path(env))
-    files = candidate_files(host, env, project=args.project, user=args.user, path=args.file)
-    current = locate_server(files, args.server)
-    entry = current.servers[args.server]
-    urls = [gateway_endpoint(args.url, args.server)] if args.url else []
-    if gateway_upstream_of(entry, args.server, urls) is not None:
-        report.outcome = "unchanged"
-        report.say(
-            [f"{current.file.where}: {args.server!r} already reaches the gateway; nothing to do"]
-        )
-        return 0
-    via: StdioGateway | HttpGateway
-    if args.url:
-        url = gateway_endpoint(args.url, args.server)
-        client = args.client or _default_client(host.name, env)
-        via = HttpGateway(url, client, new_token())
-    else:
-        if not sys.executable:
-            msg = (
-                "cannot tell which Python runs zerto-rewind (sys.executable is empty); "
-                "run it as `python3 -m zerto_rewind install mcp-host ...`"
-            )
-            raise ConfigError(msg)
-        # abspath, not realpath: a venv's bin/python is a symlink, and only the
-        # venv path makes the interpreter find the venv's site-packages.
-        python = os.path.abspath(sys.executable)
-        via = StdioGateway(python, gateway.path, allow_privileged=args.allow_privileged_upstream)
-    moved, new_gateway = move_to_gateway(
-        current, args.server, gateway.data, via=via, upstream_user=args.upstream_user
+def _options(args: argparse.Namespace) -> McpHostOptions:
+    return McpHostOptions(
+        host=args.host,
+        server=args.server,
+        project=args.project,
+        user=args.user,
+        file=args.file,
+        url=args.url,
+        client=args.client,
+        upstream_user=args.upstream_user,
+        allow_privileged_upstream=args.allow_privileged_upstream,
+        dry_run=args.dry_run,
+        systemd_unit=args.systemd_unit,
+        force=args.force,
     )
-    text, kept = render_host_text(moved)
-    summary = describe_move(args.server, current, moved, new_gateway, gateway.path, via)
-    warnings = _start_warnings(args, new_gateway, gateway.path, env)
-    # Before anything is written: a unit path holding another file refuses here.
-    steps = next_steps(args, via, gateway.path, new_gateway, env)
-    summary += [s for s in steps if not s.startswith("WARNING")]
-    warnings += [s for s in steps if s.startswith("WARNING")]
-    if args.dry_run:
-        report.dry_run(gateway.path, None)
-        report.dry_run(moved.file.path, None)
-        report.say(["dry run, nothing written", *summary, *warnings])
-        return 0
-    # The gateway learns the upstream first: a host pointed at a gateway that
-    # does not serve it yet would fail, the other order only leaves a spare upstream.
-    backups = [write_gateway_config(gateway, new_gateway)]
-    report.wrote(gateway.path, backups[0])
-    backup_dir = os.path.join(os.path.dirname(gateway.path), "host-backups")
-    http = isinstance(via, HttpGateway)
-    host_backup = write_host_config(moved, text, backup_dir=backup_dir, private=http)
-    report.wrote(moved.file.path, host_backup)
-    if host_backup:
-        backups.append(host_backup)
-    lines = [f"moved {args.server!r} behind the zerto-rewind gateway", *summary]
-    lines += [f"backup:      {b}" for b in backups]
-    if current.had_comments and not kept:
-        lines.append("note:        the host file's comments were dropped (the backup keeps them)")
-    lines.append(
-        f"the credentials now live only in {gateway.path}; the host backup holding them is "
-        f"in {backup_dir} (0600)"
-    )
-    if http and args.project is not None:
-        lines.append(
-            "note:        a project file now holds a bearer token: keep it out of version "
-            "control (or use --user)"
-        )
-    if args.systemd_unit:
-        report.extra["systemd_unit"] = args.systemd_unit
-    if isinstance(via, HttpGateway):
-        report.extra["token"] = via.token
-        lines.append(
-            f"token for client {via.client!r} (written only to {moved.file.path}; "
-            f"shown once): {via.token}"
-        )
-    report.say([*lines, *warnings])
-    if warnings:
-        sys.stderr.write("\n".join(warnings) + "\n")
-    return 0
-
-
-def _start_warnings(
-    args: argparse.Namespace, new_gateway: dict[str, object], path: str, env: Mapping[str, str]
-) -> list[str]:
-    """What in the new setup the gateway will refuse to start, and what to do; [] when none.
-
-    Judged as the gateway would (:mod:`zerto_rewind.gateway.upstream_user`),
-    assuming it runs as the user running this install (the host's user, for a
-    stdio gateway). An unknown ``--upstream-user`` is a ConfigError: nothing is
-    written then.
-    """
-    from ..gateway.upstream_user import privileged_reason, upstream_identity
-
-    settings = Parser(path, os.path.dirname(path)).settings(
-        new_gateway, env, loose_permissions=False
-    )
-    spec = settings.upstreams[args.server]
-    if spec.command is None:
-        return []
-    identity = upstream_identity(spec, path)
-    me = os.geteuid()
-    where = "the host runs the stdio gateway" if not args.url else "the gateway runs"
-    if identity.switch and me not in (0, identity.uid):
-        return [
-            f"WARNING:     the gateway will not start {args.server!r}: {where} as uid {me} "
-            f"(this user, assumed), which cannot switch to {identity.label}. Run the host (or "
-            "the HTTP gateway) as root: the gateway drops to that user for the upstream only"
-        ]
-    reason = privileged_reason(settings, identity)
-    if reason is None:
-        return []
-    if args.allow_privileged_upstream:
-        return [f"note:        upstream {args.server!r}: {reason}; accepted by {_ALLOW}"]
-    return [
-        f"WARNING:     the gateway will refuse to start {args.server!r} as written: {reason} "
-        f"(if {where} as this user). Re-run with --upstream-user NAME, a user of its own that "
-        f"cannot read the guard's files (useradd --system --no-create-home NAME), or accept "
-        f"the risk with {_ALLOW}"
-    ]
-
-
-def _default_client(host: str, env: Mapping[str, str]) -> str:
-    user = env.get("USER") or env.get("LOGNAME") or "agent"
-    return f"{user}-{host}"
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..claude_code.settings_file import DEFAULT_TIMEOUT_S
+from ..hostconfig.install.settings_file import DEFAULT_TIMEOUT_S
 
 __all__ = ["add_hook_arguments", "add_json_argument"]
 

@@ -7,9 +7,9 @@ it is never interpreted and control characters are shown as escapes."""
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
-import sys
 import time
 from typing import Any
 
@@ -19,9 +19,11 @@ from rich.text import Text
 
 from ..config.loader import load_settings
 from ..config.settings import Settings, default_log_path, home_dir
-from ..core.decisions_log import tail, verify
+from ..core.call_result import RESULT_EVENT
+from ..core.decisions_log import iter_records, verify
 from ..core.reconcile import TagFate, reconcile
 from ..errors import ConfigError, StateError, ZertoRewindError
+from . import report_warning
 
 __all__ = ["main"]
 
@@ -34,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     path = args.log or (settings.log_path if settings else default_log_path(env))
     if args.verify:
         return _verify(path, settings, args.anchor, env)
-    records = tail(path, args.limit)
+    records = _recent(path, args.limit, args.session)
     fates = {} if args.no_reconcile else _reconcile(records, settings, ask_zvm=not args.offline)
     if args.json:
         for record in records:
@@ -52,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
         "-n", "--limit", type=int, default=20, help="how many recent decisions (default 20)"
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument(
+        "--session",
+        metavar="ID",
+        help="only this agent session's lines (its id, or the start of it)",
+    )
     parser.add_argument("-f", "--follow", action="store_true", help="keep printing new decisions")
     parser.add_argument("--config", help="config file (default: $ZERTO_REWIND_CONFIG)")
     parser.add_argument("--log", help="log file (default: $ZERTO_HOOK_LOG or the config's)")
@@ -72,6 +79,14 @@ def _parser() -> argparse.ArgumentParser:
         "the guard's own",
     )
     return parser
+
+
+def _recent(path: str, limit: int, session: str | None) -> list[dict[str, Any]]:
+    """The last ``limit`` records, of one session (an id or its start) if ``session``."""
+    records = iter_records(path)
+    if session:
+        records = (r for r in records if str(r.get("session_id") or "").startswith(session))
+    return list(collections.deque(records, maxlen=max(0, limit)))
 
 
 def _verify(path: str, settings: Settings | None, anchor_copy: str | None, env: Any) -> int:
@@ -135,7 +150,7 @@ def _settings(env: Any, *, verifying: bool) -> Settings | None:
             if verifying
             else "showing the log without reconciling"
         )
-        sys.stderr.write(f"zerto-rewind log: config not usable ({exc}); {doing}\n")
+        report_warning("log", f"config not usable ({exc}); {doing}")
         return None
 
 
@@ -167,7 +182,7 @@ def _reconcile(
     try:
         return reconcile(records, state, clients=client_of)
     except ZertoRewindError as exc:  # fall back to what the state directory knows
-        sys.stderr.write(f"zerto-rewind log: ZVM not asked ({exc}); reconciling from state only\n")
+        report_warning("log", f"ZVM not asked ({exc}); reconciling from state only")
         return reconcile(records, state)
     finally:
         guard.close()
@@ -185,10 +200,21 @@ def _with_fates(record: dict[str, Any], fates: dict[str, TagFate]) -> dict[str, 
 
 # Columns, and the order they are dropped in when the console is too narrow (a
 # table that wraps splits times and tool names across lines; dropping reads better).
-_COLUMNS = ("time", "tool", "VMs", "row", "decision", "checkpoint", "s", "what became of it")
-_DROP_ORDER = ("s", "row", "what became of it", "checkpoint")
+_COLUMNS = (
+    "date",
+    "time",
+    "session",
+    "tool",
+    "VMs",
+    "row",
+    "decision",
+    "checkpoint",
+    "s",
+    "what became of it",
+)
+_DROP_ORDER = ("s", "row", "what became of it", "checkpoint", "date")
 # Columns that may be shortened (with …) once nothing more can be dropped.
-_FLEXIBLE = ("tool", "VMs", "what became of it", "checkpoint")
+_FLEXIBLE = ("session", "tool", "VMs", "what became of it", "checkpoint")
 _PAD = 2
 
 
@@ -203,7 +229,7 @@ def _table(
         return
     rows = [_cells(record, fates) for record in records]
     natural = {c: max(len(c), *(len(r[c]) for r in rows)) for c in _COLUMNS}
-    shown = [c for c in _COLUMNS if c in ("time", "tool") or any(r[c] for r in rows)]
+    shown = [c for c in _COLUMNS if c in ("date", "time", "tool") or any(r[c] for r in rows)]
     for column in _DROP_ORDER:
         if sum(natural[c] + _PAD for c in shown) <= console.width:
             break
@@ -243,11 +269,13 @@ def _cells(record: dict[str, Any], fates: dict[str, TagFate]) -> dict[str, str]:
         f"{f.state}: {f.detail}" for t in record.get("tags") or [] if (f := fates.get(t))
     )
     cells = {
+        "date": str(record.get("time", ""))[:10],
         "time": str(record.get("time", ""))[11:19],
+        "session": str(record.get("session_id") or ""),
         "tool": str(record.get("tool", "")).removeprefix("mcp__"),
         "VMs": ", ".join(str(vm) for vm in record.get("vms") or []),
         "row": str(record.get("row", "")),
-        "decision": str(record.get("decision", "")),
+        "decision": _decision(record),
         "checkpoint": ", ".join(str(c) for c in record.get("checkpoint_ids") or []),
         "s": f"{(record.get('elapsed_ms') or 0) / 1000:.1f}",
         "what became of it": later if record.get("row") == "pending" else _answer(record),
@@ -272,6 +300,13 @@ def visible(text: str) -> str:
         else:
             out.append(f"<U+{ord(char):04X}>")
     return "".join(out)
+
+
+def _decision(record: dict[str, Any]) -> str:
+    """The decision; a forwarded call's result line (core.call_result) shows its result."""
+    if record.get("event_type") == RESULT_EVENT:
+        return f"result: {record.get('result')}"
+    return str(record.get("decision", ""))
 
 
 def _answer(record: dict[str, Any]) -> str:
@@ -323,6 +358,6 @@ def _print_line(console: Console, line: str, as_json: bool) -> None:
     if not isinstance(record, dict):
         return
     vms = ", ".join(str(vm) for vm in record.get("vms") or [])
-    row, decision = record.get("row"), record.get("decision")
+    row, decision = record.get("row"), _decision(record)
     text = visible(f"{record.get('time')} {record.get('tool')} {vms} {row} → {decision}")
     console.print(Text(text), style=_style(record), highlight=False)

@@ -1,8 +1,9 @@
 """Settings: where the config lives, its types, and the parser that validates it.
 
 ``settings`` holds the types and the environment lookups, ``parser`` turns raw
-JSON into settings, ``loader`` reads the file. Everything here stays import-light
-(no ``json``, ``re`` or ``typing`` at run time): the hook loads it on every call.
+JSON into settings (driven by the key tables of ``schema``), ``loader`` reads the
+file. Everything here stays import-light (no ``json``, ``re`` or ``typing`` at run
+time): the hook loads it on every call.
 
 May import only the base modules (``errors``, ``_fastjson``).
 """

@@ -1,12 +1,13 @@
 """Approval requests in Redis, shared by gateway replicas (``state.url``).
 
-Same protocol and the same rules as :class:`~zerto_rewind.core.approvals.FileApprovalStore`:
+Same protocol (``approvals_store.ApprovalStore``), model and rules as the file store
+(:class:`~zerto_rewind.core.approvals_file.FileApprovalStore`):
 a retried call joins its own open request, a request is decided once while it
 is pending and unexpired, an approval is used once, and only the sweep records
 an expiry, so each expiry is reported by one replica.
 
-Why WATCH/MULTI and not a Lua script: the rules are the file store's Python
-(:meth:`ApprovalRequest.live`, ``settle``, ``matches`` and ``approvals._decide``),
+Why WATCH/MULTI and not a Lua script: the rules are the stores' shared Python
+(:meth:`ApprovalRequest.live`, ``settle``, ``matches`` and ``approvals_store.decide_request``),
 applied here between a WATCH and an EXEC, so there is one copy of them and the
 two stores cannot drift; a Lua script would be a second copy in another
 language. A transaction whose watched keys another replica changed meanwhile is
@@ -26,7 +27,7 @@ Layout (``<prefix>`` is ``zerto-rewind:`` unless configured)::
 Each request is stored with a MAC bound to its id (``record_mac``); one that
 does not verify is absent, so whoever else can write to this Redis cannot
 approve a request, and an approval used here is not used again if put back
-(:class:`~zerto_rewind.core.approvals.UsedApprovals`).
+(:class:`~zerto_rewind.core.approvals_store.UsedApprovals`).
 
 A live request's key lasts until its expiry plus ``RETENTION_S`` (the sweep
 normally marks it first); a decided, used or expired one is dropped by Redis
@@ -44,20 +45,22 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import StateError
 from ..zvm.redis_conn import DEFAULT_PREFIX, connect, redacted_url, redis_errors_as_state_errors
-from .approvals import (
-    _ID_ALPHABET,
+from .approvals_model import (
     APPROVED,
     DEFAULT_MAX_OPEN,
-    MAX_OPEN_TOTAL,
     PENDING,
     RETENTION_S,
     USED,
     ApprovalError,
     ApprovalLimitError,
     ApprovalRequest,
-    UsedApprovals,
-    _decide,
     join_wait,
+)
+from .approvals_store import (
+    MAX_OPEN_TOTAL,
+    UsedApprovals,
+    check_id,
+    decide_request,
     open_request_record,
     over_kept,
 )
@@ -102,7 +105,7 @@ class RedisApprovalStore:
     def open_request(
         self, template: ApprovalRequest, max_open: int = DEFAULT_MAX_OPEN
     ) -> tuple[ApprovalRequest, bool]:
-        _check_id(template.id)
+        check_id(template.id)
         call_key = self._call_key(template.principal, template.tool, template.args_digest)
         # Both open sets are WATCHed: two replicas opening past a cap at once cannot
         # both pass it; the one whose EXEC loses counts again.
@@ -160,7 +163,7 @@ class RedisApprovalStore:
             raise ApprovalLimitError(principal, cap, total=total)
 
     def get(self, request_id: str) -> ApprovalRequest | None:
-        _check_id(request_id)
+        check_id(request_id)
         with self._errors(f"reading approval request {request_id}"):
             request = self._parse(request_id, self._redis.get(self._req_key(request_id)))
         return None if request is None else self._view(request)
@@ -173,13 +176,13 @@ class RedisApprovalStore:
     def recent(self, limit: int = 50) -> list[ApprovalRequest]:
         with self._errors("listing recent approval requests"):
             found = [r for r in map(self._view, self._all()) if r.state != PENDING]
-        found.sort(key=_done_at, reverse=True)
+        found.sort(key=lambda r: r.done_at, reverse=True)
         return found[:limit]
 
     def decide(
         self, request_id: str, approve: bool, approver: str, note: str | None = None
     ) -> ApprovalRequest:
-        _check_id(request_id)
+        check_id(request_id)
         key = self._req_key(request_id)
 
         def body(pipe: Pipeline) -> ApprovalRequest:
@@ -192,7 +195,7 @@ class RedisApprovalStore:
                 pipe.execute()
 
             # The file store's rule: ApprovalError, and nothing written, unless pending.
-            return _decide(request, request_id, approve, approver, note, now, save)
+            return decide_request(request, request_id, approve, approver, note, now, save)
 
         with self._errors(f"deciding approval request {request_id}"):
             return self._transact([key], body)
@@ -202,7 +205,7 @@ class RedisApprovalStore:
     ) -> ApprovalRequest | None:
         if request_id is not None:
             try:
-                _check_id(request_id)
+                check_id(request_id)
             except ApprovalError:
                 return None  # no such request, nothing to use: as the file store answers
         call_key = self._call_key(principal, tool, digest)
@@ -332,7 +335,7 @@ class RedisApprovalStore:
         if request.state in (PENDING, APPROVED):
             keep = request.expires - now + RETENTION_S
         else:
-            keep = _done_at(request) - now + RETENTION_S
+            keep = request.done_at - now + RETENTION_S
         sealed = self.mac.seal("approval", request.id, request.to_json())
         pipe.set(self._req_key(request.id), _dumps(sealed), ex=_seconds(keep))
 
@@ -355,7 +358,7 @@ class RedisApprovalStore:
                         gone.append(request_id)
                     continue
                 # Redis drops the key after the retention on its own clock; this is ours.
-                if _retired(request, now):
+                if request.retired(now):
                     gone.append(request_id)
                     retired.append(self._req_key(request_id))
                     continue
@@ -375,26 +378,10 @@ class RedisApprovalStore:
         return request
 
 
-def _check_id(request_id: str) -> None:
-    """The file store's rule for an id, so both refuse the same ones."""
-    if not request_id or any(ch not in _ID_ALPHABET + "-" for ch in request_id):
-        msg = f"{request_id!r} is not an approval request id"
-        raise ApprovalError(msg)
-
-
 def _text(raw: object) -> str | None:
     if isinstance(raw, bytes):
         return raw.decode()
     return raw if isinstance(raw, str) else None
-
-
-def _done_at(request: ApprovalRequest) -> float:
-    return request.used_at or request.decided_at or request.expires
-
-
-def _retired(request: ApprovalRequest, now: float) -> bool:
-    """Decided, used or expired longer than ``RETENTION_S`` ago: the file store deletes it."""
-    return request.state not in (PENDING, APPROVED) and now - _done_at(request) > RETENTION_S
 
 
 def _seconds(keep_s: float) -> int:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .catalog import Classification
 
 __all__ = [
     "Decision",
@@ -23,7 +26,9 @@ __all__ = [
     "VmIdentity",
     "VpgOutcome",
     "fmt_time",
+    "pending_outcome",
     "shown_vm",
+    "unlisted_outcome",
 ]
 
 
@@ -44,6 +49,7 @@ class Row:
     ERROR = "error"
     PROTECTED = "protected"  # a host file/shell call that would write the guard's own files
     HOST_PATH = "host_path"  # a VM tool that reads or writes a file on the VM server's host
+    UNDECIDED = "undecided"  # no step of the pipeline decided (core.pipeline): a deny
 
 
 class Outcome:
@@ -68,6 +74,16 @@ SEVERITY = {
 }
 
 
+def pending_outcome(on_pending: str) -> str:
+    """The outcome of the pending row under ``guard.on_pending`` (prompt, defer, else deny)."""
+    return {"prompt": Outcome.PROMPT, "defer": Outcome.DEFER}.get(on_pending, Outcome.DENY)
+
+
+def unlisted_outcome(unknown: str) -> str:
+    """The outcome of the unlisted row under the catalog's ``unknown_tools`` rule."""
+    return {"allow": Outcome.NONE, "deny": Outcome.DENY}.get(unknown, Outcome.PROMPT)
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """One tool call as a host reported it."""
@@ -78,6 +94,10 @@ class ToolCall:
     tool_use_id: str | None = None
     origin: str = "hook"  # hook | mcp | demo
     started_at: float = field(default_factory=time.time)
+    # Who asks (``unix:USER``, a token's name, ``hook:USER``) and through which MCP client;
+    # the approvals step keys an approval on the principal.
+    principal: str | None = None
+    host: str | None = None
 
     @cached_property
     def args_digest(self) -> str:
@@ -124,9 +144,14 @@ class VpgOutcome:
     site: str | None = None  # the estate's site whose ZVM takes the tag (several ZVMs only)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Decision:
-    """The guard's answer for one call."""
+    """The guard's answer for one call: immutable once made.
+
+    A step that changes the answer (an approval, the identity check) makes a new
+    one with :meth:`but` (``dataclasses.replace``); the one it was given stays as
+    the step before it left it.
+    """
 
     row: str
     outcome: str
@@ -145,6 +170,18 @@ class Decision:
     identities: dict[str, VmIdentity] = field(default_factory=dict)
     # VM name -> the name as the call gave it (before vm_map). Neither is logged.
     vm_args: dict[str, str] = field(default_factory=dict)
+    # The catalog's word on the call, made once (core.pipeline); steps read it, never redo it.
+    classification: Classification | None = field(default=None, repr=False, compare=False)
+    # The approvals step: what became of the request (approved, waiting, no_approver,
+    # capped, approvals_down…), the request, and the reason the approver was asked with.
+    answer: str | None = None
+    # An approvals.ApprovalRequest (typed loosely: approvals imports this module).
+    approval: Any = field(default=None, repr=False, compare=False)
+    asked: str = ""
+
+    def but(self, **changes: Any) -> Decision:
+        """A copy of this decision with ``changes`` (the fields of ``dataclasses.replace``)."""
+        return replace(self, **changes)
 
     def for_approver(self) -> str:
         """The reason, plus the host paths the call names: for a person's eyes, not a log."""

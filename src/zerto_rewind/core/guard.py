@@ -23,12 +23,10 @@ no stripping): ``Web-01`` or ``web-01`` + NBSP is another VM, unknown to Zerto.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..config.settings import Settings
+from ..config.settings import CatalogSettings, Settings
 from ..errors import ConfigError, ZertoRewindError
 from .catalog import MUTATING, READ_ONLY, Classification, classify
 from .decision import (
@@ -39,32 +37,68 @@ from .decision import (
     ToolCall,
     VmIdentity,
     VpgOutcome,
-    fmt_time,
+    pending_outcome,
     shown_vm,
+    unlisted_outcome,
+)
+from .guard_estate import GuardEstate, entity_type_names
+from .guard_messages import (
+    ambiguous_decision,
+    checkpoint_context,
+    deny_decision,
+    error_reason,
+    failed_reason,
+    host_path_decision,
+    identity_unverified,
+    no_vm_decision,
+    pending_reason,
 )
 
 if TYPE_CHECKING:
-    from ..errors import ZvmError
-    from ..zvm.client import ZvmClient
-    from ..zvm.estate import Estate
     from ..zvm.models import Vpg
-    from .sites import SiteView
-    from .state import GuardStateLike
     from .tagging import Tagger, TagPlan
 
 __all__ = [
     "Guard",
     "budget_deadline",
+    "classified_decision",
     "entity_type_names",
     "host_path_decision",
+    "identity_unverified",
     "no_vm_decision",
 ]
 
 # The guard answers this long before its budget runs out, so the answer (and
 # its log line) is out before the hook's own watchdog has to step in.
 _ANSWER_MARGIN_S = 1.0
-_ENTITY_TYPES_TTL_S = 86_400.0
 _CONSUME_ATTEMPTS = 2
+
+
+def classified_decision(
+    call: ToolCall, verdict: Classification, catalog: CatalogSettings
+) -> Decision | None:
+    """The rows the classification alone decides, with no IO: read-only, unlisted, a host
+    path, no VM. None for a mutating call whose VMs (or VPGs) the estate must be asked
+    about. The guard and its preview (recovery.preview, which asks the estate without
+    tagging) both start here."""
+    if verdict.kind == READ_ONLY:
+        return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
+    if verdict.kind != MUTATING:
+        reason = (
+            f"{call.tool_name} is not in the zerto-rewind catalog (neither read_only_tools nor "
+            f"tools), so no checkpoint was made (unlisted tools: {catalog.unknown}, "
+            f"set by {catalog.unknown_source}). An operator can add this tool to the guard's "
+            "catalog to have it checkpointed."
+        )
+        outcome = unlisted_outcome(catalog.unknown)
+        return Decision(Row.UNLISTED, outcome, call.tool_name, reason=reason)
+    if verdict.host_paths:  # before any tag: a checkpoint cannot rewind the host's files
+        return host_path_decision(call, verdict)
+    spec = verdict.spec
+    fixed = spec.vpgs if spec is not None else ()
+    if not verdict.vms and not (fixed and spec is not None and not spec.vm_arg):
+        return no_vm_decision(call, verdict)
+    return None
 
 
 def budget_deadline(settings: Settings, started_mono: float) -> float:
@@ -87,53 +121,32 @@ class _Resolved:
     listed_by: dict[str, list[str]] = field(default_factory=dict)  # vpg id -> sites listing it
 
 
-class Guard:
+class Guard(GuardEstate):
     """The decision table, over the estate's ZVMs (one per site) and one state directory."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        client: ZvmClient | None = None,
-        clients: Mapping[str, ZvmClient] | None = None,
-        state: GuardStateLike | None = None,
-        wall: Callable[[], float] = time.time,
-        mono: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        rewind_tool: str | None = None,
-    ) -> None:
-        """``rewind_tool``: the recovery-plan tool as the agent sees it (its door knows
-        whether zerto-rewind's MCP server is installed); None names the CLI instead.
-
-        ``client`` stands in for the first site's ZVM, ``clients`` for any site's (tests).
-        """
-        self.settings = settings
-        self.rewind_tool = rewind_tool
-        self._given: dict[str, ZvmClient] = dict(clients or {})
-        if client is not None:
-            self._given.setdefault(settings.zvm.site, client)
-        self._estate: Estate | None = None
-        self._sites: SiteView | None = None
-        self._dark_errors: dict[int, str] = {}  # id(error) -> the site whose ZVM raised it
-        self._state = state
-        self.wall, self.mono, self.sleep = wall, mono, sleep
 
     # ------------------------------------------------------------------ entry points
 
     def decide(
-        self, call: ToolCall, *, deadline: float | None = None, consume: bool = True
+        self,
+        call: ToolCall,
+        *,
+        deadline: float | None = None,
+        consume: bool = True,
+        verdict: Classification | None = None,
     ) -> Decision:
         """Judge one call; on a mutating call this may tag and wait (never past ``deadline``).
 
         ``consume=False`` confirms a checkpoint without counting the call as a
         change (the MCP tool ``zerto_guard_before_mutate``), so the hook's next
         mutating call on that VPG reuses the checkpoint instead of tagging again.
+        ``verdict``: the call's classification, made once by the pipeline
+        (:mod:`.pipeline`); classified here only when it is not given.
         """
         started = self.mono()
         deadline = deadline if deadline is not None else budget_deadline(self.settings, started)
-        verdict: Classification | None = None
         try:
-            verdict = classify(call.tool_name, call.tool_input, self.settings.catalog)
+            if verdict is None:
+                verdict = classify(call.tool_name, call.tool_input, self.settings.catalog)
             decision = self._decide(call, verdict, deadline, consume)
         except ConfigError as exc:
             vms = verdict.vms if verdict else ()
@@ -142,50 +155,26 @@ class Guard:
                 f"({exc.summary}), so no checkpoint could be made; the call was not run. An "
                 "operator can see the problem with `zerto-rewind doctor`."
             )
-            decision = _deny(call, Row.CONFIG_ERROR, reason, vms)
+            decision = deny_decision(call, Row.CONFIG_ERROR, reason, vms)
         except ZertoRewindError as exc:
             vms = verdict.vms if verdict else ()
             site = self._dark_errors.get(id(exc))
             where = self._site_words(site) if site is not None else None
-            decision = _deny(call, Row.ERROR, _error_reason(call, vms, exc, where), vms)
-        decision.elapsed_ms = int((self.mono() - started) * 1000)
-        return decision
-
-    def close(self) -> None:
-        """Release the ZVM connections."""
-        if self._estate is not None:
-            self._estate.close()
-        else:
-            for client in self._given.values():
-                client.close()
+            decision = deny_decision(call, Row.ERROR, error_reason(call, vms, exc, where), vms)
+        elapsed_ms = int((self.mono() - started) * 1000)
+        return decision.but(elapsed_ms=elapsed_ms, classification=verdict)
 
     # ------------------------------------------------------------------ the table
 
     def _decide(
         self, call: ToolCall, verdict: Classification, deadline: float, consume: bool
     ) -> Decision:
-        if verdict.kind == READ_ONLY:
-            return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
-        if verdict.kind != MUTATING:
-            return self._unlisted(call)
-        if verdict.host_paths:  # before any tag: a checkpoint cannot rewind the host's files
-            return host_path_decision(call, verdict)
+        settled = classified_decision(call, verdict, self.settings.catalog)
+        if settled is not None:
+            return settled
         spec = verdict.spec
         fixed = spec.vpgs if spec is not None else ()
-        if not verdict.vms and not (fixed and spec is not None and not spec.vm_arg):
-            return no_vm_decision(call, verdict)
         return self._mutating(call, verdict.vms, deadline, consume, fixed=fixed, verdict=verdict)
-
-    def _unlisted(self, call: ToolCall) -> Decision:
-        catalog = self.settings.catalog
-        reason = (
-            f"{call.tool_name} is not in the zerto-rewind catalog (neither read_only_tools nor "
-            f"tools), so no checkpoint was made (unlisted tools: {catalog.unknown}, "
-            f"set by {catalog.unknown_source}). An operator can add this tool to the guard's "
-            "catalog to have it checkpointed."
-        )
-        outcome = {"allow": Outcome.NONE, "deny": Outcome.DENY}.get(catalog.unknown, Outcome.PROMPT)
-        return Decision(Row.UNLISTED, outcome, call.tool_name, reason=reason)
 
     def _mutating(
         self,
@@ -203,7 +192,7 @@ class Guard:
             return self._dark_unknown(call, vms, unknown, found.failed)
         ambiguous = {vm: ids for vm, ids in identities.items() if len(ids) > 1}
         if ambiguous and not unknown:
-            return _ambiguous(call, vms, ambiguous, self._zvm_words())
+            return ambiguous_decision(call, vms, ambiguous, self._zvm_words())
         if unknown:
             return self._unknown(call, vms, unknown, verdict)
         for vpg_name in fixed:
@@ -231,8 +220,10 @@ class Guard:
         self._witness(outcomes, found.listed_by, deadline)
         decision = self._combine(call, vms, outcomes)
         if decision.row == Row.CONFIRMED:
-            decision.identities = {vm: ids[0] for vm, ids in identities.items()}
-            decision.vm_args = dict(verdict.args) if verdict is not None else {}
+            return decision.but(
+                identities={vm: ids[0] for vm, ids in identities.items()},
+                vm_args=dict(verdict.args) if verdict is not None else {},
+            )
         return decision
 
     def _unknown(
@@ -457,320 +448,28 @@ class Guard:
         self, call: ToolCall, vms: tuple[str, ...], outcomes: list[VpgOutcome]
     ) -> Decision:
         worst = max(outcomes, key=lambda o: SEVERITY.get(o.row, 0)).row
-        decision = Decision(worst, Outcome.DENY, call.tool_name, vms=vms, vpgs=outcomes)
         if worst == Row.CONFIRMED:
-            decision.outcome = Outcome.CONTEXT
-            decision.context = _context(call, outcomes, self.rewind_tool)
-        elif worst == Row.PENDING:
+            context = checkpoint_context(call, outcomes, self.rewind_tool)
+            return Decision(
+                worst, Outcome.CONTEXT, call.tool_name, context=context, vms=vms, vpgs=outcomes
+            )
+        if worst == Row.PENDING:
             pending = [o for o in outcomes if o.row == Row.PENDING]
             retry = max((o.expected_at or 0.0) for o in pending) + 1.0
-            decision.retry_after = max(retry, self.wall() + 2.0)
-            decision.reason = _pending_reason(call, pending, decision.retry_after, self.settings)
-            decision.outcome = {"prompt": Outcome.PROMPT, "defer": Outcome.DEFER}.get(
-                self.settings.guard.on_pending, Outcome.DENY
+            retry_after = max(retry, self.wall() + 2.0)
+            return Decision(
+                worst,
+                pending_outcome(self.settings.guard.on_pending),
+                call.tool_name,
+                reason=pending_reason(call, pending, retry_after, self.settings),
+                vms=vms,
+                vpgs=outcomes,
+                retry_after=retry_after,
             )
-        else:
-            failed = [o for o in outcomes if o.row == Row.FAILED]
-            decision.reason = _failed_reason(call, failed)
-        return decision
-
-    # ------------------------------------------------------------------ collaborators
-
-    def client(self) -> ZvmClient:
-        """The first site's ZVM client, for callers that know one ZVM (created on first use,
-        which keeps httpx off the read-only path). The whole estate is :meth:`estate`."""
-        estate = self.estate()
-        return estate.client(estate.first)
-
-    def estate(self) -> Estate:
-        """Every site's ZVM, in config order; a failing request marks its site down."""
-        if self._estate is None:
-            from ..zvm.estate import Estate
-
-            zvms = self.settings.zvms
-            missing = [site for site in zvms if site not in self._given]
-            cache = self.state().token_cache() if missing else None
-            self._estate = Estate(
-                zvms if missing else {},
-                token_cache=cache,
-                clients=self._given,
-                on_dark=self._on_dark,
-                mono=self.mono,
-            )
-        return self._estate
-
-    def sites(self) -> SiteView:
-        """The estate seen through the shared state: per-ZVM caches and site-down marks."""
-        if self._sites is None:
-            from .sites import SiteView
-
-            self._sites = SiteView(
-                self.estate, self.state, self.settings.guard, self.settings.guard.vm_cache_ttl_s
-            )
-        return self._sites
-
-    def _on_dark(self, site: str, exc: ZvmError) -> None:
-        if len(self.settings.zvms) > 1:  # one ZVM: its errors read as they always did
-            self._dark_errors[id(exc)] = site
-            self.sites().mark_down(site, exc)
-
-    def _client_of(self, outcome: VpgOutcome) -> ZvmClient:
-        return self.estate().client(outcome.site) if outcome.site else self.client()
-
-    def _zvm_words(self) -> str:
-        """The estate's ZVMs as a message names them."""
-        estate = self.estate()
-        if len(estate.names) == 1:
-            return f"the ZVM at {estate.url(estate.first)}"
-        return "the ZVMs of " + ", ".join(f"site {s} ({estate.url(s)})" for s in estate.names)
-
-    def _site_words(self, site: str) -> str:
-        estate = self.estate()
-        if len(estate.names) == 1:
-            return f"the ZVM at {estate.url(site)}"
-        return f"the ZVM of site {site} ({estate.url(site)})"
-
-    def _dark_words(self, failed: dict[str, str]) -> str:
-        from .sites import dark_reason
-
-        estate = self.estate()
-        return "; ".join(dark_reason(s, estate.url(s), why) for s, why in failed.items())
-
-    def state(self) -> GuardStateLike:
-        """The shared state (directory, or Redis for gateway replicas), opened on first use."""
-        if self._state is None:
-            from .state_store import open_state
-
-            self._state = open_state(self.settings.state_connection_url(), self.settings.state_dir)
-        return self._state
-
-    def _tagger(self) -> Tagger:
-        from .tagging import Tagger
-
-        return Tagger(
-            self.client(),
-            self.state(),
-            self.settings.guard,
-            wall=self.wall,
-            mono=self.mono,
-            sleep=self.sleep,
-            site_client=self._site_client,
-        )
-
-    def _site_client(self, site: str) -> ZvmClient | None:
-        """The client of a site that took a tag, unless it is unknown or marked down."""
-        if site not in self.estate().names or self.sites().down(site) is not None:
-            return None
-        return self.estate().client(site)
-
-
-def entity_type_names(
-    client: ZvmClient,
-    state: GuardStateLike | None = None,
-    *,
-    deadline: float | None = None,
-    remember: bool = True,
-) -> list[str]:
-    """The ZVM's site-type names (``GET /v1/vpgs/entitytypes``), cached a day per ZVM.
-
-    An older ZVM without the lookup gives ``[]``: the built-in table in
-    :func:`zvm.models.site_kind` then applies. ``remember=False`` reads the
-    cache but never writes it (previews change nothing).
-    """
-    from ..errors import ApiError
-
-    key = client.settings.url
-    if state is not None:
-        cached = state.cached("entitytypes", key, _ENTITY_TYPES_TTL_S)
-        if isinstance(cached, list) and all(isinstance(n, str) for n in cached):
-            return cached
-    try:
-        names = client.entity_types(deadline=deadline)
-    except ApiError:
-        names = []
-    if state is not None and remember:
-        state.store("entitytypes", key, names)
-    return names
-
-
-# ---------------------------------------------------------------------- messages
-
-
-def _deny(call: ToolCall, row: str, reason: str, vms: tuple[str, ...]) -> Decision:
-    return Decision(row, Outcome.DENY, call.tool_name, reason=reason, vms=vms)
+        failed = [o for o in outcomes if o.row == Row.FAILED]
+        reason = failed_reason(call, failed)
+        return Decision(worst, Outcome.DENY, call.tool_name, reason=reason, vms=vms, vpgs=outcomes)
 
 
 def _reset(outcome: VpgOutcome) -> VpgOutcome:
     return VpgOutcome(outcome.vpg_id, outcome.vpg_name, outcome.vms, site_kind=outcome.site_kind)
-
-
-def _ambiguous(
-    call: ToolCall,
-    vms: tuple[str, ...],
-    ambiguous: dict[str, list[VmIdentity]],
-    zvms: str,
-) -> Decision:
-    """Zerto lists several VMs of one name: the guard cannot tell which one the server changes."""
-    parts = [
-        f"{vm!r} ({len(ids)} VMs: {', '.join(i.vm_id for i in ids)})"
-        for vm, ids in ambiguous.items()
-    ]
-    reason = (
-        f"zerto-rewind cannot tell which VM {call.tool_name} changes: Zerto ({zvms}) lists "
-        f"several VMs of the name {', '.join(parts)} (vCenter allows one name in several "
-        "folders), and the VM server picks one by itself. No checkpoint was made. Approve only "
-        "if you know which VM the call changes and accept it without a rewind point; an "
-        "operator can rename one of the VMs so each name is unique."
-    )
-    return Decision(Row.VM_AMBIGUOUS, Outcome.PROMPT, call.tool_name, reason=reason, vms=vms)
-
-
-def _error_reason(
-    call: ToolCall, vms: tuple[str, ...], exc: ZertoRewindError, where: str | None = None
-) -> str:
-    target = f" on {', '.join(vms)}" if vms else ""
-    source = f"{where} failed: " if where else ""
-    return (
-        f"zerto-rewind denied {call.tool_name}{target}: no checkpoint could be confirmed because "
-        f"{source}{type(exc).__name__}: {exc}. The call was not run. An operator can look into "
-        "it with `zerto-rewind doctor`; retry the same call once it is resolved."
-    )
-
-
-def no_vm_decision(call: ToolCall, verdict: Classification) -> Decision:
-    """Nothing can be checkpointed: the tool's own ``decision`` (default prompt)."""
-    spec = verdict.spec
-    choice = (spec.decision if spec is not None else None) or "prompt"
-    entry = verdict.entry or call.tool_name
-    if choice == "allow":  # the parser allows it only for tools that name no existing VM
-        reason = (
-            f"zerto-rewind allowed {call.tool_name} without a checkpoint: the catalog entry "
-            f"{entry!r} says it changes no existing VM (decision: allow)."
-        )
-        return Decision(Row.NO_VM, Outcome.NONE, call.tool_name, reason=reason)
-    configurable = (
-        "an operator can configure which VPGs it affects or a per-tool policy"
-        if spec is not None and not spec.vm_arg
-        else "an operator can check where the guard's catalog looks for this tool's VM"
-    )
-    if choice == "deny":
-        reason = (
-            f"zerto-rewind denied {call.tool_name}: it cannot tell which VM the call changes "
-            f"({verdict.problem}), so no rewind point can be made, and the catalog's policy for "
-            f"this tool is to deny such calls. The call was not run; {configurable}."
-        )
-        return Decision(Row.NO_VM, Outcome.DENY, call.tool_name, reason=reason)
-    reason = (
-        f"zerto-rewind cannot tell which VM {call.tool_name} changes ({verdict.problem}); "
-        "no checkpoint was made. Approve only if you accept a change with no rewind point; "
-        f"{configurable}."
-    )
-    return Decision(Row.NO_VM, Outcome.PROMPT, call.tool_name, reason=reason)
-
-
-def host_path_decision(call: ToolCall, verdict: Classification) -> Decision:
-    """The call names a file on the VM server's host: a person decides, checkpoint or not.
-
-    The reason names the arguments, never their values (it is logged); the values
-    ride in ``Decision.host_paths`` for the person who approves.
-    """
-    spec = verdict.spec
-    names = ", ".join(verdict.host_paths)
-    label = "argument" if len(verdict.host_paths) == 1 else "arguments"
-    touches = (
-        f"reads or writes a file on the machine where the VM server runs ({label} {names}), "
-        "with the rights of the guard service that runs that server"
-    )
-    if spec is not None and spec.decision == "deny":
-        reason = (
-            f"zerto-rewind denied {call.tool_name}: it {touches}. No checkpoint can rewind "
-            "that, and the catalog's policy for this tool is to deny such calls. The call was "
-            "not run."
-        )
-        outcome = Outcome.DENY
-    else:
-        reason = (
-            f"zerto-rewind: {call.tool_name} {touches}; no Zerto checkpoint can rewind that, so "
-            f"none was made. Approve only if you have checked the path in {names} and the call "
-            "may touch it."
-        )
-        outcome = Outcome.PROMPT
-    decision = Decision(Row.HOST_PATH, outcome, call.tool_name, reason=reason, vms=verdict.vms)
-    decision.host_paths = dict(verdict.host_paths)
-    return decision
-
-
-def _failed_reason(call: ToolCall, failed: list[VpgOutcome]) -> str:
-    parts = [
-        f"VPG {o.vpg_name!r} ({', '.join(o.vms) or 'named by the catalog'}): {o.reason}"
-        for o in failed
-    ]
-    return (
-        f"zerto-rewind denied {call.tool_name}: no rewind point could be made, so the call was not "
-        f"run. {' '.join(parts)}"
-    )
-
-
-def _pending_reason(
-    call: ToolCall, pending: list[VpgOutcome], retry_after: float, settings: Settings
-) -> str:
-    parts = []
-    for o in pending:
-        cadence = f"~{o.cadence_s:.0f} s ({o.cadence_source})" if o.cadence_s else "unknown"
-        parts.append(
-            f"tag {o.tag!r} was requested at {fmt_time(o.requested_at or 0)} on VPG {o.vpg_name!r} "
-            f"({o.site_kind}-protected, journal cadence {cadence}) and is expected in the "
-            f"journal by {fmt_time(o.expected_at or 0)}."
-        )
-    budget = settings.guard.timeout_s
-    return (
-        f"zerto-rewind: checkpoint pending for {call.tool_name}, so the call was not run yet. "
-        f"{' '.join(parts)} That is beyond this guard's {budget:.0f} s budget. Retry the same call "
-        f"after {fmt_time(retry_after)}: the retry finds the landed checkpoint and is allowed "
-        "without a new tag."
-    )
-
-
-def _context(call: ToolCall, outcomes: list[VpgOutcome], rewind_tool: str | None = None) -> str:
-    lines = [f"zerto-rewind: a Zerto checkpoint protects this {call.tool_name} call."]
-    for o in outcomes:
-        landed = fmt_time(o.landed_at) if o.landed_at else "unknown time"
-        kind = f"{o.site_kind}, site {o.site}" if o.site else o.site_kind
-        if not o.vms:  # a VPG the catalog names for this tool
-            lines.append(
-                f"- VPG {o.vpg_name!r} ({kind}): checkpoint {o.checkpoint_id} tagged "
-                f"{o.tag!r} at {landed}. To rewind: recover VPG {o.vpg_name!r} to checkpoint "
-                f"{o.checkpoint_id!r} (Zerto failover test or failover)."
-            )
-            continue
-        vm = o.vms[0]
-        if rewind_tool:
-            how = (
-                f"the MCP tool {rewind_tool}(vm={vm!r}, checkpoint={o.checkpoint_id!r}) "
-                "lists the ways back"
-            )
-        else:
-            how = (
-                f"`zerto-rewind checkpoints {vm} --tagged` lists the tagged checkpoints; then "
-                f"recover VPG {o.vpg_name!r} to checkpoint {o.checkpoint_id!r} (Zerto failover "
-                "test or failover)"
-            )
-        lines.append(
-            f"- VM {', '.join(o.vms)}: VPG {o.vpg_name!r} ({kind}), checkpoint "
-            f"{o.checkpoint_id} tagged {o.tag!r} at {landed}. To rewind: {how}."
-        )
-    named = [vm for o in outcomes for vm in o.vms]
-    if named and call.origin != "gateway":  # only the gateway can check (gateway/identity.py)
-        lines.append(identity_unverified(named))
-    return "\n".join(lines)
-
-
-def identity_unverified(vms: Sequence[str]) -> str:
-    """The checkpoint note's line for a call whose VM no identity check confirmed."""
-    shown = ", ".join(repr(vm) for vm in dict.fromkeys(vms))
-    return (
-        f"- The VM's identity was not verified: the checkpoint covers the VM Zerto protects "
-        f"as {shown}, found by name; the VM server looked the name up on its own, and if "
-        "another VM has that name (in another folder, or renamed to it), that VM may be the "
-        "one changed, with no checkpoint."
-    )

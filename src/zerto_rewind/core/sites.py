@@ -249,31 +249,40 @@ class SiteView:
     # ------------------------------------------------------------ a second witness
 
     def cross_check(self, outcome: VpgOutcome, others: list[str], deadline: float) -> str:
-        """Why another ZVM that lists the VPG disagrees with the confirmed tag ("" if none
-        does). One journal, two ZVMs: a tag one ZVM shows must be on the same checkpoint
-        in the other's listing. A ZVM that does not answer now is no witness either way."""
+        """Why another ZVM that lists the VPG disagrees with the confirmed tag, or cannot
+        say ("" if every one agrees). One journal, two ZVMs: a tag one ZVM shows must be
+        on the same checkpoint in the other's listing. A ZVM that does not answer now is
+        no agreement: silence is not a witness, so the tag stands unchecked (a deny)."""
         from ..errors import ZertoRewindError
         from .tagging import tag_in_journal
 
         estate = self._estate()
         if not outcome.tag or outcome.requested_at is None:
             return ""
+        shown = (
+            f"site {outcome.site}'s ZVM ({estate.url(str(outcome.site))}) shows tag "
+            f"{outcome.tag!r} on checkpoint {outcome.checkpoint_id}"
+        )
         for other in others:
             try:
                 found, _listed = tag_in_journal(
                     estate.client(other), outcome.vpg_id, outcome.tag, outcome.requested_at,
                     deadline=deadline,
                 )  # fmt: skip
-            except ZertoRewindError:
-                continue
+            except ZertoRewindError as exc:
+                why = f"{type(exc).__name__}: {exc}"
+                return (
+                    f"{shown}, but {dark_reason(other, estate.url(other), why)}; site {other}'s "
+                    "ZVM lists the same VPG and could not confirm the tag as a second witness, "
+                    "so the checkpoint cannot be trusted. Retry the same call once site "
+                    f"{other}'s ZVM answers (`zerto-rewind doctor` shows each site's ZVM)"
+                )
             if found is None or found.cp_id != outcome.checkpoint_id:
                 seen = f"checkpoint {found.cp_id}" if found is not None else "no such checkpoint"
                 return (
-                    f"site {outcome.site}'s ZVM ({estate.url(str(outcome.site))}) shows tag "
-                    f"{outcome.tag!r} on checkpoint {outcome.checkpoint_id}, but site {other}'s "
-                    f"ZVM ({estate.url(other)}), which lists the same VPG, shows {seen}: the "
-                    "two ZVMs disagree, so the checkpoint cannot be trusted (a proxy or a fault "
-                    "between the guard and one ZVM)"
+                    f"{shown}, but site {other}'s ZVM ({estate.url(other)}), which lists the "
+                    f"same VPG, shows {seen}: the two ZVMs disagree, so the checkpoint cannot "
+                    "be trusted (a proxy or a fault between the guard and one ZVM)"
                 )
         return ""
 

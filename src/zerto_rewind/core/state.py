@@ -49,6 +49,16 @@ __all__ = ["GuardState", "GuardStateLike", "TagRecord", "VpgRecord"]
 LOCK_TIMEOUT_S = 20.0
 
 
+def cache_value(raw: Any, key: str, ttl_s: float) -> Any | None:
+    """The value of an opened cache entry stored for ``key`` within ``ttl_s``, else None."""
+    if not isinstance(raw, dict) or raw.get("key") != key:
+        return None
+    stored_at = raw.get("stored_at")
+    if not isinstance(stored_at, int | float) or time.time() - stored_at > ttl_s:
+        return None
+    return raw.get("value")
+
+
 @dataclass
 class TagRecord:
     """One requested tag on a VPG and what became of it."""
@@ -173,12 +183,7 @@ class GuardState:
     def cached(self, kind: str, key: str, ttl_s: float) -> Any | None:
         """A cached value younger than ``ttl_s``, else None."""
         raw = self.mac.open(f"cache:{kind}", key, read_json(self._cache_path(kind, key)))
-        if not isinstance(raw, dict) or raw.get("key") != key:
-            return None
-        stored_at = raw.get("stored_at")
-        if not isinstance(stored_at, int | float) or time.time() - stored_at > ttl_s:
-            return None
-        return raw.get("value")
+        return cache_value(raw, key, ttl_s)
 
     def store(self, kind: str, key: str, value: Any) -> None:
         """Cache ``value`` under (kind, key)."""

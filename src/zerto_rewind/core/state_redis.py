@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import StateError
 from ..zvm.redis_conn import DEFAULT_PREFIX, connect, redacted_url, redis_errors_as_state_errors
 from .record_mac import RecordMac
-from .state import LOCK_TIMEOUT_S, VpgRecord, _safe_name
+from .state import LOCK_TIMEOUT_S, VpgRecord, _safe_name, cache_value
 
 if TYPE_CHECKING:
     import redis
@@ -147,13 +147,7 @@ class RedisGuardState:
         """A cached value younger than ``ttl_s``, else None."""
         with redis_errors_as_state_errors(self.url):
             raw = _loads(self._redis.get(self._cache_key(kind, key)))
-        raw = self.mac.open(f"cache:{kind}", key, raw)
-        if not isinstance(raw, dict) or raw.get("key") != key:
-            return None
-        stored_at = raw.get("stored_at")
-        if not isinstance(stored_at, int | float) or time.time() - stored_at > ttl_s:
-            return None
-        return raw.get("value")
+        return cache_value(self.mac.open(f"cache:{kind}", key, raw), key, ttl_s)
 
     def store(self, kind: str, key: str, value: Any) -> None:
         """Cache ``value`` under (kind, key)."""

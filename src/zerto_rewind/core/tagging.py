@@ -15,27 +15,76 @@ Rules (they hold across processes because each step runs under the VPG's lock):
   (the request times live in the VPG's record, so the bound holds across hooks
   and gateway replicas); past it, a call that needs a new tag fails. Joining or
   reusing a tag requests nothing and is not counted.
+
+The rules are pure and live apart (``tag_rules``: facts in, actions out, in the words
+of ``tag_actions``); the :class:`Tagger` here is their executor: it reads the VPG's
+record under its lock, asks the ZVM what the rules ask for, carries out their actions
+(``tag_plan``) and feeds what it learns back in.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from ..config.settings import GuardSettings
 from ..zvm.client import ZvmClient
-from ..zvm.models import Checkpoint, Task, Vpg
-from .cadence import expected_landing, observed_cadence, overdue_after, resolve_cadence
-from .decision import Row, ToolCall, VpgOutcome, fmt_time
+from ..zvm.models import Checkpoint, Vpg
+from .cadence import observed_cadence, resolve_cadence
+from .decision import Row, ToolCall, VpgOutcome
 from .state import GuardStateLike, TagRecord, VpgRecord, remember
+from .tag_actions import (
+    Adopt,
+    AskTask,
+    AskVpg,
+    JournalAnswer,
+    Land,
+    LookUp,
+    MarkLanded,
+    PollFacts,
+    RequestTag,
+    TagAction,
+    TagFacts,
+)
+from .tag_plan import TagPlan, apply_to_plan, apply_to_record, mark_landed, writes_record
+from .tag_rules import (
+    FAIL_OVERDUE,
+    JOIN_PENDING,
+    REQUEST_NEW,
+    REUSE_LANDED,
+    TAG_MAX,
+    after_poll,
+    cadence_window_start,
+    consume_rule,
+    covers,
+    exceeds_budget,
+    is_overdue,
+    journal_confirms,
+    known_cadence,
+    landing_due,
+    landing_lag,
+    landing_look,
+    learned_lag,
+    on_task,
+    on_vpg,
+    overdue_reason,
+    plan_action,
+    plan_tag,
+    planned_landing,
+    poll_interval,
+    tag_bound_reason,
+    tag_name,
+    task_failure,
+)
 
 __all__ = [
     "FAIL_OVERDUE",
     "JOIN_PENDING",
     "REQUEST_NEW",
     "REUSE_LANDED",
+    "TAG_MAX",
     "TagPlan",
     "Tagger",
     "covers",
@@ -55,46 +104,13 @@ __all__ = [
     "task_failure",
 ]
 
-# How often a learned cadence is re-measured from the journal.
-_CADENCE_TTL_S = 600.0
-# Checkpoints listed when learning the cadence: this many site-cadences back.
-_CADENCE_WINDOW_STEPS = 12
 # Tolerance when matching a landing against the request time (clock skew).
 _SKEW_S = 5.0
-# The window of guard.max_tags_per_minute.
-_TAG_WINDOW_S = 60.0
-# What to do about a tag that never reached the journal.
-_OVERDUE_ADVICE = "check that the VPG is replicating, then retry: the next call requests a new tag"
-
-
-@dataclass
-class TagPlan:
-    """One VPG's part in a call: which tag covers it and where it stands."""
-
-    outcome: VpgOutcome
-    tag_name: str = ""
-    task_id: str | None = None
-    poll_s: float = 1.0
-    task_checked: bool = False
-    vpg_checked: bool = False
-    next_poll_at: float = 0.0  # wall clock
-    overdue_at: float = 0.0
-    lag_used_s: float = 0.0
-    done: bool = False
-    # The ZVM that takes this VPG's tag and lists its journal (its site's, in an estate).
-    client: ZvmClient | None = None
-    site: str | None = None
-    # The ZVM that knows the adopted tag's task: the one that took the request (None: no
-    # ZVM can be asked now, so only the journal and the overdue time decide).
-    task_client: ZvmClient | None = None
-
-    @property
-    def waiting(self) -> bool:
-        return not self.done
 
 
 class Tagger:
-    """Runs the tag lifecycle for the VPGs of one call."""
+    """Carries out the tag rules' actions (``tag_rules``) for the VPGs of one call: the ZVM
+    calls and the record's writes, feeding what they find back into the rules."""
 
     def __init__(
         self,
@@ -138,33 +154,35 @@ class Tagger:
         with self.state.vpg(vpg.vpg_id) as record:
             record.vpg_name = vpg.name
             self._learn_cadence(plan, record, vpg, deadline)
-            plan.poll_s = min(2.0, max(0.1, (record.cadence_s or 5.0) / 20))
-            confirmed = self._refresh(plan, record, deadline)
-            action = plan_action(record, call, self.wall())
-            tag = record.tag
-            if action == REUSE_LANDED and tag is not None and not confirmed:
-                # The state directory is the agent's to write: no allow on it alone.
-                action = (
-                    REUSE_LANDED if self._in_journal(plan, record, tag, deadline) else REQUEST_NEW
-                )
-            if action == REQUEST_NEW or tag is None:
-                self._request(plan, record, vpg, call, deadline)
-            elif action == FAIL_OVERDUE:
-                self._fail_overdue(plan, record, tag)
-            else:
-                self._adopt(plan, record, tag)
-                plan.done = action == REUSE_LANDED
-                if action == JOIN_PENDING and self.beyond_budget(plan, deadline):
-                    self._check_joined_task(plan, tag, deadline)
+            plan.poll_s = poll_interval(record.cadence_s)
+            landed_now = self._refresh(plan, record, deadline)
+            facts = TagFacts(
+                record=record,
+                call=call,
+                vpg_name=vpg.name,
+                vms=outcome.vms,
+                settings=self.settings,
+                now=self.wall(),
+                remaining_s=deadline - self.mono(),
+                landed_now=landed_now,
+            )
+            actions = plan_tag(facts)
+            while len(actions) == 1 and isinstance(actions[0], LookUp):
+                found, listed = self._look_up(plan, record, actions[0], deadline)
+                facts = replace(facts, journal=JournalAnswer(found, tuple(listed)))
+                actions = plan_tag(self._now(facts, deadline))
+            self._carry_out(plan, record, actions, deadline)
         return plan
+
+    def _now(self, facts: TagFacts, deadline: float) -> TagFacts:
+        return replace(facts, now=self.wall(), remaining_s=deadline - self.mono())
 
     def _learn_cadence(self, plan: TagPlan, record: VpgRecord, vpg: Vpg, deadline: float) -> None:
         outcome = plan.outcome
         now = self.wall()
         known = known_cadence(record, vpg.name, self.settings, now)
         if known is None:
-            site_default = self.settings.site_cadence_s.get(outcome.site_kind, 630.0)
-            since = now - site_default * _CADENCE_WINDOW_STEPS
+            since = cadence_window_start(outcome.site_kind, self.settings, now)
             checkpoints = _client(self, plan).list_checkpoints(
                 vpg.vpg_id, since=_utc(since), deadline=deadline
             )
@@ -188,48 +206,70 @@ class Tagger:
         if untagged:
             record.last_checkpoint_at = max([*untagged, record.last_checkpoint_at or 0.0])
 
-    def _request(
-        self, plan: TagPlan, record: VpgRecord, vpg: Vpg, call: ToolCall, deadline: float
-    ) -> None:
-        if not self._within_bound(plan, record):
-            return
-        cadence = record.cadence_s or 630.0
-        lag = landing_lag(record, self.settings)
-        named = plan.outcome.vms or (plan.outcome.vpg_name,)  # a VPG the catalog names
-        name = tag_name(self.settings.tag_prefix, call, named, self.wall())
-        requested_at = self.wall()
-        task_id = _client(self, plan).tag_checkpoint(vpg.vpg_id, name, deadline=deadline)
-        expected, overdue = planned_landing(
-            requested_at, record.last_checkpoint_at, cadence, lag, self.settings
+    def _refresh(self, plan: TagPlan, record: VpgRecord, deadline: float) -> bool:
+        """Look once whether a requested tag has landed meanwhile (a retry's first question);
+        True when this look found it in the journal."""
+        look = landing_look(record, self.wall())
+        if look is None:
+            return False
+        found, _listed = self._look_up(plan, record, look, deadline)
+        if found is None:
+            return False
+        mark_landed(record, MarkLanded(look.name, found.cp_id, found.timestamp.timestamp()))
+        return True
+
+    def _look_up(
+        self, plan: TagPlan, record: VpgRecord, look: LookUp, deadline: float
+    ) -> tuple[Checkpoint | None, list[Checkpoint]]:
+        found, listed = tag_in_journal(
+            _client(self, plan), record.vpg_id, look.name, look.requested_at, deadline=deadline
         )
+        self._note_checkpoints(record, listed)
+        return found, listed
+
+    def _carry_out(
+        self, plan: TagPlan, record: VpgRecord, actions: list[TagAction], deadline: float
+    ) -> None:
+        """Do ``actions`` in order on the plan and the record (held under its lock)."""
+        for action in actions:
+            if plan.done:
+                return
+            if isinstance(action, RequestTag):
+                self._request(plan, record, action, deadline)
+            elif isinstance(action, Adopt) and record.tag is not None:
+                self._adopt(plan, record, record.tag)
+                plan.done = action.done
+            elif isinstance(action, AskTask) and plan.task_client is not None:
+                # Under the VPG's lock: no poll will ask a tag this call does not wait for.
+                task = plan.task_client.get_task(action.task_id, deadline=deadline)
+                plan.task_checked = task.done
+                answer = on_task(task, action.task_id, plan.tag_name)
+                self._carry_out(plan, record, answer, deadline)
+            elif isinstance(action, Land):
+                self._land(plan, record, action)
+            else:
+                apply_to_record(record, action)
+                apply_to_plan(plan, action)
+
+    def _request(
+        self, plan: TagPlan, record: VpgRecord, request: RequestTag, deadline: float
+    ) -> None:
+        task_id = _client(self, plan).tag_checkpoint(record.vpg_id, request.name, deadline=deadline)
         if record.tag is not None:
             remember(record, _summary(record.tag))
         record.tag = TagRecord(
-            name=name,
-            requested_at=requested_at,
-            expected_at=expected,
-            planned_lag_s=lag,
-            overdue_at=overdue,
+            name=request.name,
+            requested_at=request.requested_at,
+            expected_at=request.expected_at,
+            planned_lag_s=request.lag_s,
+            overdue_at=request.overdue_at,
             task_id=task_id,
-            requested_by=f"{call.tool_name} {','.join(plan.outcome.vms)}",
+            requested_by=request.requested_by,
             site=plan.site,
         )
         record.allowed_since_landing = 0
         self._adopt(plan, record, record.tag)
         plan.outcome.new_tag = True
-
-    def _within_bound(self, plan: TagPlan, record: VpgRecord) -> bool:
-        """Count a new tag against ``guard.max_tags_per_minute``; False (plan failed) past it."""
-        bound = self.settings.max_tags_per_minute
-        now = self.wall()
-        recent = [t for t in record.tag_times if t > now - _TAG_WINDOW_S]
-        if bound is not None and len(recent) >= bound:
-            record.tag_times = recent
-            plan.outcome.bounded = True
-            _fail(plan, tag_bound_reason(bound, recent, now))
-            return False
-        record.tag_times = [*recent, now]
-        return True
 
     def _adopt(self, plan: TagPlan, record: VpgRecord, tag: TagRecord) -> None:
         out = plan.outcome
@@ -247,12 +287,6 @@ class Tagger:
         out.checkpoint_id, out.landed_at = tag.checkpoint_id, tag.landed_at
         out.row = Row.CONFIRMED if tag.state == "landed" else Row.PENDING
 
-    def _fail_overdue(self, plan: TagPlan, record: VpgRecord, tag: TagRecord) -> None:
-        tag.state = "failed"
-        tag.reason = overdue_reason(tag)
-        self._adopt(plan, record, tag)
-        _fail(plan, f"{tag.reason}; {_OVERDUE_ADVICE}")
-
     # ------------------------------------------------------------------ waiting
 
     def check_task(self, plan: TagPlan, deadline: float) -> None:
@@ -266,9 +300,7 @@ class Tagger:
             return
         task = plan.task_client.get_task(plan.task_id, deadline=deadline)
         plan.task_checked = task.done
-        reason = task_failure(task, plan.task_id)
-        if reason:
-            self._record_failure(plan, reason)
+        self._record(plan, on_task(task, plan.task_id, plan.tag_name))
 
     def check_vpg(self, plan: TagPlan, deadline: float) -> None:
         """A tag past its expected landing: did the VPG stop taking checkpoints meanwhile?
@@ -278,29 +310,13 @@ class Tagger:
         per plan, and only for a late tag, so a tag that lands on time costs nothing.
         """
         from ..errors import ZertoRewindError
-        from ..zvm.models import tag_refusal
 
         plan.vpg_checked = True
         try:
             vpg = _client(self, plan).get_vpg(plan.outcome.vpg_id, deadline=deadline)
         except ZertoRewindError:
             return  # the journal polls go on; the guard's last look may still tell
-        refusal = tag_refusal(vpg)
-        if refusal:
-            why = f"it stopped taking checkpoints while tag {plan.tag_name!r} was pending"
-            self._record_failure(plan, f"{refusal} ({why})")
-
-    def _check_joined_task(self, plan: TagPlan, tag: TagRecord, deadline: float) -> None:
-        """A joined tag this call will not wait for (it lands past the budget): ask its task
-        now, under the VPG's lock, since no poll will; a failed task fails the tag for all."""
-        if tag.task_id is None or plan.task_client is None:
-            return
-        task = plan.task_client.get_task(tag.task_id, deadline=deadline)
-        plan.task_checked = task.done
-        reason = task_failure(task, tag.task_id)
-        if reason:
-            tag.state, tag.reason = "failed", reason
-            _fail(plan, reason)
+        self._record(plan, on_vpg(vpg, plan.tag_name))
 
     def wait(self, plans: list[TagPlan], deadline: float) -> None:
         """Poll each waiting plan on its own schedule until it lands, fails or time is up."""
@@ -325,90 +341,59 @@ class Tagger:
         return plan.waiting and exceeds_budget(expected, self.wall(), deadline - self.mono())
 
     def _poll(self, plan: TagPlan, deadline: float) -> None:
+        """One look at the journal; the rules say what follows (:func:`after_poll`)."""
         out = plan.outcome
         requested_at = out.requested_at or self.wall()
-        found, checkpoints = tag_in_journal(
+        found, listed = tag_in_journal(
             _client(self, plan), out.vpg_id, plan.tag_name, requested_at, deadline=deadline
         )
-        with self.state.vpg(out.vpg_id) as record:
-            self._note_checkpoints(record, checkpoints)
-            if found is not None:
-                self._land(plan, record, found)
-                return
         now = self.wall()
-        if is_overdue(plan.overdue_at, now):
-            with self.state.vpg(out.vpg_id) as record:
-                if record.tag is not None and record.tag.name == plan.tag_name:
-                    self._fail_overdue(plan, record, record.tag)
-                    return
-            # The record moved on (another call failed this tag and requested a new one):
-            # fail this plan alone, or the wait would poll it again at once, until the deadline.
-            ours = TagRecord(plan.tag_name, requested_at, out.expected_at or now, plan.overdue_at)
-            _fail(plan, f"{overdue_reason(ours)}; {_OVERDUE_ADVICE}")
-            return
-        if now > (out.expected_at or now):
-            if not plan.task_checked:
-                self.check_task(plan, deadline)
-            if not plan.done and not plan.vpg_checked:
-                self.check_vpg(plan, deadline)
+        facts = PollFacts(
+            tag_name=plan.tag_name,
+            requested_at=requested_at,
+            expected_at=out.expected_at or now,
+            overdue_at=plan.overdue_at,
+            task_id=plan.task_id,
+            task_checked=plan.task_checked,
+            vpg_checked=plan.vpg_checked,
+            poll_s=plan.poll_s,
+            now=now,
+            found=found,
+        )
+        actions = after_poll(facts)
+        with self.state.vpg(out.vpg_id) as record:
+            self._note_checkpoints(record, listed)
+            self._carry_out(plan, record, [a for a in actions if writes_record(a)], deadline)
+        for action in actions:  # the ZVM is asked outside the VPG's lock
             if plan.done:
                 return
-        plan.next_poll_at = now + plan.poll_s
+            if isinstance(action, AskTask):
+                self.check_task(plan, deadline)
+            elif isinstance(action, AskVpg):
+                self.check_vpg(plan, deadline)
+            elif not writes_record(action):
+                apply_to_plan(plan, action)
 
-    def _land(self, plan: TagPlan, record: VpgRecord, checkpoint: Checkpoint) -> None:
-        landed_at = checkpoint.timestamp.timestamp()
+    def _land(self, plan: TagPlan, record: VpgRecord, land: Land) -> None:
         tag = record.tag
         if tag is not None and tag.name == plan.tag_name and tag.state != "landed":
-            tag.mark_landed(checkpoint.cp_id, landed_at)
-            boundary = tag.expected_at - plan.lag_used_s
+            tag.mark_landed(land.checkpoint_id, land.landed_at)
             cadence = record.cadence_s or 5.0
-            record.lag_s = min(max(landed_at - boundary, 0.0), cadence)
+            record.lag_s = learned_lag(tag.expected_at, plan.lag_used_s, land.landed_at, cadence)
         out = plan.outcome
-        out.checkpoint_id, out.landed_at, out.row = checkpoint.cp_id, landed_at, Row.CONFIRMED
+        out.checkpoint_id, out.landed_at = land.checkpoint_id, land.landed_at
+        out.row = Row.CONFIRMED
         plan.done = True
 
-    def _refresh(self, plan: TagPlan, record: VpgRecord, deadline: float) -> bool:
-        """Look once whether a requested tag has landed meanwhile (a retry's first question);
-        True when this look found it in the journal."""
-        found, checkpoints = look_for_landing(
-            _client(self, plan), record, self.wall(), deadline=deadline
-        )
-        self._note_checkpoints(record, checkpoints)
-        if found is not None and record.tag is not None:
-            record.tag.mark_landed(found.cp_id, found.timestamp.timestamp())
-            return True
-        return False
-
-    def _in_journal(
-        self, plan: TagPlan, record: VpgRecord, tag: TagRecord, deadline: float
-    ) -> bool:
-        """Confirm a recorded landed tag in the ZVM journal before reusing it (one listing).
-
-        A record the journal does not bear out (stale, or forged in the state directory)
-        is failed and kept in the history; the caller then requests a new tag.
-        """
-        found, checkpoints = tag_in_journal(
-            _client(self, plan), record.vpg_id, tag.name, tag.requested_at, deadline=deadline
-        )
-        self._note_checkpoints(record, checkpoints)
-        if found is not None and journal_confirms(
-            tag, found, checkpoints, self.settings.tag_prefix
-        ):
-            tag.landed_at = found.timestamp.timestamp()  # the journal's time, not the record's
-            return True
-        tag.state = "failed"
-        tag.reason = (
-            f"tag {tag.name!r} is recorded as landed, but the ZVM journal does not confirm it "
-            "as the VPG's latest guard checkpoint; not reused"
-        )
-        return False
-
-    def _record_failure(self, plan: TagPlan, reason: str) -> None:
+    def _record(self, plan: TagPlan, actions: list[TagAction]) -> None:
+        """The ZVM's answer, carried out: the record's part under the VPG's lock."""
+        if not actions:
+            return
         with self.state.vpg(plan.outcome.vpg_id) as record:
-            tag = record.tag
-            if tag is not None and tag.name == plan.tag_name:
-                tag.state, tag.reason = "failed", reason
-        _fail(plan, reason)
+            for action in actions:
+                apply_to_record(record, action)
+        for action in actions:
+            apply_to_plan(plan, action)
 
     # ------------------------------------------------------------------ consuming
 
@@ -416,15 +401,10 @@ class Tagger:
         """Count the call against the tag; False if the tag no longer covers it."""
         out = plan.outcome
         with self.state.vpg(out.vpg_id) as record:
-            tag = record.tag
-            ours = tag is not None and tag.name == plan.tag_name
-            if ours and tag is not None and not covers(record, tag, call):
-                return False
-            if not ours and not (out.landed_at is not None and call.started_at <= out.landed_at):
-                return False
-            if ours:
+            verdict = consume_rule(record, plan.tag_name, out.landed_at, call)
+            if verdict.counted:
                 record.allowed_since_landing += 1
-        return True
+        return verdict.allowed
 
 
 def tag_in_journal(
@@ -440,145 +420,15 @@ def tag_in_journal(
     return next((c for c in listed if c.tag == name), None), listed
 
 
-# ---------------------------------------------------------------------- the rules
-# Pure functions of a VPG's record, a call and the clock. The Tagger acts on them;
-# recovery/preview.py predicts with them (no side effects): one copy of the rules.
-
-REUSE_LANDED = "reuse_landed"
-JOIN_PENDING = "join_pending"
-FAIL_OVERDUE = "fail_overdue"
-REQUEST_NEW = "request_new"
-
-
-def plan_action(record: VpgRecord, call: ToolCall, now: float) -> str:
-    """What a plan does on this VPG at ``now``: reuse a landed tag that covers the call, join
-    a requested tag until it is overdue, fail it once overdue, else request a new tag."""
-    tag = record.tag
-    if tag is not None and covers(record, tag, call):
-        return REUSE_LANDED
-    if tag is not None and tag.state == "requested":
-        return FAIL_OVERDUE if is_overdue(tag.overdue_at, now) else JOIN_PENDING
-    return REQUEST_NEW
-
-
-def covers(record: VpgRecord, tag: TagRecord, call: ToolCall) -> bool:
-    """A landed tag covers a call that started before it landed (it waited for it), or any
-    call while no mutating call on the VPG has been allowed since it landed."""
-    if tag.state != "landed" or tag.landed_at is None:
-        return False
-    return record.allowed_since_landing == 0 or call.started_at <= tag.landed_at
-
-
-def journal_confirms(
-    tag: TagRecord, found: Checkpoint, listed: list[Checkpoint], prefix: str
-) -> bool:
-    """Whether the journal bears out a recorded landed tag: the checkpoint carrying its name
-    is the one recorded (when one is), and no later checkpoint carries another guard tag
-    (a later tag means calls were allowed since, whatever the record says)."""
-    if tag.checkpoint_id is not None and found.cp_id != tag.checkpoint_id:
-        return False
-    return not any(
-        c.tag
-        and c.tag != tag.name
-        and c.tag.startswith(prefix + " ")
-        and c.timestamp > found.timestamp
-        for c in listed
-    )
-
-
-def is_overdue(overdue_at: float, now: float) -> bool:
-    """A requested tag is failed once ``now`` is past its overdue time (joined until then)."""
-    return now > overdue_at
-
-
-def landing_due(record: VpgRecord, tag: TagRecord, now: float) -> bool:
-    """Whether a requested tag may be listable by now: from its journal boundary on (the
-    expected landing less the VPG's learned lag); before that nobody looks."""
-    return now >= tag.expected_at - (record.lag_s or 0.0)
-
-
-def landing_lag(record: VpgRecord, settings: GuardSettings) -> float:
-    """Boundary to listable: the VPG's learned lag, else ``guard.landing_allowance_s``."""
-    return record.lag_s if record.lag_s is not None else settings.landing_allowance_s
-
-
-def planned_landing(
-    requested_at: float,
-    last_checkpoint_at: float | None,
-    cadence: float,
-    lag: float,
-    settings: GuardSettings,
-) -> tuple[float, float]:
-    """(expected landing, overdue time) of a tag requested at ``requested_at``."""
-    expected = expected_landing(requested_at, last_checkpoint_at, cadence, lag)
-    overdue = overdue_after(
-        expected, cadence, factor=settings.overdue_factor, minimum_s=settings.overdue_min_s
-    )
-    return expected, overdue
-
-
-def exceeds_budget(expected_at: float, now: float, remaining_s: float) -> bool:
-    """The tag is expected later than the time left: answer *pending* at once, unwaited."""
-    return expected_at - now > remaining_s
-
-
-def overdue_reason(tag: TagRecord) -> str:
-    """Why an overdue tag is failed."""
-    return (
-        f"tag {tag.name!r} requested at {fmt_time(tag.requested_at)} never reached the journal "
-        f"(expected by {fmt_time(tag.expected_at)}; overdue since {fmt_time(tag.overdue_at)})"
-    )
-
-
-def tag_bound_reason(bound: int, recent: list[float], now: float) -> str:
-    """Why a call is refused past ``guard.max_tags_per_minute``, and when a tag is possible."""
-    next_at = sorted(recent)[len(recent) - bound] + _TAG_WINDOW_S
-    return (
-        f"zerto-rewind already requested {len(recent)} checkpoint tags on this VPG in the last "
-        f"minute, its bound (guard.max_tags_per_minute: {bound}), so it requests no more for "
-        f"now; the next tag is possible from {fmt_time(max(next_at, now))}"
-    )
-
-
-def task_failure(task: Task, task_id: str) -> str | None:
-    """The reason to fail a tag whose ZVM task failed, with its CompleteReason; else None."""
-    if not task.failed:
-        return None
-    reason = task.complete_reason or f"the ZVM task {task_id} failed without a reason"
-    return f"the ZVM refused the tag: {reason}"
-
-
-def known_cadence(
-    record: VpgRecord, vpg_name: str, settings: GuardSettings, now: float
-) -> tuple[float, str] | None:
-    """The cadence to plan with when the record's is still good, else None: measure again.
-
-    Re-measured when older than ten minutes, while only the site default is known (the
-    journal may have grown enough checkpoints to observe by now), or when a config
-    override appeared or went away. A config override always wins.
-    """
-    source, cadence = record.cadence_source, record.cadence_s
-    if source is None or source.startswith("site:") or cadence is None:
-        return None  # never measured, or only the site default is known so far
-    learned_at = record.cadence_learned_at
-    stale = learned_at is None or now - learned_at > _CADENCE_TTL_S
-    override_changed = (source == "config") != (vpg_name in settings.cadence_s)
-    if stale or override_changed:
-        return None
-    if vpg_name in settings.cadence_s:
-        return settings.cadence_s[vpg_name], "config"
-    return cadence, source
-
-
 def look_for_landing(
     client: ZvmClient, record: VpgRecord, now: float, *, deadline: float | None
 ) -> tuple[Checkpoint | None, list[Checkpoint]]:
     """A retry's first question: is the record's requested tag in the journal? Asked only
     once the tag is due (:func:`landing_due`); ``(None, [])`` when not asked."""
-    tag = record.tag
-    if tag is None or tag.state != "requested" or not landing_due(record, tag, now):
+    look = landing_look(record, now)
+    if look is None:
         return None, []
-    return tag_in_journal(client, record.vpg_id, tag.name, tag.requested_at, deadline=deadline)
+    return tag_in_journal(client, record.vpg_id, look.name, look.requested_at, deadline=deadline)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -587,12 +437,6 @@ def look_for_landing(
 def _client(tagger: Tagger, plan: TagPlan) -> ZvmClient:
     """The ZVM a plan talks to: its VPG's tag site's, else the tagger's."""
     return plan.client if plan.client is not None else tagger.client
-
-
-def _fail(plan: TagPlan, reason: str) -> None:
-    plan.outcome.row = Row.FAILED
-    plan.outcome.reason = reason
-    plan.done = True
 
 
 def _summary(tag: TagRecord) -> dict[str, object]:
@@ -609,33 +453,3 @@ def _summary(tag: TagRecord) -> dict[str, object]:
 
 def _utc(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
-
-
-_TAG_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ._:=,-")
-TAG_MAX = 100
-
-
-def tag_name(prefix: str, call: ToolCall, vms: tuple[str, ...], now: float) -> str:
-    """A readable, traceable tag: prefix, tool, VM(s), short session id (if any), UTC time.
-
-    Within TAG_MAX the session id and the time always survive (they make the
-    tag unique); the VM list and then the tool name are shortened instead.
-    """
-    tool = call.tool_name.removeprefix("mcp__").replace("__", ".")
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-    # No session id (a caller that has none): no session part, rather than a fake one.
-    tail = f"s={call.session_id[:8]} {stamp}" if call.session_id else stamp
-    room = TAG_MAX - len(prefix) - len(tail) - 3  # three separating spaces
-    vm_text = ",".join(vms)
-    vm_room = max(8, room - len(tool))
-    vm_text = _shorten(vm_text, vm_room)
-    tool = _shorten(tool, max(0, room - len(vm_text)))
-    text = " ".join(part for part in (prefix, tool, vm_text, tail) if part)
-    cleaned = "".join(ch if ch in _TAG_SAFE else "_" for ch in text)
-    return cleaned[-TAG_MAX:] if len(cleaned) > TAG_MAX else cleaned
-
-
-def _shorten(text: str, room: int) -> str:
-    if len(text) <= room:
-        return text
-    return text[: max(0, room - 3)] + "..." if room > 3 else text[:room]

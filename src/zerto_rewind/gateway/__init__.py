@@ -17,8 +17,11 @@ upstreams).
 
 Approvals: ``approvals`` (requests waited on and consumed once), and the channels a
 person answers on, which an agent cannot reach: ``approvals_socket`` (peer
-credentials from the kernel), ``approvals_web`` (the approvals page) and
-``notify`` (signed webhooks).
+credentials from the kernel), the approvals page and ``notify`` (signed
+webhooks). The page: ``approvals_web`` (its app and routes), ``approvals_auth``
+(passwords, sessions, CSRF and origin), ``approvals_login`` (the login limit),
+``approvals_pages`` and ``approvals_html`` (what it shows), ``static/`` (its
+style and script).
 
 May import: ``core``, ``config``, ``zvm``, ``scan`` and the base modules, and
 the ``mcp`` SDK. Never another door, ``recovery`` or ``cli``.

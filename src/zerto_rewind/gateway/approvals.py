@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
 
+from ..core.approval_policy import Approvals
 from ..core.approvals import (
     APPROVED,
     DENIED,
@@ -27,11 +27,10 @@ from ..core.approvals import (
     ApprovalRequest,
     ApprovalStore,
     Approver,
-    new_request,
     record_event,
     refusal_to_approve,
 )
-from ..core.decision import Decision, ToolCall
+from ..core.decision import Decision, Outcome, ToolCall
 from ..core.state_store import open_approvals
 from ..errors import StateError
 
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
     from ..config.settings import Settings
     from .approvals_login import Failure
 
-__all__ = ["ApprovalsService", "LoginNotifier", "Notifier"]
+__all__ = ["ApprovalsService", "LoginNotifier", "Notifier", "ServiceApprovals"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
@@ -100,69 +99,25 @@ class ApprovalsService:
 
     # ------------------------------------------------------------------ the call side
 
-    async def consume(self, call: ToolCall, principal: str) -> ApprovalRequest | None:
-        """An approval of this exact call for this principal, used now; else None."""
-
-        def consume() -> ApprovalRequest | None:  # the digest of large arguments: off the loop
-            return self.store.consume(principal, call.tool_name, call.args_digest, None)
-
-        used = await anyio.to_thread.run_sync(consume)
-        if used is not None:
-            self._log(used, "used")
-        return used
-
-    async def open(
-        self,
-        call: ToolCall,
-        decision: Decision,
-        principal: str,
-        *,
-        host: str | None = None,
-        secret_paths: list[str] | None = None,
-    ) -> tuple[ApprovalRequest, bool]:
-        """The open request for this call (a retry joins it), else a new one, logged and sent.
-
-        ``secret_paths``: arguments the tool's schema marks secret, masked for the approver.
-        The caller waits ``approvals.wait_s``: the request says until when.
-        """
-
-        # Built in the worker thread: copying and hashing large arguments stalls no one else.
-        def store() -> tuple[ApprovalRequest, bool]:
-            template = self._template(call, decision, principal, host, secret_paths)
-            return self.store.open_request(template, self.config.max_open_per_principal)
-
-        request, created = await anyio.to_thread.run_sync(store)
-        if created:
-            self._log(request, "requested")
-            await self._notify("requested", request)
-        # The caller waits with the request's facts, not a second copy of the arguments:
-        # the store keeps them for the approver, and the call holds its own.
-        return replace(request, call_arguments=None), created
-
-    def _template(
-        self,
-        call: ToolCall,
-        decision: Decision,
-        principal: str,
-        host: str | None,
-        secret_paths: list[str] | None,
-    ) -> ApprovalRequest:
-        return new_request(
-            tool=call.tool_name,
-            tool_input=call.tool_input,
-            vms=decision.vms,
-            row=decision.row,
-            why=decision.reason,
+    def step(
+        self, principal: str, *, host: str | None = None, secret_paths: Sequence[str] = ()
+    ) -> ServiceApprovals:
+        """The pipeline's approvals step (core.approval_policy) over this service's store:
+        the webhook is sent when a request is opened, the page's link is named."""
+        policy = Approvals(
+            lambda: self.store,
+            self.config,
+            self.settings.log_path,
             principal=principal,
-            expires_s=self.config.expires_s,
-            session=call.session_id,
             host=host,
-            vpg_status=[_vpg_status(v) for v in decision.vpgs],
-            host_paths=decision.host_paths,
-            secret_paths=secret_paths or (),
-            wait_s=self.config.wait_s,
-            args_digest=call.args_digest,
+            notify=self._notify_from_thread,
+            link=self.link,
+            secret_paths=secret_paths,
         )
+        return ServiceApprovals(policy)
+
+    def _notify_from_thread(self, request: ApprovalRequest) -> None:
+        anyio.from_thread.run(self._notify, "requested", request)
 
     async def wait(
         self,
@@ -281,9 +236,18 @@ class ApprovalsService:
             log.warning("approval not logged: %s", exc)
 
 
-def _vpg_status(outcome: Any) -> str:
-    text = f"{outcome.vpg_name}: {outcome.row}"
-    return f"{text} ({outcome.reason})" if getattr(outcome, "reason", "") else text
+class ServiceApprovals:
+    """The approvals step on the event loop: the store's work runs in a worker thread."""
+
+    name = "approvals"
+
+    def __init__(self, policy: Approvals) -> None:
+        self.policy = policy
+
+    def apply(self, call: ToolCall, so_far: Decision) -> Awaitable[Decision | None] | None:
+        if so_far.outcome != Outcome.PROMPT:
+            return None
+        return anyio.to_thread.run_sync(self.policy.apply, call, so_far)
 
 
 def is_decided(request: ApprovalRequest) -> bool:

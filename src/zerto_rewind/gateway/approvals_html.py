@@ -32,7 +32,6 @@ from ..core.decision import fmt_time
 
 __all__ = [
     "BASE",
-    "CARD_CSS",
     "card",
     "differing",
     "esc",
@@ -60,19 +59,6 @@ _STATES = {
     EXPIRED: "expired",
     PENDING: "waiting",
 }
-
-CARD_CSS = """
-td.value { white-space:pre-wrap; word-break:break-all; }
-tr.differs th, tr.differs td { background:#fff4d6; }
-tr.differs th::after { content:" (differs)"; color:var(--warn); font-weight:400; }
-.resolved { display:block; color:var(--warn); }
-.secret { color:var(--muted); font-style:italic; }
-.warning { color:var(--bad); font-weight:600; }
-.if-approved { background:#fdf6e3; border:1px solid #ead9a6; border-radius:6px;
-  padding:.5rem .8rem; margin:0 0 .8rem; }
-details.whole summary { cursor:pointer; color:#1a56a8; }
-details.whole pre { white-space:pre-wrap; word-break:break-all; margin:.3rem 0 0; }
-"""
 
 
 def esc(value: Any) -> str:

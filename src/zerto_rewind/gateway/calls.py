@@ -32,22 +32,19 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 
+from ..core.approval_policy import channel_failed
 from ..core.approval_secrets import schema_secret_paths
 from ..core.approval_view import visible
 from ..core.approvals import (
     APPROVED,
     DENIED,
     EXPIRED,
-    NO_APPROVER,
-    ApprovalLimitError,
     ApprovalRequest,
     approved_context,
-    waiting_reason,
 )
-from ..core.decision import Decision, Outcome, Row, ToolCall
-from ..core.decisions_log import write_record
+from ..core.decision import Decision, Outcome, ToolCall
 from ..core.guard import identity_unverified
-from ..errors import StateError
+from ..core.record import record
 from . import tracing
 from .identity import check_identity
 from .request_state import APPROVAL_FIELD, APPROVAL_KEY, APPROVAL_SCHEMA
@@ -55,6 +52,8 @@ from .result_notes import annotated, error_result, protection_note
 from .upstream import UpstreamError
 
 if TYPE_CHECKING:
+    from ..config.settings import Settings
+    from ..core.pipeline import Policy
     from .service import Gateway
     from .upstream import Upstream
 
@@ -63,6 +62,7 @@ __all__ = [
     "APPROVAL_SCHEMA",
     "Asker",
     "CallContext",
+    "IdentityCheck",
     "handle_call",
     "host_tool_name",
 ]
@@ -113,43 +113,42 @@ async def handle_call(
 ) -> types.CallToolResult | types.InputRequiredResult:
     """Guard one call and forward it only if the guard (or an approver) allows it."""
     started_wall, started_mono = time.time(), time.monotonic()
-    name = host_tool_name(upstream.name, tool)
     call = ToolCall(
-        name,
+        host_tool_name(upstream.name, tool),
         arguments or {},
         session_id=ctx.session_id,
         tool_use_id=ctx.tool_use_id,
         origin="gateway",
         started_at=started_wall,
+        principal=ctx.client,
+        host=ctx.host,
     )
-    decision = await _with_identity(gateway, upstream, await gateway.decide(call))
+    decision = await gateway.decide(call, _after(gateway, upstream, tool, ctx))
     answer: str | None = None
     forward = decision.outcome in (Outcome.NONE, Outcome.CONTEXT)
-    extra: dict[str, Any] = {}
-    if decision.outcome == Outcome.PROMPT:
-        if gateway.settings.approvals.trust_client_answers:
-            if ctx.ask is None and ctx.ask_inline:
-                inline = gateway.states.answer(call, ctx)
-                if inline is None:
-                    # Logged now: a question nobody ever answers still leaves its line.
-                    _log(gateway, decision, call, ctx, "asked")
-                    return _question(gateway, decision, call, ctx)
-                forward, answer = inline
-            else:
-                forward, answer = await _prompt(gateway, decision, ctx)
+    if decision.outcome == Outcome.PROMPT:  # approvals.trust_client_answers: the client asks
+        if ctx.ask is None and ctx.ask_inline:
+            inline = gateway.states.answer(call, ctx)
+            if inline is None:
+                # Logged now: a question nobody ever answers still leaves its line.
+                _log(gateway, decision, call, ctx, "asked")
+                return _question(gateway, decision, call, ctx)
+            forward, answer = inline
         else:
-            secrets = schema_secret_paths(upstream.input_schema(tool))
-            outcome = await _by_approval(gateway, decision, call, ctx, secrets)
-            if isinstance(outcome, types.InputRequiredResult):
-                return outcome
-            forward, answer, extra = outcome
-    decision.elapsed_ms = int((time.monotonic() - started_mono) * 1000)
-    gateway.metrics.decided(decision, time.monotonic() - started_mono, answer)
-    tracing.decided(decision, answer)
-    if decision.row != Row.READ_ONLY:  # as the hook: read-only calls leave no log line
-        _log(gateway, decision, call, ctx, answer, extra)
+            forward, answer = await _prompt(gateway, decision, ctx)
+    elif decision.answer == "waiting" and decision.approval is not None:
+        waited = await _wait_approval(gateway, decision, call, ctx)
+        if isinstance(waited, types.InputRequiredResult):
+            return waited
+        decision = waited
+        forward = decision.outcome == Outcome.CONTEXT
+    elapsed = time.monotonic() - started_mono
+    decision = decision.but(elapsed_ms=int(elapsed * 1000))
+    decision = _record(gateway, decision, call, ctx, answer, elapsed, forward)
+    if decision.outcome == Outcome.DENY:
+        forward = False  # the record step refused it: its line could not be written
     if not forward:
-        return _refusal(decision, answer, extra.get("ending"))
+        return _refusal(decision, answer)
     try:
         with tracing.forwarding(tool, upstream) as meta:
             result = await upstream.call_tool(
@@ -159,52 +158,57 @@ async def handle_call(
         gateway.metrics.upstream_error(upstream.name, "call")
         return error_result(f"{exc}; the call may not have run. {protection_note(decision)}")
     gateway.metrics.forwarded(upstream.name, decision.row)
-    return annotated(result, decision, extra, upstream.output_schema(tool))
+    return annotated(result, decision, upstream.output_schema(tool))
 
 
-async def _with_identity(gateway: Gateway, upstream: Upstream, decision: Decision) -> Decision:
-    """Does the VM server mean the VM Zerto checkpointed? (catalog.resolvers); without a
-    check, the checkpoint note says the VM's identity was not verified."""
-    if decision.outcome != Outcome.CONTEXT:
+def _after(gateway: Gateway, upstream: Upstream, tool: str, ctx: CallContext) -> list[Policy]:
+    """This door's steps after the table: the identity check, then approvals (unless the
+    client's own answer counts, ``approvals.trust_client_answers``)."""
+    steps: list[Policy] = [IdentityCheck(gateway.settings, upstream)]
+    if not gateway.settings.approvals.trust_client_answers:
+        secrets = schema_secret_paths(upstream.input_schema(tool))
+        steps.append(gateway.approvals.step(ctx.client, host=ctx.host, secret_paths=secrets))
+    return steps
+
+
+class IdentityCheck:
+    """The ``vm_identity`` step: does the VM server mean the VM Zerto checkpointed?
+    (catalog.resolvers); without a check, the checkpoint note says the VM's identity was
+    not verified."""
+
+    name = "vm_identity"
+
+    def __init__(self, settings: Settings, upstream: Upstream) -> None:
+        self.settings = settings
+        self.upstream = upstream
+
+    def apply(self, call: ToolCall, so_far: Decision) -> Awaitable[Decision] | None:
+        if so_far.outcome != Outcome.CONTEXT:
+            return None
+        return self._check(so_far)
+
+    async def _check(self, decision: Decision) -> Decision:
+        catalog = self.settings.catalog
+        decision = await check_identity(catalog, self.upstream, decision)
+        unchecked = self.upstream.name not in catalog.resolvers
+        if unchecked and decision.outcome == Outcome.CONTEXT and decision.vms and decision.context:
+            note = identity_unverified(decision.vms)
+            decision = decision.but(context=f"{decision.context}\n{note}")
         return decision
-    decision = await check_identity(gateway.settings.catalog, upstream, decision)
-    unchecked = upstream.name not in gateway.settings.catalog.resolvers
-    if unchecked and decision.outcome == Outcome.CONTEXT and decision.vms and decision.context:
-        decision.context += "\n" + identity_unverified(decision.vms)
-    return decision
 
 
 # --------------------------------------------------------------------------- approvals
 
 
-async def _by_approval(
-    gateway: Gateway,
-    decision: Decision,
-    call: ToolCall,
-    ctx: CallContext,
-    secret_paths: list[str] | None = None,
-) -> tuple[bool, str, dict[str, Any]] | types.InputRequiredResult:
-    """A person approves on the approvals socket or page; the agent's session cannot.
-
-    Returns (forward, answer, log extras), or an InputRequiredResult that shows an
-    inline client the approval page first.
-    """
+async def _wait_approval(
+    gateway: Gateway, decision: Decision, call: ToolCall, ctx: CallContext
+) -> Decision | types.InputRequiredResult:
+    """The approvals step opened (or joined) a request: this door can hold the call, so it
+    waits for a person on the approvals socket or page; the agent's session cannot answer.
+    An inline client is first shown the approval page (an InputRequiredResult)."""
     service = gateway.approvals
-    try:
-        used = await service.consume(call, ctx.client)
-        if used is not None:
-            return True, "approved", _approved_by(used)
-        if not service.has_approvers:
-            return False, "no_approver", {"ending": NO_APPROVER}
-        request, _ = await service.open(
-            call, decision, ctx.client, host=ctx.host, secret_paths=secret_paths
-        )
-    except ApprovalLimitError as exc:  # refused at once; the call's log line says why
-        decision.reason = f"{decision.reason} {exc.reason()}".strip()
-        return False, "capped", {"ending": ""}
-    except Exception as exc:  # the channel is down: a prompt that cannot be asked is refused
-        log.warning("approval request failed: %s", type(exc).__name__)
-        return False, "approvals_down", {"ending": _channel_down(exc)}
+    request = decision.approval
+    assert request is not None
     link = service.link(request.id)
     message = _approval_text(decision, request)
     inline_url = link is not None and ctx.url_inline and ctx.ask is None
@@ -213,22 +217,32 @@ async def _by_approval(
         return _show_page(gateway, call, ctx, request, message, link)
     waited = await _wait_for(gateway, request, message, link, ctx)
     if waited is None:
-        return False, "approvals_down", {"ending": _channel_down(None)}
-    extra: dict[str, Any] = {"approval_id": request.id}
+        return _ended(decision, "approvals_down", channel_failed(None), request)
     if waited.state == APPROVED:
         used = await service.use(waited)
         if used is not None:
-            return True, "approved", _approved_by(used)
+            return decision.but(
+                outcome=Outcome.CONTEXT,
+                reason=decision.asked,
+                context=approved_context(used),
+                answer="approved",
+                approval=used,
+            )
         waited.state = EXPIRED  # used by a concurrent retry of the same call: not twice
     if waited.state == DENIED:
-        extra["approver"] = waited.decided_by
-        extra["ending"] = _denied_text(waited)
-        return False, "denied", extra
+        return _ended(decision, "denied", _denied_text(waited), waited)
     if waited.state == EXPIRED or waited.state != "pending":
-        extra["ending"] = f"Approval request {request.id} expired; the call was not run."
-        return False, "expired", extra
-    extra["ending"] = waiting_reason(request, link)
-    return False, "waiting", extra
+        ending = f"Approval request {request.id} expired; the call was not run."
+        return _ended(decision, "expired", ending, waited)
+    return decision  # still waiting: the approvals step's refusal names the request
+
+
+def _ended(
+    decision: Decision, answer: str, ending: str, request: ApprovalRequest | None
+) -> Decision:
+    """The wait ended without a use of the approval: the guard's reason, then what ended it."""
+    reason = f"{decision.asked} {ending}".strip()
+    return decision.but(outcome=Outcome.DENY, reason=reason, answer=answer, approval=request)
 
 
 async def _wait_for(
@@ -288,16 +302,6 @@ def _show_page(
     return types.InputRequiredResult(input_requests={APPROVAL_KEY: elicit}, request_state=state)
 
 
-def _approved_by(request: ApprovalRequest) -> dict[str, Any]:
-    """Log extras of an approved call, and the note its result carries (never logged)."""
-    return {
-        "approval_id": request.id,
-        "approver": request.decided_by,
-        "approved_at": request.decided_at,
-        "note": approved_context(request),
-    }
-
-
 def _approval_text(decision: Decision, request: ApprovalRequest) -> str:
     """The URL elicitation's message: a client shows it to a person, so nothing interpreted."""
     return visible(
@@ -309,14 +313,6 @@ def _approval_text(decision: Decision, request: ApprovalRequest) -> str:
 def _denied_text(request: ApprovalRequest) -> str:
     why = f": {request.note}" if request.note else ""
     return f"{request.decided_by} denied approval request {request.id}{why}. The call was not run."
-
-
-def _channel_down(exc: BaseException | None) -> str:
-    what = f" ({type(exc).__name__})" if exc is not None else ""
-    return (
-        f"It needs a person's approval, and the approval channel failed{what}. The call "
-        "was not run. An operator can check the guard service's state store."
-    )
 
 
 # ----------------------------------------------------------------- the client's own answer
@@ -359,13 +355,10 @@ def _question(
     )
 
 
-def _refusal(
-    decision: Decision, answer: str | None, ending: str | None = None
-) -> types.CallToolResult:
+def _refusal(decision: Decision, answer: str | None) -> types.CallToolResult:
     reason = decision.reason or f"zerto-rewind did not allow {decision.tool_name}"
-    if decision.outcome == Outcome.PROMPT:
-        tail = ending if ending is not None else _PROMPT_ENDINGS.get(answer or "", "")
-        reason = f"{reason} {tail}".rstrip()
+    if decision.outcome == Outcome.PROMPT:  # the client's own person did not say yes
+        reason = f"{reason} {_PROMPT_ENDINGS.get(answer or '', '')}".rstrip()
     meta: dict[str, Any] = {"zerto-rewind/row": decision.row, "zerto-rewind/outcome": "refused"}
     if decision.retry_after is not None:
         meta["zerto-rewind/retry_after"] = decision.retry_after
@@ -384,24 +377,33 @@ _PROMPT_ENDINGS = {
 
 
 def _log(
+    gateway: Gateway, decision: Decision, call: ToolCall, ctx: CallContext, answer: str | None
+) -> Decision:
+    """The record step (core.record) with this door's fields; no metrics."""
+    extra = {"client": ctx.client, "host": ctx.host, "answer": answer}
+    return record(decision, call, gateway.settings.log_path, extra=extra, stamp=tracing.stamp)
+
+
+def _record(
     gateway: Gateway,
     decision: Decision,
     call: ToolCall,
     ctx: CallContext,
     answer: str | None,
-    extra: dict[str, Any] | None = None,
-) -> None:
-    record = decision.log_record(call)
-    record["client"] = ctx.client
-    if ctx.host:
-        record["host"] = ctx.host
-    if answer is not None:
-        record["answer"] = answer
-    for key in ("approval_id", "approver"):
-        if extra and extra.get(key):
-            record[key] = extra[key]
-    tracing.stamp(record)
-    try:
-        write_record(gateway.settings.log_path, record)
-    except (StateError, OSError) as exc:
-        log.warning("decision not logged: %s", exc)
+    seconds: float,
+    runs: bool,
+) -> Decision:
+    """The record step with the metrics and the trace: the decision to act on."""
+    extra = {"client": ctx.client, "host": ctx.host, "answer": answer}
+    decision = record(
+        decision,
+        call,
+        gateway.settings.log_path,
+        extra=extra,
+        metrics=gateway.metrics,
+        seconds=seconds,
+        stamp=tracing.stamp,
+        runs=runs,
+    )
+    tracing.decided(decision, answer if answer is not None else decision.answer)
+    return decision

@@ -9,24 +9,14 @@ credential and keeps no guard state.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
 from starlette.responses import JSONResponse
 
-from ..core.approvals import (
-    NO_APPROVER,
-    ApprovalLimitError,
-    approved_context,
-    prompt_by_approval,
-    waiting_reason,
-)
-from ..core.decision import Decision, Outcome, Row, ToolCall
-from ..core.decisions_log import write_record
-from ..errors import StateError
+from ..core.decision import ToolCall
+from ..core.record import record
 from . import tracing
 from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY
 
@@ -60,29 +50,29 @@ async def decide_endpoint(gateway: Gateway, request: Request) -> Response:
 
 async def _answer(gateway: Gateway, request: Request, payload: dict[str, Any]) -> Response:
     started = time.monotonic()
+    principal = _principal(request)
     call = ToolCall(
         payload["tool_name"],
         payload.get("tool_input", {}),
         session_id=_opt_str(payload, "session_id"),
         tool_use_id=_opt_str(payload, "tool_use_id"),
         origin="service",
+        principal=principal,
     )
-    decision = await gateway.decide(call)
-    principal = _principal(request)
-    answer: str | None = None
-    if decision.outcome == Outcome.PROMPT and gateway.settings.guard.prompt_via == "approvals":
-        answer = await _by_approval(gateway, call, decision, principal)
-    gateway.metrics.decided(decision, time.monotonic() - started, answer)
-    tracing.decided(decision, answer)
-    if decision.row != Row.READ_ONLY:  # as the standalone hook: no line for read-only calls
-        record = decision.log_record(call)
-        record["client"] = principal
-        if answer is not None:
-            record["answer"] = answer
-        tracing.stamp(record)
-        # The answer matters more than its log line; /metrics still counts it.
-        with contextlib.suppress(StateError, OSError):
-            write_record(gateway.settings.log_path, record)
+    # guard.prompt_via: approvals. The hook does not wait (its host's timeout is short):
+    # the person approves, the agent retries, and the retry of the same call runs once.
+    after = [gateway.approvals.step(principal)] if _by_approval(gateway) else []
+    decision = await gateway.decide(call, after)
+    decision = record(
+        decision,
+        call,
+        gateway.settings.log_path,
+        extra={"client": principal},
+        metrics=gateway.metrics,
+        seconds=time.monotonic() - started,
+        stamp=tracing.stamp,
+    )
+    tracing.decided(decision, decision.answer)
     return JSONResponse(
         {
             "outcome": decision.outcome,
@@ -93,6 +83,10 @@ async def _answer(gateway: Gateway, request: Request, payload: dict[str, Any]) -
             "prompt_as": gateway.settings.guard.prompt_as,
         }
     )
+
+
+def _by_approval(gateway: Gateway) -> bool:
+    return gateway.settings.guard.prompt_via == "approvals"
 
 
 def _trace_meta(payload: dict[str, Any], request: Request) -> dict[str, Any]:
@@ -107,57 +101,6 @@ def _trace_meta(payload: dict[str, Any], request: Request) -> dict[str, Any]:
 def _principal(request: Request) -> str:
     """Who asked: ``unix:USER`` on the socket (the kernel says), else the token's name."""
     return str(request.scope.get(CLIENT_SCOPE_KEY, "unknown"))
-
-
-async def _by_approval(gateway: Gateway, call: ToolCall, decision: Decision, principal: str) -> str:
-    """``guard.prompt_via: approvals``: an approval lets the call run; else deny with its id.
-
-    The hook does not wait (its host's timeout is short): the person approves, the
-    agent retries, and the retry of the same call runs once.
-    """
-    service = gateway.approvals
-    try:
-        if not service.has_approvers:
-            decision.outcome = Outcome.DENY
-            decision.reason = f"{decision.reason} {NO_APPROVER}".strip()
-            return "no_approver"
-        used, waiting = await anyio.to_thread.run_sync(
-            lambda: prompt_by_approval(
-                service.store,
-                gateway.settings.log_path,
-                tool=call.tool_name,
-                tool_input=call.tool_input,
-                vms=decision.vms,
-                row=decision.row,
-                why=decision.reason,
-                principal=principal,
-                expires_s=service.config.expires_s,
-                session=call.session_id,
-                host_paths=decision.host_paths,
-                max_open=service.config.max_open_per_principal,
-            )
-        )
-    except ApprovalLimitError as exc:  # refused at once; the call's log line says why
-        decision.outcome = Outcome.DENY
-        decision.reason = f"{decision.reason} {exc.reason()}".strip()
-        return "capped"
-    except Exception as exc:  # the channel is down: refuse, never run it unasked
-        decision.outcome = Outcome.DENY
-        decision.reason = (
-            f"{decision.reason} It needs a person's approval, and the approval channel "
-            f"failed ({type(exc).__name__}). The call was not run."
-        ).strip()
-        return "approvals_down"
-    if used is not None:
-        decision.outcome = Outcome.CONTEXT
-        decision.context = approved_context(used)
-        return "approved"
-    assert waiting is not None
-    if service.notifier is not None:
-        await service.notifier("requested", waiting)
-    decision.outcome = Outcome.DENY
-    decision.reason = f"{decision.reason} {waiting_reason(waiting, service.link(waiting.id))}"
-    return "waiting"
 
 
 def _problem(payload: Any) -> str | None:

@@ -14,8 +14,12 @@ gateway at its descriptor limit, and other clients' calls timed out. Here:
 * **Connections.** At most ``gateway.max_connections_per_source`` from one address
   (an IPv6 client by its /64; a unix-socket client by its user) and
   ``gateway.max_connections`` in all, the latter sized below the process's
-  descriptor limit, which is first raised to its hard limit. Past either, a
-  connection gets 503 naming the cap and is closed at once, holding nothing.
+  descriptor limit, which is first raised to its hard limit. A connection counts
+  from ``accept()``, before any TLS handshake (:meth:`ConnectionGate.listening`).
+  Past either cap it is closed at once, holding nothing (in the clear, with a 503
+  naming the cap).
+* **Handshake time.** From ``accept()`` to a finished TLS handshake,
+  ``gateway.handshake_timeout_s``; else the connection is closed.
 * **Smuggling.** A request with both ``Content-Length`` and ``Transfer-Encoding``
   gets 400 and its connection is closed: nothing sent after it on that connection
   is read (:func:`_refuse_ambiguous_framing`).
@@ -27,6 +31,7 @@ MCP listener and the approvals page count against the same caps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import logging
@@ -78,14 +83,17 @@ def connection_room(fd_limit: int) -> int:
 
 def source_of(transport: asyncio.BaseTransport) -> str:
     """Whom a connection counts against: its IPv4 address, its IPv6 /64, or its unix user."""
-    sock = transport.get_extra_info("socket")
+    return source_of_peer(transport.get_extra_info("socket"), transport.get_extra_info("peername"))
+
+
+def source_of_peer(sock: Any, peer: Any) -> str:
+    """:func:`source_of` for a socket and the peer address ``accept()`` gave."""
     if sock is not None and sock.family == socket.AF_UNIX:
         try:
             raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
             return f"unix:{struct.unpack('3i', raw)[1]}"
         except (OSError, struct.error):
             return "unix:?"
-    peer = transport.get_extra_info("peername")
     host = peer[0] if isinstance(peer, tuple) and peer else str(peer)
     try:
         address = ipaddress.ip_address(str(host).split("%", 1)[0])
@@ -110,15 +118,20 @@ class ConnectionGate:
         header_timeout_s: float,
         body_timeout_s: float,
         idle_timeout_s: float,
+        handshake_timeout_s: float = 10.0,
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.max_total = max_total
         self.max_per_source = max_per_source
+        self.handshake_timeout_s = handshake_timeout_s
         self.header_timeout_s = header_timeout_s
         self.body_timeout_s = body_timeout_s
         self.idle_timeout_s = idle_timeout_s
         self.total = 0
         self.by_source: dict[str, int] = {}
+        # Accepted connections the HTTP protocol has not seen yet (a TLS handshake in
+        # progress), by descriptor: each one's handshake deadline.
+        self.handshaking: dict[int, asyncio.TimerHandle] = {}
         registry = registry if registry is not None else CollectorRegistry()
         self.open_gauge = Gauge(
             "zerto_rewind_connections", "HTTP connections open now.", registry=registry
@@ -126,7 +139,7 @@ class ConnectionGate:
         self.refused = Counter(
             "zerto_rewind_connections_refused",
             "HTTP connections closed by a listener bound, by cap: source, total; "
-            "or timeout: header, body.",
+            "or timeout: handshake, header, body.",
             ["cap"],
             registry=registry,
         )
@@ -153,6 +166,7 @@ class ConnectionGate:
             header_timeout_s=settings.header_timeout_s,
             body_timeout_s=settings.body_timeout_s,
             idle_timeout_s=settings.idle_timeout_s,
+            handshake_timeout_s=settings.handshake_timeout_s,
             registry=registry,
         )
 
@@ -179,11 +193,33 @@ class ConnectionGate:
         self.total = max(self.total - 1, 0)
         self.open_gauge.set(self.total)
 
+    def listening(self, sock: socket.socket, *, tls: bool) -> socket.socket:
+        """``sock`` (bound, not yet listening) as a listener whose ``accept()`` counts.
+
+        The caps apply from ``accept()``, before a TLS handshake starts (asyncio runs it
+        before uvicorn's protocol sees the connection): a flood of connections that never
+        send a ClientHello is refused at once like any other, and a handshake has
+        ``handshake_timeout_s``. Over TLS a refused connection is just closed (nothing
+        can be said before the handshake); in the clear it gets 503 naming the cap.
+        """
+        gated = _GatedListener(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        gated.gate, gated.tls = self, tls
+        return gated
+
+    def started(self, transport: asyncio.BaseTransport) -> None:
+        """The HTTP protocol sees the connection (its handshake, if any, is done)."""
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            deadline = self.handshaking.pop(sock.fileno(), None)
+            if deadline is not None:
+                deadline.cancel()
+
     def describe(self) -> dict[str, float]:
         """The bounds in force, for the ready file and the start-up log."""
         return {
             "max_connections": self.max_total,
             "max_connections_per_source": self.max_per_source,
+            "handshake_timeout_s": self.handshake_timeout_s,
             "header_timeout_s": self.header_timeout_s,
             "body_timeout_s": self.body_timeout_s,
             "idle_timeout_s": self.idle_timeout_s,
@@ -198,6 +234,84 @@ def process_gate(settings: GatewaySettings, registry: CollectorRegistry) -> Conn
     if not _PROCESS_GATE:
         _PROCESS_GATE.append(ConnectionGate.from_settings(settings, registry))
     return _PROCESS_GATE[0]
+
+
+# At most this many refused connections per accept() call: the event loop runs other
+# work in between, and the listener stays readable for the rest.
+_REFUSALS_PER_ACCEPT = 64
+
+
+class _GatedListener(socket.socket):
+    """A listening socket whose ``accept()`` admits a connection only below the caps."""
+
+    gate: ConnectionGate
+    tls: bool
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        refused = 0
+        while True:
+            fd, peer = self._accept()  # type: ignore[attr-defined]  # BlockingIOError: none left
+            conn = _Admitted(self.family, self.type, self.proto, fileno=fd)
+            source = source_of_peer(conn, peer)
+            why = self.gate.admit(source)
+            if why is None:
+                conn.admitted(self.gate, source)
+                return conn, peer
+            self._refuse(conn, why)
+            refused += 1
+            if refused >= _REFUSALS_PER_ACCEPT:
+                raise BlockingIOError  # asyncio comes back on the next turn of the loop
+
+    def _refuse(self, conn: socket.socket, why: str) -> None:
+        try:
+            if not self.tls:
+                conn.setblocking(False)
+                conn.send(_raw_response(503, "Service Unavailable", f"refused: {why}"))
+        except OSError:
+            pass  # the client is gone or its buffer full: closing says enough
+        finally:
+            conn.close()
+
+
+class _Admitted(socket.socket):
+    """An accepted connection that gives its place back when closed (or collected)."""
+
+    _gate: ConnectionGate | None = None
+    _source = ""
+
+    def admitted(self, gate: ConnectionGate, source: str) -> None:
+        self._gate, self._source = gate, source
+        fd = self.fileno()
+        loop = asyncio.get_running_loop()
+        gate.handshaking[fd] = loop.call_later(gate.handshake_timeout_s, self._expired, fd)
+
+    def _expired(self, fd: int) -> None:
+        """Still in its handshake: shut it down, and asyncio closes it as the peer's EOF."""
+        gate = self._gate
+        if gate is None or gate.handshaking.pop(fd, None) is None:
+            return
+        gate.refused.labels("handshake").inc()
+        with contextlib.suppress(OSError):  # already gone
+            self.shutdown(socket.SHUT_RDWR)
+
+    def _release(self) -> None:
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            deadline = gate.handshaking.pop(self.fileno(), None)
+            if deadline is not None:
+                deadline.cancel()
+            gate.release(self._source)
+
+    def close(self) -> None:
+        self._release()
+        super().close()
+
+    def detach(self) -> int:
+        self._release()
+        return super().detach()
+
+    def __del__(self) -> None:  # a connection dropped without close() still frees its place
+        self._release()
 
 
 def _raw_response(status: int, reason: str, text: str) -> bytes:
@@ -246,33 +360,23 @@ class _Guarded(_ProtocolBase):  # type: ignore[misc]
     """The caps and deadlines, mixed in before uvicorn's h11 protocol (:func:`guarded_protocol`)."""
 
     gate: ConnectionGate
-    app: Any  # uvicorn's protocol's, wrapped once admitted
-    _source: str | None = None
+    app: Any  # uvicorn's protocol's, wrapped once connected
     _deadline: asyncio.TimerHandle | None = None
     _phase = ""
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
-        source = source_of(transport)
-        why = self.gate.admit(source)
-        if why is not None:
-            transport.write(_raw_response(503, "Service Unavailable", f"refused: {why}"))
-            transport.close()
-            return
-        self._source = source
+        # Counted and admitted at accept() (:meth:`ConnectionGate.listening`); the
+        # handshake is over, the request head's time starts.
+        self.gate.started(transport)
         self.app = _refuse_ambiguous_framing(self.app)
         self._arm("header", self.gate.header_timeout_s)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
-        if self._source is not None:
-            self.gate.release(self._source)
-            self._source = None
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._source is None:  # refused: read nothing
-            return
         if self._deadline is None and self.conn.their_state is h11.IDLE:
             self._arm("header", self.gate.header_timeout_s)  # a next request begins
         super().data_received(data)
@@ -322,7 +426,8 @@ def guarded_protocol(gate: ConnectionGate, base: type | None = None) -> type:
 
 
 def uvicorn_options(gate: ConnectionGate, base: type | None = None) -> dict[str, Any]:
-    """What ``uvicorn.Config`` takes for a listener bounded by ``gate``."""
+    """What ``uvicorn.Config`` takes for a listener bounded by ``gate``. Serve it on sockets
+    made by :meth:`ConnectionGate.listening`: the connection caps are counted there."""
     return {
         "http": guarded_protocol(gate, base),
         "timeout_keep_alive": gate.idle_timeout_s,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -135,6 +136,15 @@ class PinGate:
                     await anyio.sleep(_RETRY_S)
 
     # ------------------------------------------------------------------ deciding
+
+    name = "pins"
+
+    def apply(self, call: ToolCall, so_far: Decision) -> Awaitable[Decision | None] | None:
+        """The pipeline's ``pins`` step: nothing to do for a reviewed tool or one of no
+        pinned upstream (one set lookup); else :meth:`hold`."""
+        if so_far.row != Row.UNDECIDED or not self.prefixes or call.tool_name in self.reviewed:
+            return None
+        return self.hold(call)
 
     async def hold(self, call: ToolCall) -> Decision | None:
         """None for a reviewed tool (or one of no pinned upstream); else the unlisted answer."""

@@ -11,11 +11,14 @@ forbids keys it does not name.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
 from ..core.decision import Decision, Outcome, fmt_time
+
+if TYPE_CHECKING:
+    from ..core.approvals import ApprovalRequest
 
 __all__ = [
     "BLOCK_SEPARATOR",
@@ -44,11 +47,15 @@ CLIENT_APPROVED = (
 def annotated(
     result: types.CallToolResult,
     decision: Decision,
-    extra: Mapping[str, Any],
     output_schema: Mapping[str, Any] | None,
 ) -> types.CallToolResult:
     """A forwarded call's result, with the guard's note: its checkpoint, or its approval."""
     closed = output_schema is not None and output_schema.get("additionalProperties") is False
+    if decision.answer == "approved" or decision.outcome == Outcome.PROMPT:
+        # A person approved it (an approver, or the client's own): nothing to rewind it to.
+        text = decision.context if decision.answer == "approved" else CLIENT_APPROVED
+        approval: dict[str, Any] = {"zerto-rewind/approval": _approval_meta(decision.approval)}
+        return _with_note(result, text, approval, {"note": text}, closed=closed)
     if decision.outcome == Outcome.CONTEXT:
         checkpoints = [
             {
@@ -63,10 +70,6 @@ def annotated(
         note = {"note": decision.context, "checkpoints": checkpoints}
         meta = {"zerto-rewind/checkpoints": checkpoints}
         return _with_note(result, decision.context, meta, note, closed=closed)
-    if decision.outcome == Outcome.PROMPT:  # a person approved it: nothing to rewind it to
-        text = extra.get("note") or CLIENT_APPROVED
-        approval: dict[str, Any] = {"zerto-rewind/approval": _approval_meta(extra)}
-        return _with_note(result, text, approval, {"note": text}, closed=closed)
     return result
 
 
@@ -97,11 +100,12 @@ def _with_note(
     return result.model_copy(update=update)
 
 
-def _approval_meta(extra: Mapping[str, Any]) -> dict[str, Any]:
-    at = extra.get("approved_at")
+def _approval_meta(request: ApprovalRequest | None) -> dict[str, Any]:
+    at = request.decided_at if request is not None else None
     return {
-        "approval_id": extra.get("approval_id"),
-        "approver": extra.get("approver") or "the person at the MCP client",
+        "approval_id": request.id if request is not None else None,
+        "approver": (request.decided_by if request is not None else None)
+        or "the person at the MCP client",
         "approved_at": fmt_time(at) if isinstance(at, float | int) else None,
         "rewind_point": None,
     }

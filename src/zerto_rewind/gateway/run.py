@@ -19,7 +19,7 @@ import anyio
 from ..errors import ConfigError, UsageError
 from ..fsutil import atomic_write_text
 from .http import build_app, check_bind
-from .listener import process_gate, uvicorn_options
+from .listener import ConnectionGate, process_gate, uvicorn_options
 from .proxy import PEER_USER_KEY, build_proxy
 from .service import Gateway
 from .socket_reach import check_trust_socket
@@ -125,7 +125,8 @@ async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port
         )
         raise ConfigError(msg, path=gateway.settings.path, key="approvals.web_approvers")
     app = build_approvals_app(gateway.approvals, secure_cookies=tls)
-    tcp = _tcp_listener(host, port, "--approvals-listen")
+    gate = process_gate(g, gateway.metrics.registry)
+    tcp = gate.listening(_tcp_listener(host, port, "--approvals-listen"), tls=tls)
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -134,7 +135,7 @@ async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port
         ssl_keyfile=g.tls_key,
         lifespan="off",
         timeout_graceful_shutdown=2,
-        **uvicorn_options(process_gate(g, gateway.metrics.registry)),
+        **uvicorn_options(gate),
     )
     server = uvicorn.Server(config)
     tg.start_soon(lambda: server.serve(sockets=[tcp]))
@@ -226,38 +227,15 @@ async def serve_http(
     """
     import uvicorn
 
-    if host is None and unix_socket is None:
-        msg = "nothing to listen on: give --listen HOST:PORT, --socket PATH, or both"
-        raise ConfigError(msg)
+    _check_http(settings, host, unix_socket, allow_privileged_upstream=allow_privileged_upstream)
     g = settings.gateway
-    tls = g.tls_cert is not None
-    if host is not None:
-        if not settings.upstreams and not g.clients:
-            msg = "no upstreams and no clients in the config: nothing to serve over TCP"
-            raise ConfigError(msg, path=settings.path)
-        check_bind(host, tls=tls, allow_insecure=g.allow_insecure_bind)
-    check_trust(settings, http_with_tokens=host is not None and bool(g.clients))
-    check_upstreams(settings, settings.upstreams, allow_privileged=allow_privileged_upstream)
-    check_reachable(settings, settings.upstreams)  # each user can run its server: else why, now
     if approvals is not None:
         approvals.bind_socket()
     gateway = Gateway(settings)
     app = build_app(gateway, host=host or "127.0.0.1", unix_only=host is None)
     gate = process_gate(g, gateway.metrics.registry)  # raises the descriptor limit
-    sockets = []
     info: dict[str, object] = {"pid": os.getpid(), "limits": gate.describe()}
-    if host is not None:
-        tcp = _tcp_listener(host, port, "--listen")
-        scheme = "https" if tls else "http"
-        shown = f"[{host}]" if ":" in host else host
-        url = f"{scheme}://{shown}:{tcp.getsockname()[1]}"
-        info["url"] = url
-        info["mcp"] = {name: f"{url}/mcp/{name}" for name in gateway.upstreams}
-        sockets.append(tcp)
-    if unix_socket is not None:
-        sockets.append(_unix_listener(unix_socket, socket_mode))
-        info["socket"] = f"unix:{unix_socket}"
-        info.setdefault("url", f"unix:{unix_socket}")
+    sockets = _listeners(gateway, gate, info, (host, port), (unix_socket, socket_mode))
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -277,15 +255,7 @@ async def serve_http(
             if approvals is not None:
                 approvals.ready = info
             await start_approvals(gateway, tg, approvals)
-
-            async def announce() -> None:
-                while not server.started:
-                    await anyio.sleep(0.02)
-                if ready_file:
-                    atomic_write_text(ready_file, json.dumps(info) + "\n")
-                log.warning("zerto-rewind gateway serving %s", info["url"])
-
-            tg.start_soon(announce)
+            tg.start_soon(_announce, server, info, ready_file)
             await server.serve(sockets=sockets)
             tg.cancel_scope.cancel()
     finally:
@@ -293,6 +263,65 @@ async def serve_http(
         if unix_socket is not None:
             with contextlib.suppress(OSError):
                 os.unlink(unix_socket)
+
+
+async def _announce(server: Any, info: dict[str, object], ready_file: str | None) -> None:
+    """Once uvicorn listens: the ready file, and one line in the log."""
+    while not server.started:
+        await anyio.sleep(0.02)
+    if ready_file:
+        atomic_write_text(ready_file, json.dumps(info) + "\n")
+    log.warning("zerto-rewind gateway serving %s", info["url"])
+
+
+def _check_http(
+    settings: Settings,
+    host: str | None,
+    unix_socket: str | None,
+    *,
+    allow_privileged_upstream: bool,
+) -> None:
+    """Refuse, before anything starts, what :func:`serve_http` must not serve."""
+    if host is None and unix_socket is None:
+        msg = "nothing to listen on: give --listen HOST:PORT, --socket PATH, or both"
+        raise ConfigError(msg)
+    g = settings.gateway
+    if host is not None:
+        if not settings.upstreams and not g.clients:
+            msg = "no upstreams and no clients in the config: nothing to serve over TCP"
+            raise ConfigError(msg, path=settings.path)
+        check_bind(host, tls=g.tls_cert is not None, allow_insecure=g.allow_insecure_bind)
+    check_trust(settings, http_with_tokens=host is not None and bool(g.clients))
+    check_upstreams(settings, settings.upstreams, allow_privileged=allow_privileged_upstream)
+    check_reachable(settings, settings.upstreams)  # each user can run its server: else why, now
+
+
+def _listeners(
+    gateway: Gateway,
+    gate: ConnectionGate,
+    info: dict[str, object],
+    tcp_at: tuple[str | None, int],
+    unix_at: tuple[str | None, int],
+) -> list[socket.socket]:
+    """The TCP and unix listening sockets asked for, counted by ``gate`` from accept();
+    where they are goes into ``info`` (the ready file)."""
+    tls = gateway.settings.gateway.tls_cert is not None
+    sockets = []
+    host, port = tcp_at
+    if host is not None:
+        tcp = gate.listening(_tcp_listener(host, port, "--listen"), tls=tls)
+        scheme = "https" if tls else "http"
+        shown = f"[{host}]" if ":" in host else host
+        url = f"{scheme}://{shown}:{tcp.getsockname()[1]}"
+        info["url"] = url
+        info["mcp"] = {name: f"{url}/mcp/{name}" for name in gateway.upstreams}
+        sockets.append(tcp)
+    unix_socket, socket_mode = unix_at
+    if unix_socket is not None:
+        sockets.append(gate.listening(_unix_listener(unix_socket, socket_mode), tls=tls))
+        info["socket"] = f"unix:{unix_socket}"
+        info.setdefault("url", f"unix:{unix_socket}")
+    return sockets
 
 
 def _peer_protocol() -> type:

@@ -17,16 +17,18 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 import mcp_types as types
 
-from ..core.catalog import READ_ONLY, classify
+from ..core.catalog import READ_ONLY
+from ..core.deadline import timeout_reason
 from ..core.decision import Decision, Outcome, Row, ToolCall
 from ..core.guard import Guard
-from ..errors import ConfigError
+from ..core.pipeline import Policy, StepResult, Table, classify_call, decide_async
 from . import tracing
 from .approvals import ApprovalsService
 from .log_witness import LogWitness
@@ -57,6 +59,7 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.upstreams = {name: Upstream(spec) for name, spec in settings.upstreams.items()}
         self.guard = guard if guard is not None else _open_guard(settings)
+        self.table = Table(self.guard)
         self._limiter = anyio.CapacityLimiter(_DECISION_THREADS)
         self._base_catalog = settings.catalog
         self._proposals: dict[str, dict[str, Any]] = {}
@@ -137,35 +140,30 @@ class Gateway:
 
     # ------------------------------------------------------------------ deciding
 
-    async def decide(self, call: ToolCall) -> Decision:
-        """The core guard's decision, never later than its budget; any failure denies.
+    async def decide(self, call: ToolCall, after: Sequence[Policy] = ()) -> Decision:
+        """The pipeline (core.pipeline) for one call: pins, the table, then the door's
+        ``after`` steps (the identity check, approvals). Never later than the guard's
+        budget; any failure denies.
 
-        A read-only call is answered here, on the event loop: classifying is pure
-        and takes microseconds, so it pays for no thread hop. Everything else
-        goes to the guard in a worker thread.
+        The call is classified once, here, on the event loop (pure, microseconds). A
+        read-only call of a reviewed tool is answered on the loop too: the table does no
+        IO for it. Anything else goes to the guard in a worker thread.
         """
-        try:
-            verdict = classify(call.tool_name, call.tool_input, self.settings.catalog)
-        except ConfigError:
-            verdict = None  # the guard classifies again and denies with the reason
-        pins = self.pins
-        if pins.prefixes and call.tool_name not in pins.reviewed:
-            held = await pins.hold(call)
-            if held is not None:
-                return held
-        if verdict is not None and verdict.kind == READ_ONLY:
-            return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
+        verdict = classify_call(call.tool_name, call.tool_input, self.settings.catalog)
+        steps: list[Policy] = [self.pins, _ThreadedTable(self), *after]
+        return await decide_async(call, steps, verdict=verdict)
+
+    async def _judge(self, call: ToolCall, so_far: Decision) -> Decision | None:
+        """The table in a worker thread, bounded by the budget; a crash is a refusal."""
         budget = self.settings.guard.timeout_s
         try:
             with anyio.fail_after(budget + 1.0):
                 return await anyio.to_thread.run_sync(
-                    self.guard.decide, call, limiter=self._limiter, abandon_on_cancel=True
+                    self.table.apply, call, so_far, limiter=self._limiter, abandon_on_cancel=True
                 )
         except TimeoutError:
-            reason = (
-                f"zerto-rewind could not decide on {call.tool_name} within its {budget:g} s "
-                "budget; the call was not run. An operator can check the gateway with "
-                "`zerto-rewind doctor` and its /healthz."
+            reason = timeout_reason(
+                call.tool_name, budget, "the guard did not answer in time", "the gateway's /healthz"
             )
             return Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason=reason)
         except Exception as exc:  # fail closed: the guard's crash is a refusal
@@ -215,6 +213,24 @@ class Gateway:
         except Exception as exc:
             return f"unreachable: {type(exc).__name__}: {exc}"
         return "ok"
+
+
+class _ThreadedTable:
+    """The table step on the event loop: a read-only call is judged in place (no IO), any
+    other in a worker thread, bounded by the budget (:meth:`Gateway._judge`)."""
+
+    name = "table"
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    def apply(self, call: ToolCall, so_far: Decision) -> StepResult:
+        if so_far.row != Row.UNDECIDED:
+            return None
+        verdict = so_far.classification
+        if verdict is not None and verdict.kind == READ_ONLY:
+            return self.gateway.table.apply(call, so_far)
+        return self.gateway._judge(call, so_far)
 
 
 def _open_guard(settings: Settings) -> Guard:

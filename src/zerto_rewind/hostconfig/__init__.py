@@ -11,9 +11,13 @@ VS Code, Codex, Gemini CLI, Copilot CLI) keeps its servers in, used by ``install
 * :mod:`.move`: the pure move of a VM server behind the gateway;
 * :mod:`.bypass`: the doctor's scan for entries that bypass the gateway;
 * :mod:`.claude`: every MCP source Claude Code reads for a project or a user;
-* :mod:`.hooks`: the hook files of Codex, Gemini CLI and Copilot CLI (``install host-hook``).
+* :mod:`.hooks`: the hook files of Codex, Gemini CLI and Copilot CLI (``install host-hook``);
+* :mod:`.objectfile`: every host file read one way, with one message when it cannot be;
+* :mod:`.hook_command`: every hook's command line, written and read as one value;
+* :mod:`.install`: the installers themselves (``zerto-rewind install TARGET``), a
+  subpackage ranked above the doors, whose hooks it writes.
 
-It imports only ``config``, ``errors``, ``fsutil`` and ``netutil``; the doors
-and ``cli`` import it. Nothing is re-exported here, so that importing one
+Apart from :mod:`.install`, it imports only ``config``, ``errors``, ``fsutil`` and
+``netutil``; ``cli`` imports it. Nothing is re-exported here, so that importing one
 module does not load the others. No hook path imports this package.
 """

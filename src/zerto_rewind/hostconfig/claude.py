@@ -22,13 +22,14 @@ doctor. Pure reading, no writing; messages name files and keys, never values.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..config.settings import home_dir
+from ..errors import ConfigError
+from .objectfile import read_object_file
 
 __all__ = [
     "McpSource",
@@ -77,22 +78,10 @@ def claude_json_path(env: Mapping[str, str]) -> str:
 
 def _load(path: str) -> tuple[SourceState, Any, str]:
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        return "absent", None, ""
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
-        return "unreadable", None, f"cannot read it ({reason})"
-    if not text.strip():
-        return "read", {}, ""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        return "unreadable", None, f"not valid JSON ({exc})"
-    if not isinstance(data, dict):
-        return "unreadable", None, "does not hold a JSON object"
-    return "read", data, ""
+        read = read_object_file(path)
+    except ConfigError as exc:
+        return "unreadable", None, exc.detail
+    return ("read", read.data, "") if read.exists else ("absent", None, "")
 
 
 def _servers(node: Any) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import ConfigError, StateError, UsageError
 from ..fsutil import atomic_write_text, backup_name, ensure_private_dir
 from .formats import edit_json_servers, parse_jsonc, render_toml
+from .objectfile import read_object_file
 from .specs import HostFile
 
 __all__ = [
@@ -64,38 +65,8 @@ def read_host_config(file: HostFile) -> HostConfig:
     JSONC, Gemini's ``settings.json`` may be); they are read, and ``had_comments``
     says so (a rewrite keeps them when it can edit in place).
     """
-    try:
-        with open(file.path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        return HostConfig(file, {}, None)
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
-        msg = f"cannot read it ({reason})"
-        raise ConfigError(msg, path=file.path) from None
-    if not text.strip():
-        return HostConfig(file, {}, text)
-    had_comments = False
-    if file.host.toml:
-        try:
-            data: Any = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            msg = f"not valid TOML ({exc})"
-            raise ConfigError(msg, path=file.path) from None
-    else:
-        try:
-            data = json.loads(text)
-        except ValueError:
-            try:
-                data = parse_jsonc(text)
-            except ValueError as exc:
-                msg = f"not valid JSON ({exc.args[0] if exc.args else 'parse error'})"
-                raise ConfigError(msg, path=file.path) from None
-            had_comments = True
-    if not isinstance(data, dict):
-        msg = "must hold an object at the top level"
-        raise ConfigError(msg, path=file.path)
-    return HostConfig(file, data, text, had_comments)
+    read = read_object_file(file.path, "toml" if file.host.toml else "jsonc")
+    return HostConfig(file, read.data, read.text, read.had_comments)
 
 
 def render_host_config(config: HostConfig) -> str:

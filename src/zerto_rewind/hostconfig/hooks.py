@@ -38,9 +38,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..config.settings import home_dir
 from ..errors import ConfigError
 from ..fsutil import atomic_write_text, backup_name
 from .formats import edit_json_servers, parse_jsonc
+from .objectfile import read_object_file
 
 __all__ = [
     "HOOK_HOSTS",
@@ -70,7 +72,7 @@ _NAME = "zerto-rewind"
 
 def hook_file(host: str, *, project: str | None, env: Mapping[str, str]) -> str:
     """The host's hook file: the project's with ``project``, else the user's."""
-    home = env.get("HOME") or os.path.expanduser("~")
+    home = home_dir(env)
     if host == "codex":
         if project:
             return os.path.join(project, ".codex", "hooks.json")
@@ -193,29 +195,9 @@ def write_hook_file(plan: HookPlan) -> str | None:
 
 def _read(path: str) -> tuple[dict[str, Any], str, bool]:
     """(the file's object, its text, whether it exists); ConfigError when unusable."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        return {}, "", False
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
-        msg = f"cannot read it ({reason})"
-        raise ConfigError(msg, path=path) from None
-    if not text.strip():
-        return {}, "", True
-    try:
-        data: Any = json.loads(text)
-    except ValueError:
-        try:
-            data = parse_jsonc(text)
-        except ValueError as exc:
-            msg = f"not valid JSON ({exc.args[0] if exc.args else 'parse error'})"
-            raise ConfigError(msg, path=path) from None
-    if not isinstance(data, dict):
-        msg = "must hold an object at the top level"
-        raise ConfigError(msg, path=path)
-    return data, text, True
+    read = read_object_file(path, "jsonc")
+    text = read.text if read.text is not None and read.text.strip() else ""
+    return read.data, text, read.exists
 
 
 def _merge(host: str, data: dict[str, Any], entry: dict[str, Any]) -> tuple[dict[str, Any], int]:

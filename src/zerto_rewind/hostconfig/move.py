@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..config.parser import Parser
+from ..config.parse_gateway import GatewayParser
 from ..config.settings import DEFAULT_GUARD_TIMEOUT_S
 from ..errors import ConfigError, UsageError
 from ..netutil import is_loopback, token_digest
@@ -119,6 +119,23 @@ def upstream_spec(host: HostSpec, name: str, entry: Any) -> dict[str, Any]:
     if not isinstance(entry, dict):
         msg = f"{where} is not an object"
         raise UsageError(msg)
+    _refuse_unmovable(host, where, entry)
+    # Gemini: httpUrl, or url with an explicit streamable-HTTP type
+    url_key = "url" if host.http == "gemini" and "httpUrl" not in entry else host.url_key
+    if "command" in entry and url_key in entry:
+        msg = f"{where} has both command and {url_key}; keep one"
+        raise UsageError(msg)
+    if "command" in entry:
+        return _stdio_spec(where, entry)
+    if url_key in entry:
+        return _http_spec(where, entry, url_key, host.headers_key)
+    msg = f"{where} has neither command nor {url_key}"
+    raise UsageError(msg)
+
+
+def _refuse_unmovable(host: HostSpec, where: str, entry: Mapping[str, Any]) -> None:
+    """UsageError for what the gateway cannot carry: host-only fields, an SSE or unknown
+    transport, placeholders only the host resolves."""
     lost = [f"{key} ({why})" for key, why in _CANNOT_MOVE.items() if key in entry]
     if lost:
         msg = (
@@ -146,38 +163,36 @@ def upstream_spec(host: HostSpec, name: str, entry: Any) -> dict[str, Any]:
             "resolves; write the literal values into the entry first"
         )
         raise UsageError(msg)
-    headers_key = host.headers_key
-    # Gemini: httpUrl, or url with an explicit streamable-HTTP type
-    url_key = "url" if host.http == "gemini" and "httpUrl" not in entry else host.url_key
-    if "command" in entry and url_key in entry:
-        msg = f"{where} has both command and {url_key}; keep one"
+
+
+def _stdio_spec(where: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    command = entry["command"]
+    args = entry.get("args", [])
+    if not isinstance(command, str) or not command.strip():
+        msg = f"{where}: command must be a non-empty string"
         raise UsageError(msg)
-    if "command" in entry:
-        command = entry["command"]
-        args = entry.get("args", [])
-        if not isinstance(command, str) or not command.strip():
-            msg = f"{where}: command must be a non-empty string"
-            raise UsageError(msg)
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            msg = f"{where}: args must be a list of strings"
-            raise UsageError(msg)
-        spec: dict[str, Any] = {"command": [command, *args]}
-        env = _string_map(entry.get("env", {}), f"{where}: env")
-        if env:
-            spec["env"] = env
-        return spec
-    if url_key in entry:
-        url = entry[url_key]
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            msg = f"{where}: {url_key} must be an http(s):// URL"
-            raise UsageError(msg)
-        spec = {"url": url}
-        headers = _string_map(entry.get(headers_key, {}), f"{where}: {headers_key}")
-        if headers:
-            spec["headers"] = headers
-        return spec
-    msg = f"{where} has neither command nor {url_key}"
-    raise UsageError(msg)
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        msg = f"{where}: args must be a list of strings"
+        raise UsageError(msg)
+    spec: dict[str, Any] = {"command": [command, *args]}
+    env = _string_map(entry.get("env", {}), f"{where}: env")
+    if env:
+        spec["env"] = env
+    return spec
+
+
+def _http_spec(
+    where: str, entry: Mapping[str, Any], url_key: str, headers_key: str
+) -> dict[str, Any]:
+    url = entry[url_key]
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        msg = f"{where}: {url_key} must be an http(s):// URL"
+        raise UsageError(msg)
+    spec: dict[str, Any] = {"url": url}
+    headers = _string_map(entry.get(headers_key, {}), f"{where}: {headers_key}")
+    if headers:
+        spec["headers"] = headers
+    return spec
 
 
 def _templated_fields(entry: Mapping[str, Any], env_pattern: re.Pattern[str]) -> Iterable[str]:
@@ -295,6 +310,44 @@ def move_to_gateway(
     ConfigError when the result would not be a valid gateway config.
     """
     file = host_config.file
+    spec = _moved_spec(host_config, server_name, gateway_urls, upstream_user)
+    old = host_config.servers[server_name]
+    gateway = copy.deepcopy(dict(gateway_config))
+    upstreams = gateway.setdefault("upstreams", {})
+    if not isinstance(upstreams, dict):
+        msg = "must be an object of name -> server"
+        raise ConfigError(msg, key="upstreams")
+    if server_name in upstreams and upstreams[server_name] != spec:
+        msg = (
+            f"the gateway config already has a different upstream {server_name!r}; remove it "
+            "first, or move a server of another name"
+        )
+        raise UsageError(msg)
+    upstreams[server_name] = spec
+    if isinstance(via, HttpGateway):
+        _add_client(gateway, via)
+    _validate_gateway_sections(gateway)
+
+    entry = _gateway_entry(file.host, server_name, via, old, gateway)
+    data = copy.deepcopy(host_config.data)
+    holder: Any = data
+    for key in file.scope:
+        holder = holder[key]
+    holder[file.host.servers_key] = {
+        name: (entry if name == server_name else value)
+        for name, value in holder[file.host.servers_key].items()
+    }
+    return replace(host_config, data=data), gateway
+
+
+def _moved_spec(
+    host_config: HostConfig,
+    server_name: str,
+    gateway_urls: Iterable[str],
+    upstream_user: str | None,
+) -> dict[str, Any]:
+    """The upstream spec of the host's ``server_name``; UsageError when it cannot move."""
+    file = host_config.file
     servers = host_config.servers
     if server_name not in servers:
         known = ", ".join(sorted(servers)) or "none"
@@ -323,52 +376,31 @@ def move_to_gateway(
             )
             raise UsageError(msg)
         spec["user"] = upstream_user
+    return spec
 
-    gateway = copy.deepcopy(dict(gateway_config))
-    upstreams = gateway.setdefault("upstreams", {})
-    if not isinstance(upstreams, dict):
-        msg = "must be an object of name -> server"
-        raise ConfigError(msg, key="upstreams")
-    if server_name in upstreams and upstreams[server_name] != spec:
+
+def _add_client(gateway: dict[str, Any], via: HttpGateway) -> None:
+    """Put the HTTP client's token digest into ``gateway.clients`` of the gateway config."""
+    section = gateway.setdefault("gateway", {})
+    if not isinstance(section, dict):
+        msg = "must be an object"
+        raise ConfigError(msg, key="gateway")
+    clients = section.setdefault("clients", {})
+    if not isinstance(clients, dict):
+        msg = "must be an object of client -> token digest"
+        raise ConfigError(msg, key="gateway.clients")
+    digest = token_digest(via.token)
+    if via.client in clients and clients[via.client] != digest:
         msg = (
-            f"the gateway config already has a different upstream {server_name!r}; remove it "
-            "first, or move a server of another name"
+            f"the gateway config already has a token for client {via.client!r}; name "
+            "another with --client, or remove the old one first"
         )
         raise UsageError(msg)
-    upstreams[server_name] = spec
-    if isinstance(via, HttpGateway):
-        section = gateway.setdefault("gateway", {})
-        if not isinstance(section, dict):
-            msg = "must be an object"
-            raise ConfigError(msg, key="gateway")
-        clients = section.setdefault("clients", {})
-        if not isinstance(clients, dict):
-            msg = "must be an object of client -> token digest"
-            raise ConfigError(msg, key="gateway.clients")
-        digest = token_digest(via.token)
-        if via.client in clients and clients[via.client] != digest:
-            msg = (
-                f"the gateway config already has a token for client {via.client!r}; name "
-                "another with --client, or remove the old one first"
-            )
-            raise UsageError(msg)
-        clients[via.client] = digest
-    _validate_gateway_sections(gateway)
-
-    entry = _gateway_entry(file.host, server_name, via, old, gateway)
-    data = copy.deepcopy(host_config.data)
-    holder: Any = data
-    for key in file.scope:
-        holder = holder[key]
-    holder[file.host.servers_key] = {
-        name: (entry if name == server_name else value)
-        for name, value in holder[file.host.servers_key].items()
-    }
-    return replace(host_config, data=data), gateway
+    clients[via.client] = digest
 
 
 def _validate_gateway_sections(gateway: Mapping[str, Any]) -> None:
-    parser = Parser("the gateway config", "")
+    parser = GatewayParser("the gateway config", "")
     parser.upstreams(gateway.get("upstreams", {}), loose_permissions=False)
     parser.gateway(gateway.get("gateway", {}))
 

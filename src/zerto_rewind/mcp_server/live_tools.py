@@ -26,6 +26,12 @@ __all__ = ["register_live_tools"]
 
 
 def register_live_tools(server: MCPServer[Any], rt: Runtime) -> None:
+    """Register the live failover tools, then the journal VM restore tools."""
+    _register_failover_tools(server, rt)
+    _register_restore_tools(server, rt)
+
+
+def _register_failover_tools(server: MCPServer[Any], rt: Runtime) -> None:
     @server.tool(annotations=DESTRUCTIVE)
     def zerto_failover(
         vm: Vm,
@@ -84,6 +90,8 @@ def register_live_tools(server: MCPServer[Any], rt: Runtime) -> None:
         with reported():
             return finish_failover(rt.guard(), rt.settings(), vm, confirm, commit=False, vpg=vpg)
 
+
+def _register_restore_tools(server: MCPServer[Any], rt: Runtime) -> None:
     @server.tool(annotations=DESTRUCTIVE)
     def zerto_restore_vm(
         vm: Vm,

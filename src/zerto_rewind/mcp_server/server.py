@@ -41,6 +41,8 @@ from ..recovery.protection import (
     checkpoint_listing,
     protection_status,
 )
+from ..recovery.rewind_build import RewindPlan, build_plan
+from ..recovery.rewind_plan import Scope
 from .live_tools import register_live_tools
 from .runtime import (
     DESTRUCTIVE,
@@ -170,6 +172,17 @@ def _register_recovery_tools(server: MCPServer[Any], rt: Runtime) -> None:
         """
         with reported():
             return recovery_plan(rt.guard(), rt.settings(), vm, checkpoint, vpg=vpg)
+
+    @server.tool(annotations=READ)
+    def zerto_rewind_plan(
+        session: Annotated[str, Field(description="the agent session whose changes to undo")],
+    ) -> RewindPlan:
+        """Propose, read-only, how to put back the VMs a session changed: per VM the checkpoint
+        taken before the session's first change to it, the Zerto operation, what else it would
+        undo, and what cannot be rewound. Nothing runs and nothing is saved: a rewind is run
+        by a person (an approver) with `zerto-rewind rewind --session ID`, never by a tool."""
+        with reported():
+            return build_plan(rt.guard(), rt.settings(), Scope(session_id=session))
 
     @server.tool(annotations=TEST_START)
     def zerto_start_failover_test(

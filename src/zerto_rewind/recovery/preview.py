@@ -22,9 +22,16 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from ..core.catalog import MUTATING, READ_ONLY, classify
-from ..core.decision import SEVERITY, Outcome, Row, ToolCall, fmt_time
-from ..core.guard import budget_deadline, entity_type_names, host_path_decision, no_vm_decision
+from ..core.catalog import Classification, classify
+from ..core.decision import (
+    SEVERITY,
+    Outcome,
+    Row,
+    ToolCall,
+    fmt_time,
+    pending_outcome,
+)
+from ..core.guard import budget_deadline, classified_decision, entity_type_names
 from ..core.tagging import (
     FAIL_OVERDUE,
     JOIN_PENDING,
@@ -163,14 +170,17 @@ def preview_call(
     *,
     deadline: float | None = None,
     now: float | None = None,
+    verdict: Classification | None = None,
 ) -> ToolCheck:
     """What the guard would decide for this call now; reads only, tags and writes nothing.
 
     ``zvms``: the guard (the estate: each VPG previewed on the ZVM that would take its
-    tag) or one ZVM's client.
+    tag) or one ZVM's client. ``verdict``: the call's classification when the caller
+    made it (``check``); classified here otherwise, once.
     """
     now = time.time() if now is None else now
-    verdict = classify(tool_name, tool_input, settings.catalog)
+    if verdict is None:
+        verdict = classify(tool_name, tool_input, settings.catalog)
     budget = budget_deadline(settings, 0.0)
     check = ToolCheck(
         tool_name=tool_name,
@@ -187,33 +197,15 @@ def preview_call(
         exceeds_budget=False,
         summary=f"{tool_name} is read-only: no checkpoint is needed, the call runs.",
     )
-    if verdict.kind == READ_ONLY:
+    call = ToolCall(tool_name, tool_input, started_at=now)
+    settled = classified_decision(call, verdict, settings.catalog)  # the guard's own rows
+    if settled is not None:
+        if settled.row != Row.READ_ONLY:
+            check.row, check.outcome, check.summary = settled.row, settled.outcome, settled.reason
         return check
-    if verdict.kind != MUTATING:
-        return _unlisted(settings, check)
     spec = verdict.spec
     fixed = spec.vpgs if spec is not None else ()
-    call = ToolCall(tool_name, tool_input, started_at=now)
-    if verdict.host_paths:
-        answer = host_path_decision(call, verdict)
-        check.row, check.outcome, check.summary = answer.row, answer.outcome, answer.reason
-        return check
-    if not verdict.vms and not (fixed and spec is not None and not spec.vm_arg):
-        answer = no_vm_decision(call, verdict)
-        check.row, check.outcome, check.summary = answer.row, answer.outcome, answer.reason
-        return check
     return _mutating(settings, zvms, state, check, call, deadline, fixed=fixed)
-
-
-def _unlisted(settings: Settings, check: ToolCheck) -> ToolCheck:
-    rule = settings.catalog.unknown
-    check.row = Row.UNLISTED
-    check.outcome = {"allow": Outcome.NONE, "deny": Outcome.DENY}.get(rule, Outcome.PROMPT)
-    check.summary = (
-        f"{check.tool_name} is not in the catalog: unlisted tools are {rule} "
-        f"(set by {settings.catalog.unknown_source}); no checkpoint would be made."
-    )
-    return check
 
 
 @dataclass
@@ -497,9 +489,7 @@ def _combine(settings: Settings, check: ToolCheck) -> ToolCheck:
         check.outcome = Outcome.CONTEXT
         head = "the guard would confirm a checkpoint and allow the call"
     elif worst == Row.PENDING:
-        check.outcome = {"prompt": Outcome.PROMPT, "defer": Outcome.DEFER}.get(
-            settings.guard.on_pending, Outcome.DENY
-        )
+        check.outcome = pending_outcome(settings.guard.on_pending)
         head = (
             f"the tag would land after the guard's {check.budget_s:.0f} s budget: pending "
             f"({check.outcome}); call zerto_guard_before_mutate, then retry after it lands"
@@ -515,17 +505,14 @@ def _combine(settings: Settings, check: ToolCheck) -> ToolCheck:
 
 
 def confirm_call(guard: Guard, call: ToolCall, *, log_path: str) -> tuple[GuardAnswer, Decision]:
-    """Run the guard without consuming the checkpoint, and log the decision."""
-    from ..core.decisions_log import write_record
-    from ..errors import StateError
+    """Run the guard's pipeline without consuming the checkpoint, and record the decision
+    (core.record: a confirmation whose line cannot be written does not proceed)."""
+    from ..core.pipeline import Table, decide
+    from ..core.record import record
 
-    decision = guard.decide(call, consume=False)
-    answer = answer_of(decision, now=time.time())
-    try:
-        write_record(log_path, decision.log_record(call))
-    except StateError as exc:
-        answer.message += f" (this decision was not logged: {exc})"
-    return answer, decision
+    decision = decide(call, [Table(guard, consume=False)], catalog=guard.settings.catalog)
+    decision = record(decision, call, log_path)
+    return answer_of(decision, now=time.time()), decision
 
 
 def answer_of(decision: Decision, *, now: float) -> GuardAnswer:

@@ -85,8 +85,7 @@ def list_tools_http(
     try:
         return anyio.run(scan)
     except Exception as exc:
-        msg = f"could not list the tools at {url}: {_describe(exc, timeout_s)}"
-        raise ScanError(msg) from exc
+        raise ScanError(_http_failure(url, exc, timeout_s)) from exc
 
 
 async def _all_tools(client: Any) -> list[dict[str, Any]]:
@@ -120,6 +119,15 @@ def _failure(where: str, exc: BaseException, stderr: str, timeout_s: float) -> s
     if tail:
         msg += f".\nIts stderr, warnings left out:\n{tail}"
     return msg
+
+
+def _http_failure(url: str, exc: BaseException, timeout_s: float) -> str:
+    """The cause, then what to check: the advice follows the first ``"; "``."""
+    described = _describe(exc, timeout_s).replace("; ", ", ")
+    return (
+        f"could not list the tools at {url}: {described}; check that the server answers MCP "
+        "at that URL and give the headers it needs (--header NAME:VALUE), then scan again"
+    )
 
 
 # ``path.py:12: DeprecationWarning: text`` (any *Warning), as the warnings module prints it.

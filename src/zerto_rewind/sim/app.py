@@ -18,6 +18,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from zerto_rewind.errors import describe
+from zerto_rewind.sim import vsphere
 from zerto_rewind.sim.auth import Credentials
 from zerto_rewind.sim.certs import CertFiles, write_certs
 from zerto_rewind.sim.config import SimConfig
@@ -26,7 +27,8 @@ from zerto_rewind.sim.enums import SITE_KINDS
 from zerto_rewind.sim.estate import EstateError
 from zerto_rewind.sim.faults import FaultTable
 from zerto_rewind.sim.handlers import Context
-from zerto_rewind.sim.state import Backend, World
+from zerto_rewind.sim.replica import Replica, attach, link_estate
+from zerto_rewind.sim.state import Backend, World, load_config_estate
 
 
 def _free_host(host: str) -> str:
@@ -138,7 +140,7 @@ class SimServer:
 
     def __init__(self, config: SimConfig | None = None) -> None:
         self.config = config or SimConfig()
-        self.world = World(self.config)
+        self.world, self.replica = _world(self.config)
         self.contexts: dict[str, Context] = {}
         self.sites: dict[str, SimSite] = {}
         zvms = self.world.estate.zvms
@@ -201,6 +203,8 @@ class SimServer:
             for site in started:
                 site.stop()
             raise
+        if self.replica is not None:
+            self.replica.start()
         self._running = True
         return self
 
@@ -229,6 +233,8 @@ class SimServer:
         self._running = False
         for site in self.sites.values():
             site.stop()
+        if self.replica is not None:
+            self.replica.stop()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -285,6 +291,27 @@ class SimServer:
         return fields
 
 
+def _world(config: SimConfig) -> tuple[World, Replica | None]:
+    """The estate, its VMs given their vCenter identity when ``config.vcenter`` links one."""
+    if config.vcenter is None:
+        return World(config), None
+    link = vsphere.connect(config.vcenter)
+    try:
+        estate, linked = link_estate(load_config_estate(config), link)
+        world = World(config, estate)
+    except BaseException:
+        link.close()
+        raise
+    world.replica = attach(world.vpgs.values(), world.clock, link)
+    names = ", ".join(sorted(linked)) or "none"
+    print(
+        f"zerto-rewind sim: linked to vCenter {config.vcenter.display}; VMs: {names}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return world, world.replica
+
+
 def _server_context(files: CertFiles) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -332,6 +359,7 @@ def _parser() -> argparse.ArgumentParser:
     add("--client-secret", default=os.environ.get("ZERTO_SIM_CLIENT_SECRET"))
     add("--username", default="admin")
     add("--password", default=os.environ.get("ZERTO_SIM_PASSWORD"))
+    vsphere.add_arguments(p)
     return p
 
 
@@ -355,6 +383,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         seed=args.seed,
         client_id=args.client_id,
         username=args.username,
+        vcenter=vsphere.spec_from_args(args),
     )
     if args.client_secret:
         config.client_secret = args.client_secret

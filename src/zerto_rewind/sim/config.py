@@ -7,9 +7,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from zerto_rewind.sim.enums import DEFAULT_CADENCE_S
+
+if TYPE_CHECKING:
+    from zerto_rewind.sim.vsphere import VcenterSpec
 
 
 def _secret() -> str:
@@ -46,6 +49,8 @@ class SimConfig:
     status_numbering: Literal["docs", "community"] = "docs"
     seed: int | None = None
     clock: Callable[[], float] = time.time
+    # A vCenter to link to (``--vcenter``): VM identities from it, VM states kept and restored.
+    vcenter: VcenterSpec | None = None
 
     def cadence_for(self, kind: str) -> float:
         """The checkpoint cadence of a protected-site kind, after overrides."""

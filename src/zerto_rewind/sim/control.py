@@ -63,6 +63,8 @@ def faults_set(ctx: Context, req: Request) -> Response:
         if fault.kind == "wrong_cert" and not ctx.tls:
             msg = "wrong_cert needs TLS; this simulator serves plain HTTP"
             raise bad_request(msg)
+    if fault.vpg is not None:
+        ctx.backend.vpg_named(fault.vpg)  # an unknown name is 404, not a fault that never acts
     ctx.faults.add(fault)
     return Response(body=fault.to_json())
 
@@ -147,3 +149,9 @@ def vm_actions_add(ctx: Context, req: Request) -> Response:
 def vm_actions_list(ctx: Context, req: Request) -> Response:
     """GET /_sim/vm-actions: every recorded VM change, oldest first."""
     return Response(body=list(ctx.backend.vm_actions))
+
+
+def vcenter(ctx: Context, req: Request) -> Response:
+    """GET /_sim/vcenter: the linked VMs, their latest kept state and the restores done."""
+    replica = ctx.backend.world.replica
+    return Response(body={"linked": False} if replica is None else replica.to_json())

@@ -53,11 +53,14 @@ class VmSpec:
 
     ``vcenter_id`` is the managed object id (``vm-42``) that ends the VM's
     ``VmIdentifier``; ``instance_uuid`` fills ``Link.instance_identifier``.
+    ``server_id`` (set by a vCenter link, not by estate files) is the vCenter's
+    instance UUID, which then begins the ``VmIdentifier`` instead of the site's GUID.
     """
 
     name: str
     vcenter_id: str | None = None
     instance_uuid: str | None = None
+    server_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl
 
 from zerto_rewind.sim import enums, recovery, views
 from zerto_rewind.sim.errors import SimError, bad_request
-from zerto_rewind.sim.faults import FaultTable
+from zerto_rewind.sim.faults import FaultTable, parted_view
 from zerto_rewind.sim.models import Vpg
 from zerto_rewind.sim.state import Backend
 from zerto_rewind.sim.tasks import Task
@@ -179,6 +179,9 @@ def checkpoints_list(ctx: Context, req: Request) -> Response:
         None if not start else parse_time(start, "startDate") - 0.0005,
         None if not end else parse_time(end, "endDate") + 0.0005,
     )
+    parted = ctx.faults.journal_view(vpg.name)
+    if parted is not None:  # this ZVM's view of the one journal parts from the others'
+        found = parted_view(parted, found)
     return Response(body=[views.checkpoint(cp) for cp in found])
 
 

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from zerto_rewind.sim.journal import Journal
+from zerto_rewind.sim.vmstate import VmState
 
 # Identifiers are derived from names so a reset, or a restart with the same estate,
 # gives the same ids; that makes logs and demos easy to follow.
@@ -62,6 +63,7 @@ class Restore:
     checkpoint_id: str
     restored_name: str
     previous_sub_status: int
+    kept_state: VmState | None = None  # what a linked vCenter's VM goes back to on commit
 
 
 @dataclass

@@ -11,9 +11,11 @@ from typing import Any
 
 from zerto_rewind.sim import enums
 from zerto_rewind.sim.errors import bad_request
-from zerto_rewind.sim.models import Failover, FailoverTest, Restore, Vpg
+from zerto_rewind.sim.journal import Checkpoint
+from zerto_rewind.sim.models import Failover, FailoverTest, Restore, Vm, Vpg
 from zerto_rewind.sim.state import Backend
 from zerto_rewind.sim.tasks import Task
+from zerto_rewind.sim.vmstate import VmState
 
 _PROTECTING = {
     enums.MEETING_SLA,
@@ -152,9 +154,13 @@ def restore(backend: Backend, vm_id: str, body: dict[str, Any]) -> Task:
         msg = f"VM '{vm.name}' already has a restore waiting for commit"
         raise bad_request(msg)
     _enum(body, "commitPolicy", enums.COMMIT_POLICIES, 0)
-    checkpoint_id = _checkpoint_id(backend, vpg, body)
+    wanted = body.get("checkpointidentifier")
+    checkpoint = backend.checkpoint(vpg, None if wanted in (None, "") else str(wanted))
+    kept = _kept_state(backend, vm, checkpoint)
     name = str(body.get("restoredvmname") or f"{vm.name}-restored")
-    vpg.restores[vm.identifier] = Restore(vm.identifier, checkpoint_id, name, vpg.sub_status)
+    vpg.restores[vm.identifier] = Restore(
+        vm.identifier, checkpoint.identifier, name, vpg.sub_status, kept
+    )
     backend.set_state(vpg, vpg.status, enums.SUB_FAILING_OVER_BEFORE_COMMIT)
     return backend.new_task("JournalVmRestore", vpg)
 
@@ -173,4 +179,24 @@ def restore_end(backend: Backend, vm_id: str, vpg_id: object, *, commit: bool) -
     if not vpg.restores:
         backend.set_state(vpg, vpg.status, pending.previous_sub_status)
     kind = "JournalVmRestoreCommit" if commit else "JournalVmRestoreRollback"
-    return backend.new_task(kind, vpg)
+    task = backend.new_task(kind, vpg)
+    replica = backend.world.replica
+    if commit and replica is not None and pending.kept_state is not None:
+        task.waits_for = replica.restore(vm.identifier, pending.kept_state).result
+    return task
+
+
+def _kept_state(backend: Backend, vm: Vm, checkpoint: Checkpoint) -> VmState | None:
+    """The linked vCenter VM's state at the checkpoint (None: the VM is not linked); 400
+    when the link kept none that old, since a commit could not put the VM back."""
+    replica = backend.world.replica
+    if replica is None or not replica.linked(vm.identifier):
+        return None
+    kept = replica.state_at(vm.identifier, checkpoint.timestamp)
+    if kept is None:
+        msg = (
+            f"Cannot restore VM '{vm.name}' to checkpoint {checkpoint.identifier}: the "
+            "simulator's vCenter link kept no state that old (it reads vCenter from its start)"
+        )
+        raise bad_request(msg)
+    return kept

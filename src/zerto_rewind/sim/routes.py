@@ -72,6 +72,7 @@ ROUTES: tuple[Route, ...] = (
     _route("sim.vpg_cadence", "POST", f"{_SIM_VPG}/cadence", "vpg_cadence", "control"),
     _route("sim.vm_actions.add", "POST", "/_sim/vm-actions", "vm_actions_add", "control"),
     _route("sim.vm_actions.list", "GET", "/_sim/vm-actions", "vm_actions_list", "control"),
+    _route("sim.vcenter", "GET", "/_sim/vcenter", "vcenter", "control"),
 )
 
 ROUTE_NAMES = frozenset(route.name for route in ROUTES)

@@ -13,7 +13,7 @@ import random
 import threading
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zerto_rewind.sim import enums
 from zerto_rewind.sim.auth import Credentials, TokenStore
@@ -32,6 +32,9 @@ from zerto_rewind.sim.estate import (
 from zerto_rewind.sim.journal import Checkpoint, Journal, JournalParams
 from zerto_rewind.sim.models import Site, TagBehaviour, Vm, Vpg, stable_guid
 from zerto_rewind.sim.tasks import Task, TaskBook
+
+if TYPE_CHECKING:
+    from zerto_rewind.sim.replica import Replica
 
 MAX_TAG_LENGTH = 128
 # CompleteReason of a tag task failed by the ``fail`` tag behaviour without a reason.
@@ -78,6 +81,8 @@ class World:
         )
         self.estate = estate or load_config_estate(config)
         self.views: list[Backend] = []
+        # Kept VM states of a linked vCenter (``--vcenter``); None without a link.
+        self.replica: Replica | None = None
         self.build()
 
     def build(self) -> None:
@@ -121,7 +126,7 @@ class World:
         if spec.vcenter_id is not None:  # the identity a test gave: one VM per moref
             key = (site.identifier, f"id:{spec.vcenter_id}")
             if key not in self._vms:
-                identifier = f"{site.identifier}.{spec.vcenter_id}"
+                identifier = f"{spec.server_id or site.identifier}.{spec.vcenter_id}"
                 self._vms[key] = Vm(identifier, spec.name, site, spec.instance_uuid)
             elif self._vms[key].name != spec.name:
                 msg = f"vcenter_id {spec.vcenter_id!r} is given to two VM names on one site"
@@ -410,6 +415,8 @@ class Backend:
             self._consume(vpg)
         elif reason is None:
             self._schedule_tag(vpg, name, now)
+            if self.world.replica is not None:  # keep the VMs' state from before the tag
+                self.world.replica.notice()
         return self.new_task("InsertTaggedCP", vpg, reason)
 
     def _schedule_tag(self, vpg: Vpg, name: str, now: float) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from zerto_rewind.sim.enums import TASK_COMPLETED, TASK_FAILED, TASK_IN_PROGRESS
@@ -24,22 +25,36 @@ class Task:
     fail_reason: str | None = None
     initiated_by: str = "admin"
     generation: int = field(default_factory=lambda: next(_generation))
+    # Work done outside the simulator (a vCenter link putting a VM back): None while it runs,
+    # then (when it finished, why it failed or None). The task runs at least ``duration``.
+    waits_for: Callable[[], tuple[float, str | None] | None] | None = None
+
+    def _end(self) -> tuple[float | None, str | None]:
+        """When the task is done (None: not known yet) and why it failed."""
+        done = self.started + self.duration
+        if self.waits_for is None:
+            return done, self.fail_reason
+        outcome = self.waits_for()
+        if outcome is None:
+            return None, None
+        finished, failure = outcome
+        return max(done, finished), failure
 
     def state_at(self, now: float) -> tuple[int, int, float | None]:
         """``(State, Progress, Completed)`` as seen at ``now``."""
-        elapsed = now - self.started
-        if elapsed < self.duration:
+        done, failure = self._end()
+        if done is None or now < done:
+            elapsed = now - self.started
             progress = int(100 * elapsed / self.duration) if self.duration > 0 else 0
             return TASK_IN_PROGRESS, min(progress, 99), None
-        done = self.started + self.duration
-        if self.fail_reason is not None:
+        if failure is not None:
             return TASK_FAILED, 100, done
         return TASK_COMPLETED, 100, done
 
     def complete_reason(self, now: float) -> str:
         """Empty while running; the failure text or empty once done."""
         state, _, _ = self.state_at(now)
-        return self.fail_reason or "" if state == TASK_FAILED else ""
+        return self._end()[1] or "" if state == TASK_FAILED else ""
 
 
 class TaskBook:

@@ -178,6 +178,12 @@ class ZvmClient:
         unique = {(r.vm_id, r.vpg_id): r for r in refs if r.vm_name == name}
         return list(unique.values())
 
+    def vpg_vms(self, vpg_name: str, *, deadline: float | None = None) -> list[VmRef]:
+        """Every VM of the VPG named ``vpg_name`` (``GET /v1/vms?vpgName=``)."""
+        response = self._get("/v1/vms", params={"vpgName": vpg_name}, deadline=deadline)
+        refs = self._parse(response, self._many(VmRef.from_wire))
+        return [r for r in refs if r.vpg_name == vpg_name]
+
     def get_vm(
         self, vm_id: str, vpg_id: str | None = None, *, deadline: float | None = None
     ) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Typed values parsed from the ZVM's PascalCase wire JSON, and pure rules over them.
+"""Typed values of the ZVM's wire JSON (read with :mod:`.wire`), and pure rules over them.
 
 Every ``from_wire`` classmethod takes one decoded JSON object and raises
 ``ValueError`` when a required field is missing or has the wrong type; the
@@ -9,11 +9,23 @@ fields that are absent become ``None`` so older and newer ZVMs both parse.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
+
+from .wire import (
+    format_iso,
+    obj,
+    opt_int,
+    opt_obj,
+    opt_str,
+    opt_time,
+    parse_iso,
+    req_int,
+    req_str,
+    site_identifier,
+)
 
 __all__ = [
     "SITE_KINDS",
@@ -96,113 +108,6 @@ def substatus_name(sub_status: int) -> str:
     return VPG_SUBSTATUS_NAMES.get(sub_status, f"Unknown({sub_status})")
 
 
-# ---------------------------------------------------------------- timestamps
-
-_ISO = re.compile(
-    r"^(?P<base>\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?)"
-    r"(?:\.(?P<frac>\d+))?(?P<tz>Z|z|[+-]\d{2}:?\d{2})?$"
-)
-_MS_DATE = re.compile(r"^/Date\((?P<ms>-?\d+)(?:[+-]\d{4})?\)/$")
-
-
-def parse_iso(text: str) -> datetime:
-    """Parse a ZVM timestamp into an aware UTC datetime.
-
-    Accepts ``...Z``, ``+00:00``-style offsets, fractional seconds of any
-    length (ZVM sometimes emits 7 digits) and naive values, which are UTC.
-    Old ZVMs' ``/Date(ms)/`` also parses. Raises ``ValueError`` otherwise.
-    """
-    if not isinstance(text, str):  # wire data is untyped, whatever the annotation says
-        msg = f"timestamp is not a string: {text!r}"  # type: ignore[unreachable]
-        raise ValueError(msg)
-    legacy = _MS_DATE.match(text.strip())
-    if legacy:
-        return datetime.fromtimestamp(int(legacy["ms"]) / 1000, UTC)
-    m = _ISO.match(text.strip())
-    if not m:
-        msg = f"not an ISO-8601 timestamp: {text!r}"
-        raise ValueError(msg)
-    micros = int((m["frac"] or "0")[:6].ljust(6, "0"))
-    tz = m["tz"] or "+00:00"
-    tz = "+00:00" if tz in ("Z", "z") else tz
-    parsed = datetime.fromisoformat(m["base"].replace(" ", "T") + tz)
-    return (parsed + timedelta(microseconds=micros)).astimezone(UTC)
-
-
-def format_iso(when: datetime) -> str:
-    """Format ``when`` as ``YYYY-MM-DDTHH:MM:SS.fffZ`` (UTC) for query arguments."""
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    utc = when.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
-
-
-# ---------------------------------------------------------------- field access
-
-
-def _obj(data: Any, what: str) -> Mapping[str, Any]:
-    if not isinstance(data, Mapping):
-        msg = f"{what}: expected a JSON object, got {type(data).__name__}"
-        raise ValueError(msg)
-    return data
-
-
-def _req_str(d: Mapping[str, Any], key: str) -> str:
-    value = d.get(key)
-    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
-        msg = f"missing or invalid {key!r}"
-        raise ValueError(msg)
-    return str(value)
-
-
-def _opt_str(d: Mapping[str, Any], key: str) -> str | None:
-    value = d.get(key)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str | int) or isinstance(value, bool):
-        msg = f"invalid {key!r}: {value!r}"
-        raise ValueError(msg)
-    return str(value)
-
-
-def _req_int(d: Mapping[str, Any], key: str) -> int:
-    value = _opt_int(d, key)
-    if value is None:
-        msg = f"missing {key!r}"
-        raise ValueError(msg)
-    return value
-
-
-def _opt_int(d: Mapping[str, Any] | None, key: str) -> int | None:
-    value = None if d is None else d.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        msg = f"invalid {key!r}: {value!r}"
-        raise ValueError(msg)
-    return int(value)
-
-
-def _opt_obj(d: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
-    value = d.get(key)
-    return value if isinstance(value, Mapping) else None
-
-
-def _opt_time(d: Mapping[str, Any], key: str) -> datetime | None:
-    value = d.get(key)
-    return None if value in (None, "") else parse_iso(value)
-
-
-def site_identifier(d: Mapping[str, Any], key: str) -> str | None:
-    """The ``identifier`` of a site link (``ProtectedSite``/``RecoverySite``), if given.
-
-    Link objects keep lowercase keys on the wire (docs of the API reference, section 2).
-    """
-    found = _opt_obj(d, key)
-    value = found.get("identifier") if found is not None else None
-    return value if isinstance(value, str) and value else None
-
-
 # ---------------------------------------------------------------- models
 
 
@@ -225,14 +130,14 @@ class VmRef:
     @classmethod
     def from_wire(cls, data: Any) -> VmRef:
         """Parse a ``VmApi`` object."""
-        d = _obj(data, "VM")
+        d = obj(data, "VM")
         link = d.get("Link")
         instance = link.get("instance_identifier") if isinstance(link, dict) else None
         return cls(
-            vm_id=_req_str(d, "VmIdentifier"),
-            vm_name=_req_str(d, "VmName"),
-            vpg_id=_req_str(d, "VpgIdentifier"),
-            vpg_name=_opt_str(d, "VpgName") or "",
+            vm_id=req_str(d, "VmIdentifier"),
+            vm_name=req_str(d, "VmName"),
+            vpg_id=req_str(d, "VpgIdentifier"),
+            vpg_name=opt_str(d, "VpgName") or "",
             instance_id=instance if isinstance(instance, str) and instance else None,
             protected_site_id=site_identifier(d, "ProtectedSite"),
         )
@@ -263,25 +168,25 @@ class Vpg:
     @classmethod
     def from_wire(cls, data: Any) -> Vpg:
         """Parse a ``VpgApi`` object."""
-        d = _obj(data, "VPG")
-        status, sub = _req_int(d, "Status"), _opt_int(d, "SubStatus") or 0
-        entities = _opt_obj(d, "Entities")
-        active = _opt_obj(d, "ActiveProcessesApi")
+        d = obj(data, "VPG")
+        status, sub = req_int(d, "Status"), opt_int(d, "SubStatus") or 0
+        entities = opt_obj(d, "Entities")
+        active = opt_obj(d, "ActiveProcessesApi")
         return cls(
-            vpg_id=_req_str(d, "VpgIdentifier"),
-            name=_req_str(d, "VpgName"),
+            vpg_id=req_str(d, "VpgIdentifier"),
+            name=req_str(d, "VpgName"),
             status=status,
             sub_status=sub,
             status_text=status_name(status),
             sub_status_text=substatus_name(sub),
-            protected_entity=_opt_int(entities, "Protected"),
-            recovery_entity=_opt_int(entities, "Recovery"),
-            protected_site_name=_opt_str(d, "ProtectedSiteName") or _opt_str(d, "SourceSite"),
-            recovery_site_name=_opt_str(d, "RecoverySiteName") or _opt_str(d, "TargetSite"),
-            actual_rpo_s=_opt_int(d, "ActualRPO"),
-            configured_rpo_s=_opt_int(d, "ConfiguredRpoSeconds"),
-            history_minutes=_opt_int(_opt_obj(d, "HistoryStatusApi"), "ActualHistoryInMinutes"),
-            vms_count=_opt_int(d, "VmsCount"),
+            protected_entity=opt_int(entities, "Protected"),
+            recovery_entity=opt_int(entities, "Recovery"),
+            protected_site_name=opt_str(d, "ProtectedSiteName") or opt_str(d, "SourceSite"),
+            recovery_site_name=opt_str(d, "RecoverySiteName") or opt_str(d, "TargetSite"),
+            actual_rpo_s=opt_int(d, "ActualRPO"),
+            configured_rpo_s=opt_int(d, "ConfiguredRpoSeconds"),
+            history_minutes=opt_int(opt_obj(d, "HistoryStatusApi"), "ActualHistoryInMinutes"),
+            vms_count=opt_int(d, "VmsCount"),
             failover_test_running=bool(active and active.get("RunningFailOverTestApi")),
             protected_site_id=site_identifier(d, "ProtectedSite"),
             recovery_site_id=site_identifier(d, "RecoverySite"),
@@ -300,16 +205,16 @@ class Checkpoint:
     @classmethod
     def from_wire(cls, data: Any) -> Checkpoint:
         """Parse a ``CheckpointApi`` object."""
-        d = _obj(data, "checkpoint")
+        d = obj(data, "checkpoint")
         stamp = d.get("TimeStamp")
         if stamp in (None, ""):
             msg = "missing 'TimeStamp'"
             raise ValueError(msg)
         return cls(
-            cp_id=_req_str(d, "CheckpointIdentifier"),
+            cp_id=req_str(d, "CheckpointIdentifier"),
             timestamp=parse_iso(stamp),
-            tag=_opt_str(d, "Tag"),
-            type=_opt_int(d, "Type"),
+            tag=opt_str(d, "Tag"),
+            type=opt_int(d, "Type"),
         )
 
     def sort_key(self) -> tuple[datetime, int, str]:
@@ -349,16 +254,16 @@ class Task:
     @classmethod
     def from_wire(cls, data: Any) -> Task:
         """Parse a ``TaskApi`` object."""
-        d = _obj(data, "task")
-        status = _obj(d.get("Status"), "task Status")
+        d = obj(data, "task")
+        status = obj(d.get("Status"), "task Status")
         return cls(
-            task_id=_req_str(d, "TaskIdentifier"),
-            type=_opt_str(d, "Type"),
-            state=_req_int(status, "State"),
-            progress=_opt_int(status, "Progress") or 0,
-            complete_reason=_opt_str(d, "CompleteReason"),
-            started=_opt_time(d, "Started"),
-            completed=_opt_time(d, "Completed"),
+            task_id=req_str(d, "TaskIdentifier"),
+            type=opt_str(d, "Type"),
+            state=req_int(status, "State"),
+            progress=opt_int(status, "Progress") or 0,
+            complete_reason=opt_str(d, "CompleteReason"),
+            started=opt_time(d, "Started"),
+            completed=opt_time(d, "Completed"),
         )
 
     @property

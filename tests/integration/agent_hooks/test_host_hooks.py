@@ -24,7 +24,7 @@ import pytest
 from support.service import served, served_box, served_url  # noqa: F401  (fixtures)
 from zerto_rewind.cli import install_host_hook
 from zerto_rewind.cli import run_command as cli_edge
-from zerto_rewind.cli.install_host_hook import hook_command
+from zerto_rewind.hostconfig.install.host_hook import hook_command
 from zerto_rewind.testing import Sandbox
 
 GUARD_BUDGET_S = 10.0

@@ -4,13 +4,12 @@ a VM of site dr is tagged on dr; with dr down, a VM only dr knows is denied nami
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.config import sim_zvm
+from support.config import sim_zvm, write_config
 from support.sim import PAIRED_ESTATES, estate_sims, share_journals
 from zerto_rewind.sim import SimServer
 from zerto_rewind.testing import Sandbox, fast_sim_config
@@ -31,9 +30,8 @@ def estate(tmp_path: Path) -> Iterator[tuple[Sandbox, SimServer]]:
         share_journals(box.sim, sims["dr"])
         data = box.config()
         data["zvms"] = {"hq": data.pop("zvm"), "dr": sim_zvm(sims["dr"])}
-        fd = os.open(box.config_path, os.O_WRONLY | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh)
+        config_path = Path(box.config_path)
+        write_config(config_path.parent, data, name=config_path.name)
         yield box, sims["dr"]
 
 

@@ -21,18 +21,19 @@ import pytest
 
 from support.service import served, served_box, served_url  # noqa: F401  (fixtures)
 from support.users import unix_user
-from zerto_rewind.claude_code.install_managed import managed_config_path
-from zerto_rewind.claude_code.matcher import compile_matcher
-from zerto_rewind.claude_code.service import fetch_catalog, service_options
-from zerto_rewind.claude_code.settings_file import (
-    MANAGED_SETTINGS,
-    is_thin_hook,
-    managed_settings_file,
-)
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli import install_claude_code
 from zerto_rewind.cli import run_command as cli_edge
 from zerto_rewind.errors import ConfigError
+from zerto_rewind.hostconfig.hook_command import HookCommand
+from zerto_rewind.hostconfig.install.catalog_client import fetch_catalog, service_options
+from zerto_rewind.hostconfig.install.managed import managed_config_path
+from zerto_rewind.hostconfig.install.matcher import compile_matcher
+from zerto_rewind.hostconfig.install.settings_file import (
+    MANAGED_SETTINGS,
+    is_thin_hook,
+    managed_settings_file,
+)
 from zerto_rewind.testing import Sandbox
 
 
@@ -338,7 +339,7 @@ def test_install_for_a_named_agent_user_records_the_services_uid(
     assert f"identity: {service[5:]} must be served by root (uid {uid})" in out
     assert f"changed by {agent.pw_name}" in out
     command = only_hook(project / ".claude" / "settings.json")["hooks"][0]["command"]
-    assert command.endswith(f" --service-user {uid}")
+    assert HookCommand.parse(command).service_user == str(uid)
 
 
 def test_service_user_and_agent_user_go_with_service_only(tmp_path: Path) -> None:

@@ -13,10 +13,10 @@ import pytest
 from support.config import sim_zvm, write_sim_config
 from support.ports import free_port
 from support.sim import sim_fixture
-from zerto_rewind.claude_code.matcher import SELF_TOOLS, compile_matcher
-from zerto_rewind.claude_code.settings_file import build_entry, merge
 from zerto_rewind.cli.doctor import Check, main, run_checks
 from zerto_rewind.config.loader import file_sha256
+from zerto_rewind.hostconfig.install.matcher import SELF_TOOLS, compile_matcher
+from zerto_rewind.hostconfig.install.settings_file import build_entry, merge
 from zerto_rewind.sim import SimServer
 
 SECRET_VAR = "ZR_DOCTOR_TEST_PASSWORD"

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from zerto_rewind.core import approvals, approvals_redis
+from zerto_rewind.core import approvals_redis, approvals_store
 from zerto_rewind.core.approvals import ApprovalLimitError, FileApprovalStore
 from zerto_rewind.core.approvals_redis import RedisApprovalStore
 
@@ -79,7 +79,7 @@ def test_replicas_racing_past_the_cap_open_no_more_than_it(stores: Stores) -> No
 def test_the_store_caps_open_requests_for_all_principals(
     stores: Stores, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(approvals, "MAX_OPEN_TOTAL", 4)
+    monkeypatch.setattr(approvals_store, "MAX_OPEN_TOTAL", 4)
     monkeypatch.setattr(approvals_redis, "MAX_OPEN_TOTAL", 4)
     for n in range(4):
         stores.store.open_request(a_request(stores.clock, principal=f"token:p{n}"), 20)
@@ -92,7 +92,7 @@ def test_the_store_caps_open_requests_for_all_principals(
 
 def test_ended_requests_kept_are_bounded(stores: Stores, monkeypatch: pytest.MonkeyPatch) -> None:
     """Beyond MAX_KEPT_ENDED, the oldest ended requests go before their retention."""
-    monkeypatch.setattr(approvals, "MAX_KEPT_ENDED", 3)
+    monkeypatch.setattr(approvals_store, "MAX_KEPT_ENDED", 3)
     ids = []
     for n in range(6):
         request, _ = stores.store.open_request(a_request(stores.clock, args={"vm": f"v{n}"}))

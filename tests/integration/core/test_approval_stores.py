@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from support.fakes import FakeClock
 from zerto_rewind.core.approvals import (
     RETENTION_S,
     ApprovalError,
@@ -33,23 +34,10 @@ MAC = RecordMac(b"k" * 32)
 EXPIRES_S = 600.0
 
 
-class Clock:
-    """Wall time that a test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class Stores:
     """The store under test, its kind, and more replicas of it on the same state."""
 
-    def __init__(self, kind: str, make: Callable[[], Any], clock: Clock) -> None:
+    def __init__(self, kind: str, make: Callable[[], Any], clock: FakeClock) -> None:
         self.kind = kind
         self.clock = clock
         self._make = make
@@ -69,7 +57,7 @@ class Stores:
 
 @pytest.fixture(params=["file", "redis"])
 def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
-    clock = Clock()
+    clock = FakeClock(time.time())
     if request.param == "file":
         state_dir = str(tmp_path / "state")
 
@@ -87,7 +75,7 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
 
 
 def a_request(
-    clock: Clock,
+    clock: FakeClock,
     *,
     principal: str = "token:agent-a",
     tool: str = "power_off_vm",

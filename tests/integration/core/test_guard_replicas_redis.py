@@ -158,9 +158,8 @@ def test_redis_gone_denies_mutating_calls_and_passes_read_only_ones(
 def test_the_tag_bound_holds_across_replicas(box: Sandbox, redis_url: str) -> None:
     """guard.max_tags_per_minute 3, calls alternating over two replicas, each needing a new
     tag: three tags, then both replicas deny, naming the bound."""
+    box.write_config(guard={**box.guard, "max_tags_per_minute": 3})
     guards = [replica(box, redis_url), replica(box, redis_url)]
-    for guard in guards:
-        guard.settings.guard.max_tags_per_minute = 3
     try:
         decisions = [
             guards[i % 2].decide(ToolCall(POWER_OFF, {"name": "jp-ubuntu"})) for i in range(5)
@@ -183,9 +182,8 @@ def test_fifty_concurrent_calls_on_one_vpg_are_one_tag_under_a_bound_of_one(
 ) -> None:
     """Fifty concurrent calls over two replicas join one tag: all confirmed, one request, and
     the joined tag is not counted against guard.max_tags_per_minute (here 1)."""
+    box.write_config(guard={**box.guard, "max_tags_per_minute": 1})
     guards = [replica(box, redis_url), replica(box, redis_url)]
-    for guard in guards:
-        guard.settings.guard.max_tags_per_minute = 1
     decisions = power_off_at_once(guards, 50)
     assert [d.row for d in decisions] == [Row.CONFIRMED] * 50, {d.reason for d in decisions}
     assert box.tag_requests("jp-local") == 1

@@ -107,6 +107,10 @@ class GatewayProcess:
         return self.mcp[name]
 
 
+# The conftest's start_gateway fixture: start_gateway(**config) -> a running gateway.
+StartGateway = Callable[..., GatewayProcess]
+
+
 @contextmanager
 def gateway_process(
     box: Sandbox,

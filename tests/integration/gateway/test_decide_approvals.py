@@ -99,8 +99,12 @@ def test_a_hooks_prompt_waits_for_an_approver_and_its_retry_passes_once(
     assert decide(decide_url, *call)["outcome"] == "deny"
     assert decide(decide_url, call[0], {"name": "other-vm"})["outcome"] == "deny"
     lines = [json.loads(x) for x in Path(box.log_path).read_text().splitlines()]
-    events = [x["answer"] for x in lines if x.get("approval_id") == request["id"]]
+    named = [x for x in lines if x.get("approval_id") == request["id"]]
+    events = [x["answer"] for x in named if x["origin"] == "approvals"]
     assert events == ["requested", "approved", "used"]
+    # The call's own lines name the request too, as the gateway's do.
+    calls = [x["answer"] for x in named if x["origin"] == "service"]
+    assert calls == ["waiting", "waiting", "approved"]
 
 
 def test_the_requesting_user_cannot_approve_its_own_call(

@@ -20,11 +20,10 @@ import pytest
 from integration.gateway.gateway_helpers import (
     TOKENS,
     GatewayProcess,
+    StartGateway,
     actions,
     client,
     decisions,
-    gateway_config,
-    gateway_process,
     text_of,
 )
 from support.redis_forger import FORGER
@@ -54,17 +53,11 @@ def redis(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 @pytest.fixture
-def gw(
-    box: Sandbox, tmp_path: Path, actions_log: Path, redis: RedisServer
-) -> Iterator[GatewayProcess]:
-    gateway_config(
-        box,
-        actions_log,
+def gw(start_gateway: StartGateway, redis: RedisServer) -> GatewayProcess:
+    return start_gateway(
         state={"url": redis.url, "allow_unauthenticated_redis": True},
         approvals={"approvers": {"users": ["zr-forge-approver"]}, "wait_s": 0.5},
     )
-    with gateway_process(box, tmp_path) as process:
-        yield process
 
 
 def forge(agent: str, redis: RedisServer, pattern: str, mode: str) -> int:

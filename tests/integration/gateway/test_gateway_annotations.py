@@ -8,10 +8,9 @@ import pytest
 
 from integration.gateway.gateway_helpers import (
     TOKENS,
+    StartGateway,
     actions,
     client,
-    gateway_config,
-    gateway_process,
     text_of,
 )
 from zerto_rewind.testing import Sandbox
@@ -20,18 +19,14 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_unlisted_tools_are_classified_by_the_scan_rules(
-    box: Sandbox, tmp_path: Path
+    box: Sandbox, start_gateway: StartGateway, actions_log: Path
 ) -> None:
     """No catalog entries: list_vms is read-only by its verb, power_off_vm is guarded on `name`."""
-    actions_log = tmp_path / "actions.jsonl"
-    gateway_config(
-        box, actions_log, read_only_tools=[], tools={}, catalog={"from_annotations": True}
-    )
-    with gateway_process(box, tmp_path) as gw:
-        async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
-            await c.list_tools()
-            listed = await c.call_tool("list_vms", {})
-            changed = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
+    gw = start_gateway(read_only_tools=[], tools={}, catalog={"from_annotations": True})
+    async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
+        await c.list_tools()
+        listed = await c.call_tool("list_vms", {})
+        changed = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
     assert not listed.is_error
     assert not changed.is_error, text_of(changed)
     assert (changed.meta or {})["zerto-rewind/checkpoints"][0]["vpg"] == "jp-local"
@@ -39,35 +34,31 @@ async def test_unlisted_tools_are_classified_by_the_scan_rules(
     assert [a["tool"] for a in actions(actions_log)] == ["power_off_vm"]
 
 
-async def test_an_explicit_entry_wins_over_the_annotations(box: Sandbox, tmp_path: Path) -> None:
+async def test_an_explicit_entry_wins_over_the_annotations(
+    start_gateway: StartGateway, actions_log: Path
+) -> None:
     """A catalog entry that calls list_vms mutating (with a VM path it lacks) is obeyed."""
-    actions_log = tmp_path / "actions.jsonl"
-    gateway_config(
-        box,
-        actions_log,
+    gw = start_gateway(
         read_only_tools=[],
         tools={"mcp__vsphere__list_vms": {"vm_arg": "name"}},
         catalog={"from_annotations": True},
     )
-    with gateway_process(box, tmp_path) as gw:
-        async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
-            await c.list_tools()
-            listed = await c.call_tool("list_vms", {})
+    async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
+        await c.list_tools()
+        listed = await c.call_tool("list_vms", {})
     assert listed.is_error
     assert "no approver configured" in text_of(listed)
     assert actions(actions_log) == []
 
 
 async def test_without_the_switch_unlisted_tools_stay_unlisted(
-    box: Sandbox, tmp_path: Path
+    start_gateway: StartGateway, actions_log: Path
 ) -> None:
     """from_annotations off (the default): a tool the catalog lacks is the unlisted row."""
-    actions_log = tmp_path / "actions.jsonl"
-    gateway_config(box, actions_log, read_only_tools=[], tools={})
-    with gateway_process(box, tmp_path) as gw:
-        async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
-            await c.list_tools()
-            result = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
+    gw = start_gateway(read_only_tools=[], tools={})
+    async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
+        await c.list_tools()
+        result = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
     assert result.is_error
     assert "not in the zerto-rewind catalog" in text_of(result)
     assert actions(actions_log) == []

@@ -15,10 +15,9 @@ import pytest
 from integration.gateway.gateway_helpers import (
     TOKENS,
     GatewayProcess,
+    StartGateway,
     client,
     decisions,
-    gateway_config,
-    gateway_process,
     text_of,
 )
 from zerto_rewind.testing import Sandbox
@@ -47,17 +46,13 @@ def flaky_actions(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def gw(
-    box: Sandbox, tmp_path: Path, control: Path, flaky_actions: Path
-) -> Iterator[GatewayProcess]:
+def gw(start_gateway: StartGateway, control: Path, flaky_actions: Path) -> GatewayProcess:
     upstream: dict[str, Any] = {
         "command": [sys.executable, str(FLAKY)],
         "env": {"FLAKY_CONTROL": str(control), "FLAKY_ACTIONS": str(flaky_actions)},
         "timeout_s": BUDGET_S,
     }
-    gateway_config(box, upstream=upstream, gateway={"max_body_bytes": 64_000})
-    with gateway_process(box, tmp_path) as process:
-        yield process
+    return start_gateway(upstream=upstream, gateway={"max_body_bytes": 64_000})
 
 
 def ran(flaky_actions: Path) -> int:

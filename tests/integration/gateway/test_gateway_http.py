@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -15,20 +14,11 @@ from integration.gateway.gateway_helpers import (
     actions,
     client,
     decisions,
-    gateway_config,
-    gateway_process,
     text_of,
 )
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def gw(box: Sandbox, tmp_path: Path, actions_log: Path) -> Iterator[GatewayProcess]:
-    gateway_config(box, actions_log)
-    with gateway_process(box, tmp_path) as process:
-        yield process
 
 
 async def test_tools_are_presented_unchanged(gw: GatewayProcess) -> None:

@@ -15,6 +15,7 @@ import pytest
 from integration.gateway.gateway_helpers import (
     TOKENS,
     GatewayProcess,
+    StartGateway,
     client,
     decisions,
     gateway_config,
@@ -50,15 +51,13 @@ def actions(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def gw(box: Sandbox, tmp_path: Path, control: Path, actions: Path) -> Iterator[GatewayProcess]:
+def gw(start_gateway: StartGateway, control: Path, actions: Path) -> GatewayProcess:
     upstream: dict[str, Any] = {
         "command": [sys.executable, str(SERVER)],
         "env": {"RESOLVER_CONTROL": str(control), "RESOLVER_ACTIONS": str(actions)},
         "timeout_s": 10,
     }
-    gateway_config(box, upstream=upstream)
-    with gateway_process(box, tmp_path) as process:
-        yield process
+    return start_gateway(upstream=upstream)
 
 
 def ran(actions: Path) -> int:

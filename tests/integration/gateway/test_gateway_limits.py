@@ -11,6 +11,7 @@ is one it never saw.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import time
 from collections import Counter
@@ -298,3 +299,48 @@ async def test_a_flood_of_sessions_at_the_defaults_leaves_room_and_memory(
     assert statuses == {200: 64, 429: 9936}
     assert grown < 60, f"the gateway grew {grown:.0f} MB for 64 sessions"
     assert [c["arg"] for c in _calls(recorded)] == ["b-before", "b-during", "b-after"]
+
+
+async def test_a_large_body_past_the_byte_cap_is_told_429_not_reset(start: Any) -> None:
+    """900 kB past a 100 kB cap, on a raw socket that sends its whole body before it
+    reads: the gateway refuses it on its Content-Length, before its handler reads it,
+    and keeps the connection while the body is dropped, so the client reads the 429
+    naming the cap (closing the connection would have reset it under the client)."""
+    gw = start(argument_bytes_per_token=100_000)
+    url = gw.endpoint()
+    async with httpx2.AsyncClient(timeout=30) as http:
+        session = (await _open(http, url, A)).headers["mcp-session-id"]
+    body = json.dumps(_call("delete_datastore", {"datastore": "x" * 900_000})).encode()
+    head = "".join(f"{k}: {v}\r\n" for k, v in _headers(A, session).items())
+    host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    request = (
+        f"POST /mcp/vsphere HTTP/1.1\r\nHost: {host}:{port}\r\n{head}"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+    def exchange() -> bytes:
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(request)  # all of it: a reset would break this or the read
+            answer = b""
+            while b"\r\n\r\n" not in answer or not _whole(answer):
+                chunk = sock.recv(65536)
+                assert chunk, f"closed before the answer was whole: {answer[:200]!r}"
+                answer += chunk
+            return answer
+
+    answer = await anyio.to_thread.run_sync(exchange)
+    head_part, _, payload = answer.partition(b"\r\n\r\n")
+    assert head_part.startswith(b"HTTP/1.1 429 "), answer[:200]
+    assert b"retry-after: " in head_part.lower()
+    error = json.loads(payload)["error"]
+    assert error["data"]["cap"] == "gateway.limits.argument_bytes_per_token"
+
+
+def _whole(answer: bytes) -> bool:
+    """An HTTP answer with its whole body (by its Content-Length)."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return len(body) >= int(value)
+    return False

@@ -9,7 +9,7 @@ nor end the session. Raw ``httpx2`` plays the hostile client; the SDK's own clie
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,9 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from integration.gateway.gateway_helpers import (
     TOKENS,
     GatewayProcess,
+    StartGateway,
     actions,
     decisions,
-    gateway_config,
-    gateway_process,
     text_of,
 )
 from zerto_rewind.testing import Sandbox
@@ -38,7 +37,7 @@ NOT_FOUND = {"error": "session not found"}
 
 
 @pytest.fixture
-def gw(box: Sandbox, tmp_path: Path, actions_log: Path) -> Iterator[GatewayProcess]:
+def gw(start_gateway: StartGateway) -> GatewayProcess:
     # Prompt rows wait for an approver; meanwhile the client is shown the approvals
     # page by a URL-mode elicitation over its session: a question pending in it.
     approvals = {
@@ -46,9 +45,7 @@ def gw(box: Sandbox, tmp_path: Path, actions_log: Path) -> Iterator[GatewayProce
         "page_url": "https://approvals.example",
         "wait_s": 3,
     }
-    gateway_config(box, actions_log, approvals=approvals)
-    with gateway_process(box, tmp_path) as process:
-        yield process
+    return start_gateway(approvals=approvals)
 
 
 def _headers(token: str, session: str | None = None) -> dict[str, str]:

@@ -10,11 +10,10 @@ import pytest
 from integration.gateway.gateway_helpers import (
     METRICS_HEADERS,
     TOKENS,
+    StartGateway,
     actions,
     client,
     decisions,
-    gateway_config,
-    gateway_process,
     text_of,
 )
 from zerto_rewind.testing import Sandbox
@@ -23,15 +22,14 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_flood_of_changes_on_one_vpg_is_cut_off(
-    box: Sandbox, tmp_path: Path, actions_log: Path
+    box: Sandbox, start_gateway: StartGateway, actions_log: Path
 ) -> None:
     """Bound 2: two changes are tagged and run; the third is refused with the bound and the
     VPG, is counted in /metrics and the decision log, and never reaches the server."""
-    gateway_config(box, actions_log, guard={**box.guard, "max_tags_per_minute": 2})
-    with gateway_process(box, tmp_path) as gw:
-        async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
-            results = [await c.call_tool("power_off_vm", {"name": "jp-ubuntu"}) for _ in range(3)]
-        metrics = httpx.get(f"{gw.url}/metrics", headers=METRICS_HEADERS, timeout=10).text
+    gw = start_gateway(guard={**box.guard, "max_tags_per_minute": 2})
+    async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
+        results = [await c.call_tool("power_off_vm", {"name": "jp-ubuntu"}) for _ in range(3)]
+    metrics = httpx.get(f"{gw.url}/metrics", headers=METRICS_HEADERS, timeout=10).text
     assert [r.is_error for r in results] == [False, False, True], [text_of(r) for r in results]
     refused = text_of(results[2])
     assert "VPG 'jp-local'" in refused

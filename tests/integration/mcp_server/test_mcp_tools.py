@@ -35,6 +35,7 @@ BASE_TOOLS = {
     "zerto_protection_status",
     "zerto_list_checkpoints",
     "zerto_recovery_plan",
+    "zerto_rewind_plan",
     "zerto_start_failover_test",
     "zerto_stop_failover_test",
 }

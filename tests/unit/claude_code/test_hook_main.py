@@ -17,6 +17,7 @@ import pytest
 
 from support.config import write_config
 from zerto_rewind.claude_code import hook
+from zerto_rewind.claude_code.config_denial import config_denial_reason
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall
 
 TOOL = "mcp__vsphere__power_off"
@@ -269,7 +270,7 @@ def fake_guard(monkeypatch: pytest.MonkeyPatch, decide: Any) -> list[dict[str, A
         def __init__(self, settings: Any, **kwargs: Any) -> None:
             seen.append({"init": kwargs})
 
-        def decide(self, call: ToolCall) -> Decision:
+        def decide(self, call: ToolCall, **kwargs: Any) -> Decision:
             seen.append({"call": call})
             return decide(call)  # type: ignore[no-any-return]
 
@@ -397,9 +398,9 @@ def test_the_watchdog_denies_naming_the_budget_and_the_zvm_then_exits(
     assert exits == [0]
     reason = streams.answer()["permissionDecisionReason"]
     assert reason == (
-        f"zerto-rewind could not confirm a checkpoint for {TOOL} within its 2.5 s budget (the "
-        "ZVM at https://127.0.0.1:9 did not answer in time); the call was not run. Check the "
-        "ZVM with `zerto-rewind doctor`, then retry."
+        f"zerto-rewind could not decide on {TOOL} within its 2.5 s budget (the "
+        "ZVM at https://127.0.0.1:9 did not answer in time); the call was not run. An operator "
+        "can check the ZVM with `zerto-rewind doctor`, then retry."
     )
     (line,) = log_lines(tmp_path)
     assert (line["row"], line["decision"], line["tool"]) == ("error", "deny", TOOL)
@@ -501,7 +502,7 @@ def test_the_call_carries_the_hooks_start_time_and_the_guard_its_settings(
         def __init__(self, settings: Any, **kwargs: Any) -> None:
             given.append(settings)
 
-        def decide(self, call: ToolCall) -> Decision:
+        def decide(self, call: ToolCall, **kwargs: Any) -> Decision:
             given.append(call.started_at)
             return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
 
@@ -735,7 +736,7 @@ def test_config_denial_reasons_word_for_word() -> None:
     from zerto_rewind.errors import ConfigError
 
     changed = ConfigChanged("its SHA-256 no longer matches", path="/etc/zr.json")
-    assert hook.config_denial_reason("T", changed) == (
+    assert config_denial_reason("T", changed) == (
         "zerto-rewind denied T: the guard's config /etc/zr.json changed since the guard was "
         "installed (its SHA-256 no longer matches), so the guard does not trust it and blocks "
         "every call it watches; the call was not run. If the change was intended, whoever "
@@ -743,7 +744,7 @@ def test_config_denial_reasons_word_for_word() -> None:
         "again and starting a new session; if nobody meant to change it, treat it as tampering."
     )
     broken = ConfigError("not a number; fix it", path="/etc/zr.json", key="guard.timeout_s")
-    assert hook.config_denial_reason("T", broken) == (
+    assert config_denial_reason("T", broken) == (
         "zerto-rewind denied T: the guard's config cannot be used (/etc/zr.json: "
         "guard.timeout_s: not a number), so the guard blocks every call it watches; the call "
         "was not run. An operator can see the problem with `zerto-rewind doctor`."

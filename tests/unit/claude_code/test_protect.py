@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from zerto_rewind.claude_code import protect
-from zerto_rewind.claude_code.matcher import compile_matcher
 from zerto_rewind.config import load_settings
+from zerto_rewind.hostconfig.install.matcher import compile_matcher
 
 HEAVY = ("json", "re", "typing", "httpx")
 

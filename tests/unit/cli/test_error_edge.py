@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
 import types
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +113,54 @@ def test_the_hook_keeps_its_own_edge(
     monkeypatch.setitem(cli.COMMANDS, "hook", (FAKE, "main", "the hook"))
     with pytest.raises(UsageError):
         cli.main(["hook"])
+
+
+# Where a `zerto-rewind CMD:` line may be written besides the edge: the hook answers every
+# failure in its host's protocol itself (cli._OWN_ERROR_EDGE), so its modules write their own.
+PREFIX_WRITERS = {
+    "cli/__init__.py": "the one error edge: report_error and report_warning",
+    "claude_code/hook.py": "the hook's own edge (Claude Code's protocol)",
+    "claude_code/thin_hook.py": "the thin hook's own edge (Claude Code's protocol)",
+    "agent_hooks/hook.py": "the host hook's own edge (Codex, Gemini CLI, Copilot CLI)",
+    # `python -m zerto_rewind.sim` runs without the CLI, and sim may not import cli
+    "sim/app.py": "the simulator's own edge (exit 2 for a bad estate)",
+}
+
+
+def _leading_text(node: ast.AST) -> str | None:
+    """A string literal's text, an f-string's with each replacement field as ``CMD``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(
+            v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "CMD"
+            for v in node.values
+        )
+    return None
+
+
+def _prefix_writers() -> dict[str, list[str]]:
+    """Source file → each string in it that begins ``zerto-rewind CMD:`` for a real CMD."""
+    commands = "|".join(re.escape(name) for name in [*cli.COMMANDS, "CMD"])
+    prefix = re.compile(rf"zerto-rewind (?:{commands})(?: [\w-]+)?: ")
+    root = Path(cli.__file__).resolve().parents[1]
+    found: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = _leading_text(node)
+            if text is not None and prefix.match(text):
+                found.setdefault(path.relative_to(root).as_posix(), []).append(text)
+    return found
+
+
+def test_only_the_error_edge_writes_the_command_prefix() -> None:
+    """A command that fails raises (or calls report_error); it never writes the prefix itself."""
+    writers = _prefix_writers()
+    assert "cli/__init__.py" in writers  # the walk sees the edge, so it can see the others
+    strays = {path: texts for path, texts in writers.items() if path not in PREFIX_WRITERS}
+    assert strays == {}, "raise an error of the tree, or call cli.report_error/report_warning"
+
+
+def test_the_list_of_prefix_writers_is_current() -> None:
+    """A module that no longer writes the prefix leaves the list: the list only shrinks."""
+    assert set(PREFIX_WRITERS) <= set(_prefix_writers())

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from support.config import write_config
-from zerto_rewind.claude_code.install_managed import config_credentials
-from zerto_rewind.claude_code.plugin import plugin_files
 from zerto_rewind.cli.doctor.config import zvm_secret_files
 from zerto_rewind.config import Settings, load_settings
+from zerto_rewind.hostconfig.install.managed import config_credentials
+from zerto_rewind.hostconfig.install.plugin import plugin_files
 
 
 def estate(tmp_path: Path, **dr: str) -> Settings:

@@ -10,15 +10,16 @@ code under test sleeps or a test advances the clock.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from support.config import load_written_settings
+from support.fakes import FakeClock
 from support.sim import PAIRED_ESTATES
-from zerto_rewind.config import Settings, load_settings
+from zerto_rewind.config import Settings
 from zerto_rewind.core.decision import ToolCall
 from zerto_rewind.core.guard import Guard
 from zerto_rewind.core.state import GuardState
@@ -34,40 +35,6 @@ HOST_TOOL = "mcp__vsphere__host_maintenance"  # a tool whose catalog entry names
 # 2027-01-15T08:00:00Z: far from any real clock, so no test leans on time.time().
 START_WALL = 1_800_000_000.0
 START_MONO = 5_000.0
-
-
-class FakeClock:
-    """Wall and monotonic clocks that move together, only on sleep() or advance().
-
-    ``at(wall_time, action)`` runs ``action`` when the clock passes ``wall_time``:
-    that is how a test pauses a VPG in the middle of the guard's wait.
-    """
-
-    def __init__(self, wall: float = START_WALL, mono: float = START_MONO) -> None:
-        self.offset = wall - mono
-        self.now_mono = mono
-        self.sleeps: list[float] = []
-        self._events: list[tuple[float, Callable[[], None]]] = []
-
-    def wall(self) -> float:
-        return self.now_mono + self.offset
-
-    def mono(self) -> float:
-        return self.now_mono
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.advance(seconds)
-
-    def advance(self, seconds: float) -> None:
-        self.now_mono += max(0.0, seconds)
-        due = [e for e in self._events if e[0] <= self.wall()]
-        self._events = [e for e in self._events if e[0] > self.wall()]
-        for _at, action in sorted(due, key=lambda e: e[0]):
-            action()
-
-    def at(self, wall_time: float, action: Callable[[], None]) -> None:
-        self._events.append((wall_time, action))
 
 
 class SimZvm:
@@ -229,11 +196,7 @@ def make_settings(tmp_path: Path, *, sites: list[str] | None = None, **guard: An
         "guard": guard,
         "state_dir": str(tmp_path / "state"),
     }
-    path = tmp_path / "config.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(config, fh)
-    return load_settings({"HOME": str(tmp_path)}, path=str(path))
+    return load_written_settings(tmp_path, config)
 
 
 def clocked_guard(settings: Settings, state: GuardState, clock: FakeClock, **clients: Any) -> Guard:
@@ -247,7 +210,7 @@ class Rig:
     """One guard and one tagger over a simulated ZVM, a state directory and a fake clock."""
 
     def __init__(self, tmp_path: Path, *, sim: dict[str, Any] | None = None, **guard: Any):
-        self.clock = FakeClock()
+        self.clock = FakeClock(START_MONO, wall=START_WALL)
         self.backend = make_backend(self.clock, **(sim or {}))
         self.zvm = SimZvm(self.backend)
         self.settings = make_settings(tmp_path, **guard)
@@ -301,7 +264,7 @@ class EstateRig:
         self, tmp_path: Path, estates: dict[str, dict[str, Any]] | None = None, **guard: Any
     ) -> None:
         estates = estates or {"hq": HQ_ESTATE, "dr": DR_ESTATE}
-        self.clock = FakeClock()
+        self.clock = FakeClock(START_MONO, wall=START_WALL)
         self.zvms: dict[str, SimZvm] = {}
         for site, estate in estates.items():
             path = tmp_path / f"estate-{site}.json"

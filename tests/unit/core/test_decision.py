@@ -128,8 +128,9 @@ def test_record_without_vpgs() -> None:
 
 def test_pending_record_has_retry_after() -> None:
     """A pending decision logs its retry time and the tag it is waiting for."""
-    decision = confirmed(("web01",))
-    decision.row, decision.outcome, decision.retry_after = Row.PENDING, Outcome.DENY, T0 + 130
+    decision = confirmed(("web01",)).but(
+        row=Row.PENDING, outcome=Outcome.DENY, retry_after=T0 + 130
+    )
     decision.vpgs[0].checkpoint_id = decision.vpgs[0].landed_at = None
     record = decision.log_record(ToolCall("t", {}, origin="mcp"))
     assert record["retry_after"] == "2024-05-17T13:47:19.250Z"
@@ -206,3 +207,15 @@ def test_tool_call_defaults() -> None:
     call = ToolCall("t", {})
     assert call.origin == "hook"
     assert before <= call.started_at <= time.time()
+
+
+def test_a_decision_is_immutable_once_made() -> None:
+    """A step that changes the answer makes a new decision; the one it was given is unchanged."""
+    import dataclasses
+
+    decision = confirmed(("web01",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decision.outcome = Outcome.DENY  # type: ignore[misc]
+    denied = decision.but(outcome=Outcome.DENY, reason="no")
+    assert (decision.outcome, decision.reason) == (Outcome.CONTEXT, "")
+    assert (denied.outcome, denied.reason, denied.vms) == (Outcome.DENY, "no", ("web01",))

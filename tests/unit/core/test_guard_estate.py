@@ -390,9 +390,9 @@ def test_a_tag_one_zvm_confirms_and_the_other_does_not_show_is_denied_naming_bot
     assert "disagree" in decision.reason
 
 
-def test_a_witness_that_does_not_answer_changes_nothing(rig: EstateRig) -> None:
-    """dr answered the lookup but fails on the checkpoint listing: no witness either way,
-    the tag hq confirmed stands."""
+def test_a_witness_that_does_not_answer_is_a_deny_naming_it(rig: EstateRig) -> None:
+    """dr answered the lookup but fails on the checkpoint listing: silence is not a
+    witness, so the tag hq confirmed stands unchecked and the call is denied naming dr."""
     dr = rig.zvms["dr"]
 
     def dark(vpg_id: str, **kw: object) -> list[object]:
@@ -400,5 +400,9 @@ def test_a_witness_that_does_not_answer_changes_nothing(rig: EstateRig) -> None:
 
     dr.list_checkpoints = dark  # type: ignore[method-assign]
     decision = rig.decide("web-01")
-    assert decision.row == Row.CONFIRMED
+    assert (decision.row, decision.outcome) == (Row.FAILED, Outcome.DENY)
+    assert "site hq's ZVM (https://hq.zvm.test) shows tag" in decision.reason
+    assert "site dr (the ZVM at https://dr.zvm.test) did not answer" in decision.reason
+    assert "connection refused" in decision.reason
+    assert "Retry the same call once site dr's ZVM answers" in decision.reason
     assert rig.tags("hq") == ["web-vpg"]

@@ -8,14 +8,14 @@ only; the decision-log line holds no path.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.config import load_written_settings
 from unit.core.guard_fakes import URL, Rig
-from zerto_rewind.config import Settings, load_settings
+from zerto_rewind.config import Settings
 from zerto_rewind.core.catalog import MUTATING, READ_ONLY, classify
 from zerto_rewind.core.decision import Outcome, Row, ToolCall
 
@@ -31,11 +31,7 @@ def settings_with(tmp_path: Path, tools: dict[str, Any], read_only: list[str]) -
         "tools": tools,
         "state_dir": str(tmp_path / "state"),
     }
-    path = tmp_path / "config.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(config, fh)
-    return load_settings({"HOME": str(tmp_path)}, path=str(path))
+    return load_written_settings(tmp_path, config)
 
 
 @pytest.fixture

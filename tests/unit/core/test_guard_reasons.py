@@ -6,15 +6,13 @@ what was (not) done, what to do. test_guard.py pins the rows; this pins the text
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.config import load_written_settings
 from unit.core.guard_fakes import TOOL, URL, Rig
-from zerto_rewind.config import load_settings
 from zerto_rewind.core.decision import Outcome, Row, ToolCall, fmt_time
 from zerto_rewind.core.guard import no_vm_decision
 
@@ -31,11 +29,7 @@ def rig_with(tmp_path: Path, tools: dict[str, Any], **top: Any) -> Rig:
         "state_dir": str(tmp_path / "state"),
         **top,
     }
-    path = tmp_path / "tools.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(config, fh)
-    rig.settings = load_settings({"HOME": str(tmp_path)}, path=str(path))
+    rig.settings = load_written_settings(tmp_path, config, name="tools.json")
     return rig
 
 

@@ -662,7 +662,7 @@ def test_look_for_landing_asks_only_for_a_requested_tag_that_is_due() -> None:
     [(10, "abcdefghij"), (4, "a..."), (3, "abc"), (2, "ab"), (0, "")],
 )
 def test_shorten(room: int, shortened: str) -> None:
-    from zerto_rewind.core.tagging import _shorten
+    from zerto_rewind.core.tag_rules import _shorten
 
     assert _shorten("abcdefghij", room) == shortened
 

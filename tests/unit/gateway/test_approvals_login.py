@@ -11,6 +11,7 @@ import json
 import anyio
 import pytest
 
+from support.fakes import FakeClock
 from zerto_rewind.gateway import approvals_login
 from zerto_rewind.gateway.approvals_login import (
     FREE_FAILURES,
@@ -21,14 +22,6 @@ from zerto_rewind.gateway.approvals_login import (
     source_of,
 )
 from zerto_rewind.gateway.notify import login_failures_body
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_every_loopback_address_is_one_source_and_ipv6_counts_by_64() -> None:
@@ -42,7 +35,7 @@ def test_every_loopback_address_is_one_source_and_ipv6_counts_by_64() -> None:
 
 
 def test_failures_space_the_turns_up_to_the_maximum_and_a_login_clears_them() -> None:
-    clock = Clock()
+    clock = FakeClock()
     limit = LoginLimit(clock=clock)
     key = limit.key("olivia", "loopback", None)
     spacing = []
@@ -58,7 +51,7 @@ def test_failures_space_the_turns_up_to_the_maximum_and_a_login_clears_them() ->
 
 
 def test_failures_older_than_the_window_are_forgotten() -> None:
-    clock = Clock()
+    clock = FakeClock()
     limit = LoginLimit(clock=clock)
     key = ("olivia", "loopback")
     for _ in range(FREE_FAILURES - 1):
@@ -107,7 +100,7 @@ def test_the_turn_holds_an_attempt_and_refuses_only_beyond_max_held() -> None:
 
 
 def test_failures_are_listed_and_reported_at_most_once_a_minute() -> None:
-    wall = Clock(50_000.0)
+    wall = FakeClock(50_000.0)
     limit = LoginLimit(wall=wall)
     limit.fail(("olivia", "loopback"), "loopback")
     first = limit.due_report()

@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from zerto_rewind.config.settings import ApprovalsSettings
 from zerto_rewind.core.approvals import ApprovalRequest, new_request
-from zerto_rewind.gateway import approvals_login, approvals_web
+from zerto_rewind.gateway import approvals_auth, approvals_login, approvals_pages
 from zerto_rewind.gateway.approvals import ApprovalsService
 from zerto_rewind.gateway.approvals_web import (
     build_approvals_app,
@@ -156,13 +156,13 @@ def test_unknown_name_costs_a_scrypt_too(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checked: list[str] = []
-    real = approvals_web.check_password
+    real = approvals_auth.check_password
 
     def counting(password: str, hashed: str) -> bool:
         checked.append(hashed)
         return real(password, hashed)
 
-    monkeypatch.setattr(approvals_web, "check_password", counting)
+    monkeypatch.setattr(approvals_auth, "check_password", counting)
     login(client, "nobody", PASSWORD)
     assert len(checked) == 1
     assert checked[0].startswith("scrypt$16384$8$1$")  # the decoy, same parameters
@@ -245,7 +245,7 @@ def test_the_failed_logins_banner_escapes_what_was_typed(client: TestClient) -> 
 
 def test_session_expires_after_8h_idle(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [1000.0]
-    monkeypatch.setattr(approvals_web, "_now", lambda: clock[0])
+    monkeypatch.setattr(approvals_auth, "_now", lambda: clock[0])
     logged_in(client)
     clock[0] += 7 * 3600
     assert client.get("/").status_code == 200  # activity: the idle clock restarts
@@ -548,6 +548,13 @@ def test_security_headers_everywhere(client: TestClient) -> None:
         assert headers["referrer-policy"] == "no-referrer"
         assert headers["cache-control"] == "no-store"
     assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
+
+
+def test_the_style_and_script_are_served_from_the_package_files(client: TestClient) -> None:
+    css = client.get("/static/app.css")
+    assert css.headers["content-type"].startswith("text/css")
+    assert css.text == approvals_pages.stylesheet()
+    assert client.get("/static/app.js").text == approvals_pages.script()
 
 
 def test_served_under_a_prefix(service: ApprovalsService) -> None:

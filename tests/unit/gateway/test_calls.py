@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,6 +20,7 @@ import mcp_types as types
 import pytest
 
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall, VpgOutcome
+from zerto_rewind.core.pipeline import Policy, decide_async
 from zerto_rewind.gateway import calls
 from zerto_rewind.gateway.calls import (
     APPROVAL_FIELD,
@@ -77,9 +79,10 @@ class FakeGateway:
         )
         self.states = RequestStates(60.0)
 
-    async def decide(self, call: ToolCall) -> Decision:
+    async def decide(self, call: ToolCall, after: Sequence[Policy] = ()) -> Decision:
+        """The table's answer is ``self.decision``; the door's own steps run after it."""
         self.calls.append(call)
-        return self.decision
+        return await decide_async(call, after, start=self.decision)
 
     def call_timeout_s(self, upstream: Any) -> float:
         assert isinstance(upstream, FakeUpstream)
@@ -303,7 +306,7 @@ def test_a_closed_output_schema_keeps_structured_content_as_it_is(tmp_path: Path
 def test_a_denied_call_is_not_forwarded_and_says_why(tmp_path: Path) -> None:
     """deny: isError with the guard's reason; _meta gives the row, refused, and the retry time."""
     decision = Decision(Row.PENDING, Outcome.DENY, HOST_TOOL, reason="pending: retry later")
-    decision.retry_after = 1_800_000_100.0
+    decision = decision.but(retry_after=1_800_000_100.0)
     gateway = FakeGateway(tmp_path, decision)
     upstream = FakeUpstream()
     result = run(gateway, upstream, ctx())
@@ -341,15 +344,17 @@ def test_an_upstream_failure_is_an_error_that_may_not_have_run(tmp_path: Path) -
     assert texts(result) == ["down; the call may not have run. "]
 
 
-def test_a_log_that_cannot_be_written_does_not_stop_the_call(
+def test_a_call_whose_log_line_cannot_be_written_is_not_run(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Fail closed (core.record): a change the decision log cannot account for is refused."""
     gateway = FakeGateway(tmp_path, Decision(Row.UNLISTED, Outcome.NONE, HOST_TOOL))
     gateway.settings.log_path = str(tmp_path)  # a directory: the append fails
     upstream = FakeUpstream()
-    with caplog.at_level(logging.WARNING, logger="zerto_rewind.gateway"):
+    with caplog.at_level(logging.WARNING, logger="zerto_rewind.decisions"):
         result = run(gateway, upstream, ctx())
-    assert result is upstream.result
+    assert (upstream.asked, result.is_error) == ([], True)
+    assert "could not be written to the decision log" in texts(result)[0]
     assert any("decision not logged" in r.getMessage() for r in caplog.records)
 
 
@@ -552,7 +557,7 @@ def test_the_call_carries_its_start_time_and_the_decision_its_duration(
     gateway = FakeGateway(tmp_path, decision)
     run(gateway, FakeUpstream(), ctx())
     assert gateway.calls[0].started_at == 1_800_000_000.0
-    assert decision.elapsed_ms == 2500
+    assert decision.elapsed_ms == 0  # immutable: the door logs a copy with its duration
     assert gateway.metrics.seconds == pytest.approx(2.5)
     assert gateway.log()[0]["elapsed_ms"] == 2500
 

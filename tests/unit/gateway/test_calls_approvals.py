@@ -8,6 +8,7 @@ principal and the same call.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,6 +29,7 @@ from unit.gateway.test_calls import (
 from zerto_rewind.config.settings import ApprovalsSettings, GatewaySettings
 from zerto_rewind.core.approvals import Approver
 from zerto_rewind.core.decision import Decision, ToolCall
+from zerto_rewind.core.pipeline import Policy, decide_async
 from zerto_rewind.gateway.approvals import ApprovalsService
 from zerto_rewind.gateway.calls import CallContext, handle_call
 from zerto_rewind.gateway.request_state import RequestStates
@@ -55,9 +57,10 @@ class ApprovalGateway:
         self.approvals = ApprovalsService(self.settings)  # type: ignore[arg-type]
         self.states = RequestStates(60.0)
 
-    async def decide(self, call: ToolCall) -> Decision:
+    async def decide(self, call: ToolCall, after: Sequence[Policy] = ()) -> Decision:
+        """The table's answer is ``self.decision``; the door's own steps run after it."""
         self.calls.append(call)
-        return self.decision
+        return await decide_async(call, after, start=self.decision)
 
     def call_timeout_s(self, upstream: Any) -> float:
         return 7.0
@@ -214,9 +217,12 @@ def test_who_may_not_approve(tmp_path: Path, approver: Approver, why: str) -> No
     from zerto_rewind.core.approvals import ApprovalError
 
     gateway = ApprovalGateway(
-        tmp_path, prompt(), approver_users=("olivia", "bob"), agent_users=("bob",)
+        tmp_path,
+        prompt(),
+        approver_users=("olivia", "bob"),
+        agent_users=("bob",),
+        web_approvers={"olivia-bot": "scrypt$x$x$x$x$x"},
     )
-    gateway.settings.approvals.web_approvers = {"olivia-bot": "scrypt$x$x$x$x$x"}
     call(gateway, FakeUpstream(), ctx())
     (request,) = pending(gateway)
     with pytest.raises(ApprovalError, match=why):
@@ -240,6 +246,21 @@ def test_no_approver_configured_refuses_at_once(tmp_path: Path) -> None:
     result = call(gateway, FakeUpstream(), ctx())
     assert "no approver configured" in texts(result)[0]
     assert pending(gateway) == []
+
+
+def test_without_approvers_an_approval_is_not_used_up(tmp_path: Path) -> None:
+    """The gateway used an existing approval before it checked that anyone may approve
+    (the hook and the service checked first). The one approvals step checks first."""
+    gateway = ApprovalGateway(tmp_path, prompt())
+    call(gateway, FakeUpstream(), ctx())
+    approve(gateway)
+    gateway.approvals.config = ApprovalsSettings(approver_users=(), wait_s=0.3)
+    upstream = FakeUpstream()
+    result = call(gateway, upstream, ctx())
+    assert upstream.asked == []
+    assert "no approver configured" in texts(result)[0]
+    digest = ToolCall(HOST_TOOL, {"name": "web01"}).args_digest
+    assert gateway.approvals.store.consume("agent-a", HOST_TOOL, digest) is not None
 
 
 def test_a_store_that_fails_refuses_the_call(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ def check(cat: CatalogSettings, upstream: FakeUpstream, decision: Decision) -> D
 def test_the_same_vm_passes_with_one_resolver_call_with_the_calls_argument() -> None:
     upstream = FakeUpstream({"name": "web-01", "moid": "vm-42"})
     decision = confirmed("web-01")
-    decision.vm_args = {"web-01": "web-01.corp.example"}  # vm_map stripped the domain
+    decision = decision.but(vm_args={"web-01": "web-01.corp.example"})  # vm_map stripped the domain
     assert check(catalog(), upstream, decision) is decision
     assert upstream.calls == [("get_vm_info", {"name": "web-01.corp.example"}, 4.0)]
 

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from support.fakes import FakeClock
 from zerto_rewind.config.settings import LimitsSettings
-from zerto_rewind.gateway.limits import Ledger, Refusal, Slot
+from zerto_rewind.gateway.ledger import Ledger, Refusal, Slot
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _ledger(**caps: object) -> tuple[Ledger, Clock]:
-    clock = Clock()
+def _ledger(**caps: object) -> tuple[Ledger, FakeClock]:
+    clock = FakeClock(100.0)
     return Ledger(LimitsSettings(**caps), clock=clock), clock
 
 
@@ -111,10 +104,10 @@ def test_calls_and_bytes_per_token_and_in_all() -> None:
 def test_the_config_refuses_limits_that_bound_nothing(
     limits: dict[str, object], message: str
 ) -> None:
-    from zerto_rewind.config.parser import Parser
+    from zerto_rewind.config.parse_gateway import GatewayParser
     from zerto_rewind.errors import ConfigError
 
-    parser = Parser("/tmp/config.json", "/tmp")
+    parser = GatewayParser("/tmp/config.json", "/tmp")
     with pytest.raises(ConfigError, match=message):
         parser.gateway_limits(limits)
 

@@ -110,6 +110,7 @@ def test_the_listener_keys_parse_with_their_defaults(tmp_path: Path) -> None:
     plain = load(tmp_path, {}).gateway
     assert (plain.header_timeout_s, plain.body_timeout_s, plain.idle_timeout_s) == (10, 20, 15)
     assert (plain.max_connections, plain.max_connections_per_source) == (4096, 128)
+    assert plain.handshake_timeout_s == 10
     assert plain.metrics_clients == {}
     given = load(
         tmp_path,
@@ -119,11 +120,13 @@ def test_the_listener_keys_parse_with_their_defaults(tmp_path: Path) -> None:
             "idle_timeout_s": 1,
             "max_connections": 50,
             "max_connections_per_source": 5,
+            "handshake_timeout_s": 0.5,
             "metrics_clients": {"prom": DIGEST.upper()},
         },
     ).gateway
     assert (given.header_timeout_s, given.body_timeout_s, given.idle_timeout_s) == (2, 3.5, 1)
     assert (given.max_connections, given.max_connections_per_source) == (50, 5)
+    assert given.handshake_timeout_s == 0.5
     assert given.metrics_clients == {"prom": DIGEST}
 
 
@@ -132,6 +135,7 @@ def test_the_listener_keys_parse_with_their_defaults(tmp_path: Path) -> None:
     [
         ({"header_timeout_s": 0}, "gateway.header_timeout_s"),
         ({"body_timeout_s": -1}, "gateway.body_timeout_s"),
+        ({"handshake_timeout_s": 0}, "gateway.handshake_timeout_s"),
         ({"max_connections": 0}, "gateway.max_connections"),
         ({"max_connections_per_source": "many"}, "gateway.max_connections_per_source"),
         ({"metrics_clients": {"prom": "not-a-digest"}}, "gateway.metrics_clients.prom"),
@@ -178,3 +182,38 @@ def test_details_are_for_a_metrics_token_or_the_socket() -> None:
     assert not probes.may_read_details(request("127.0.0.1:1"), readers)
     assert not probes.may_read_details(request("127.0.0.1:1", "Bearer test"), {})
     assert probes.may_read_details(request("x", unix=True), {})
+
+
+def test_the_caps_are_kept_at_accept_and_a_closed_connection_gives_its_place_back() -> None:
+    """A real listening socket on 127.0.0.1 and asyncio's own server, with a protocol that
+    does nothing: what counts is accept(). Past the per-source cap of 2 a connection gets
+    503 naming the cap and is closed at once; once a held one is closed, its place is free."""
+    import asyncio
+
+    async def run() -> None:
+        g = gate(total=5, per_source=2)
+        raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        raw.bind(("127.0.0.1", 0))
+        listener = g.listening(raw, tls=False)
+        server = await asyncio.get_running_loop().create_server(asyncio.Protocol, sock=listener)
+        port = listener.getsockname()[1]
+        try:
+            held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            refused = await asyncio.wait_for(reader.read(), 5)  # read to EOF: closed
+            writer.close()
+            assert refused.startswith(b"HTTP/1.1 503 ")
+            assert b"gateway.max_connections_per_source" in refused
+            assert (g.total, g.by_source) == (2, {"127.0.0.1": 2})
+            assert len(g.handshaking) == 2  # the protocol never said it saw them
+            for _, w in held:
+                w.close()  # each server transport sees EOF and closes its socket
+            for _ in range(50):
+                if g.total == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert (g.total, g.by_source, g.handshaking) == (0, {}, {})
+        finally:
+            server.close()
+
+    asyncio.run(run())

@@ -17,18 +17,11 @@ from typing import Any
 import anyio
 import pytest
 
+from support.fakes import FakeClock
 from zerto_rewind.gateway.http import SessionBindings, _BearerAuth, token_digest
 from zerto_rewind.gateway.proxy import CLIENT_SCOPE_KEY
 
 TOKENS = {"agent-a": "token-a-0123456789", "agent-b": "token-b-0123456789"}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_binding_names_its_owner_and_is_never_rebound() -> None:
@@ -65,7 +58,7 @@ def test_over_capacity_the_least_recently_used_is_retired_not_forgotten() -> Non
 
 def test_idle_bindings_expire_only_after_the_sdk_ended_their_session() -> None:
     """No request in flight for the SDK's idle timeout plus a margin: dropped, not retired."""
-    clock = Clock()
+    clock = FakeClock()
     sessions = SessionBindings(10, idle_s=100, clock=clock)
     sessions.bind("idle", "agent-a")
     sessions.end("idle")
@@ -81,7 +74,7 @@ def test_idle_bindings_expire_only_after_the_sdk_ended_their_session() -> None:
 
 
 def test_without_an_idle_timeout_bindings_never_expire() -> None:
-    clock = Clock()
+    clock = FakeClock()
     sessions = SessionBindings(10, clock=clock)
     sessions.bind("s1", "agent-a", in_flight=0)
     clock.now += 10**9

@@ -2,108 +2,23 @@
 
 from __future__ import annotations
 
-import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
-from zerto_rewind.config import Settings, load_settings
-from zerto_rewind.errors import AmbiguousVm, RecoveryError, UsageError, ZvmTimeout
+from support.config import load_written_settings
+from support.fakes import FakeZvmClient, cp
+from zerto_rewind.config import Settings
+from zerto_rewind.errors import AmbiguousVm, RecoveryError, UsageError
 from zerto_rewind.recovery import failover as recovery
 from zerto_rewind.recovery import live as recovery_live
 from zerto_rewind.recovery import plan as recovery_plan
 from zerto_rewind.recovery.failover import confirm_token
 from zerto_rewind.recovery.protection import parse_since, select_ref
-from zerto_rewind.zvm.models import Checkpoint, Task, VmRef, Vpg
+from zerto_rewind.zvm.models import VmRef
 
 NOW = 1_800_000_000.0
-
-
-class FakeZvm:
-    """A scripted ZVM that records every call; tasks complete unless told otherwise."""
-
-    def __init__(self) -> None:
-        self.settings = SimpleNamespace(url="https://zvm.test")
-        self.refs: dict[str, list[VmRef]] = {}
-        self.vpgs: dict[str, Vpg] = {}
-        self.journal: list[Checkpoint] = []
-        self.calls: list[tuple[Any, ...]] = []
-        self.task_state = 6  # Completed
-        self.complete_reason: str | None = None
-
-    def add(self, name: str, vm: str, *, sub: int = 0, test: bool = False) -> None:
-        """A VPG protecting ``vm``."""
-        wire: dict[str, Any] = {"VpgIdentifier": f"id-{name}", "VpgName": name, "Status": 1}
-        wire |= {"SubStatus": sub, "RecoverySiteName": "dr", "Entities": {"Protected": 0}}
-        wire["ActiveProcessesApi"] = {"RunningFailOverTestApi": {"Stage": "x"} if test else None}
-        self.vpgs[f"id-{name}"] = Vpg.from_wire(wire)
-        self.refs.setdefault(vm, []).append(VmRef(f"vm-{vm}", vm, f"id-{name}", name))
-
-    def find_vms(self, name, *, deadline=None):
-        return list(self.refs.get(name, []))
-
-    def get_vpg(self, vpg_id, *, deadline=None):
-        return self.vpgs[vpg_id]
-
-    def entity_types(self, *, deadline=None):
-        return ["VCVpg"]
-
-    def list_checkpoints(self, vpg_id, *, since=None, until=None, deadline=None):
-        self.calls.append(("list_checkpoints", since is not None))
-        return [c for c in self.journal if since is None or c.timestamp >= since]
-
-    def _task(self, *call: Any) -> str:
-        self.calls.append(call)
-        return f"task-{len(self.calls)}"
-
-    def failover_test(self, vpg_id, checkpoint_id=None, vm_ids=None, *, deadline=None):
-        return self._task("failover_test", vpg_id, checkpoint_id, vm_ids)
-
-    def failover_test_stop(self, vpg_id, success, summary, *, deadline=None):
-        return self._task("failover_test_stop", vpg_id, success, summary)
-
-    def failover(self, vpg_id, checkpoint_id, **kwargs):
-        kwargs.pop("deadline", None)
-        return self._task("failover", vpg_id, checkpoint_id, kwargs)
-
-    def failover_commit(self, vpg_id, reverse_protection, *, deadline=None):
-        return self._task("failover_commit", vpg_id, reverse_protection)
-
-    def failover_rollback(self, vpg_id, *, deadline=None):
-        return self._task("failover_rollback", vpg_id)
-
-    def restore_vm(self, vm_id, vpg_id, checkpoint_id, **kwargs):
-        return self._task("restore_vm", vm_id, vpg_id, checkpoint_id, kwargs["restored_vm_name"])
-
-    def restore_commit(self, vm_id, vpg_id, *, deadline=None):
-        return self._task("restore_commit", vm_id, vpg_id)
-
-    def restore_rollback(self, vm_id, vpg_id, *, deadline=None):
-        return self._task("restore_rollback", vm_id, vpg_id)
-
-    def get_task(self, task_id, *, deadline=None):
-        wire = {"TaskIdentifier": task_id, "Status": {"State": self.task_state, "Progress": 40}}
-        wire["CompleteReason"] = self.complete_reason
-        return Task.from_wire(wire)
-
-    def wait_for_task(self, task_id, *, deadline=None, poll_s=0.5):
-        task = self.get_task(task_id)
-        if not task.done:
-            raise ZvmTimeout("still running")
-        return task
-
-    def operations(self) -> list[str]:
-        """The names of the state-changing calls made."""
-        return [c[0] for c in self.calls if c[0] != "list_checkpoints"]
-
-
-def cp(cp_id: str, epoch: float, tag: str | None = None) -> Checkpoint:
-    """A checkpoint at ``epoch``."""
-    return Checkpoint(cp_id, datetime.fromtimestamp(epoch, UTC), tag, 1 if tag else 0)
 
 
 def make_settings(tmp_path: Path, *, allow_live: bool) -> Settings:
@@ -113,17 +28,13 @@ def make_settings(tmp_path: Path, *, allow_live: bool) -> Settings:
         "recovery": {"allow_live": allow_live},
         "state_dir": str(tmp_path / "state"),
     }
-    path = tmp_path / "config.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(config, fh)
-    return load_settings({"HOME": str(tmp_path)}, path=str(path))
+    return load_written_settings(tmp_path, config)
 
 
 @pytest.fixture
-def zvm() -> FakeZvm:
+def zvm() -> FakeZvmClient:
     """jp-ubuntu in one VPG, multi-1 in two, a journal with tags at 100 and 140."""
-    fake = FakeZvm()
+    fake = FakeZvmClient()
     fake.add("jp-local", "jp-ubuntu")
     fake.add("multi-a", "multi-1")
     fake.add("multi-b", "multi-1")
@@ -203,7 +114,7 @@ def test_plan_lists_the_three_ways_and_gates_live_ones(zvm, tmp_path):
 
 def test_plan_for_a_busy_vpg_marks_everything_unavailable(tmp_path, live):
     """A VPG waiting before commit with a running test offers nothing to run now."""
-    zvm = FakeZvm()
+    zvm = FakeZvmClient()
     zvm.add("busy", "vm-1", sub=15, test=True)
     zvm.journal = [cp("1", datetime.now(UTC).timestamp() - 10)]
     plan = recovery_plan.recovery_plan(zvm, live, "vm-1", "1")

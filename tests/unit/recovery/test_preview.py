@@ -2,80 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import os
-from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from zerto_rewind.config import Settings, load_settings
+from support.config import load_written_settings
+from support.fakes import FakeZvmClient, cp
+from zerto_rewind.config import Settings
 from zerto_rewind.core.decision import Decision, Outcome, Row, VpgOutcome
 from zerto_rewind.core.state import GuardState, TagRecord
 from zerto_rewind.recovery.preview import answer_of, preview_call
-from zerto_rewind.zvm.models import Checkpoint, Task, VmRef, Vpg
+from zerto_rewind.zvm.models import VmRef
 
 NOW = 1_800_000_000.0
 TOOL = "mcp__vsphere__power_off_vm"
-
-
-class FakeZvm:
-    """A scripted ZVM: VPGs with a regular journal; refuses to be asked for a tag."""
-
-    def __init__(self) -> None:
-        self.settings = SimpleNamespace(url="https://zvm.test")
-        self.refs: dict[str, list[VmRef]] = {}
-        self.vpgs: dict[str, Vpg] = {}
-        self.journals: dict[str, list[Checkpoint]] = {}
-        self.calls: list[str] = []
-
-    def add(
-        self, name: str, vms: list[str], *, entity: int = 0, sub: int = 0, cadence=5.0, last=2.0
-    ):
-        """A VPG whose latest checkpoint is ``last`` seconds old, written every ``cadence``."""
-        vpg_id = f"id-{name}"
-        wire = {"VpgIdentifier": vpg_id, "VpgName": name, "Status": 1, "SubStatus": sub}
-        wire["Entities"] = {"Protected": entity, "Recovery": 0}
-        self.vpgs[vpg_id] = Vpg.from_wire(wire)
-        stamps = [NOW - last - cadence * k for k in range(60)][::-1]
-        self.journals[vpg_id] = [cp(str(1000 + i), t) for i, t in enumerate(stamps)]
-        for vm in vms:
-            self.refs.setdefault(vm, []).append(VmRef(f"vm-{vm}", vm, vpg_id, name))
-        return vpg_id
-
-    def find_vms(self, name: str, *, deadline: Any = None) -> list[VmRef]:
-        self.calls.append(f"find_vms {name}")
-        return list(self.refs.get(name, []))
-
-    def get_vpg(self, vpg_id: str, *, deadline: Any = None) -> Vpg:
-        self.calls.append(f"get_vpg {vpg_id}")
-        return self.vpgs[vpg_id]
-
-    def entity_types(self, *, deadline: Any = None) -> list[str]:
-        self.calls.append("entity_types")
-        return ["VCVpg", "VCvApp", "VCDvApp", "PublicCloud-AWS", "HyperV", "PublicCloud-Azure"]
-
-    def list_checkpoints(self, vpg_id: str, *, since=None, until=None, deadline=None):
-        self.calls.append(f"list_checkpoints {vpg_id}")
-        return [c for c in self.journals[vpg_id] if since is None or c.timestamp >= since]
-
-    def tag_checkpoint(self, *args: Any, **kwargs: Any) -> str:
-        raise AssertionError("a preview must never request a tag")
-
-    def get_task(self, task_id: str, *, deadline: Any = None) -> Task:
-        self.calls.append(f"get_task {task_id}")
-        failed = task_id.startswith("failed")
-        wire = {"TaskIdentifier": task_id, "Status": {"State": 4 if failed else 6}}
-        if failed:
-            wire["CompleteReason"] = "VRA on esx07 did not answer"
-        return Task.from_wire(wire)
-
-
-def cp(cp_id: str, epoch: float, tag: str | None = None) -> Checkpoint:
-    """A checkpoint at ``epoch``."""
-    return Checkpoint(cp_id, datetime.fromtimestamp(epoch, UTC), tag, 1 if tag else 0)
 
 
 def make_settings(tmp_path: Path, *, top: dict[str, Any] | None = None, **guard: Any) -> Settings:
@@ -88,17 +29,13 @@ def make_settings(tmp_path: Path, *, top: dict[str, Any] | None = None, **guard:
         "state_dir": str(tmp_path / "state"),
         **(top or {}),
     }
-    path = tmp_path / "config.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(config, fh)
-    return load_settings({"HOME": str(tmp_path)}, path=str(path))
+    return load_written_settings(tmp_path, config)
 
 
 @pytest.fixture
-def zvm() -> FakeZvm:
+def zvm() -> FakeZvmClient:
     """A ZVM with a vCenter VPG, an AWS VPG and a paused VPG."""
-    fake = FakeZvm()
+    fake = FakeZvmClient(journal_cadence=5.0, now=NOW)
     fake.add("jp-local", ["jp-ubuntu"])
     fake.add("aws-1", ["win2019-1"], entity=3, cadence=630.0, last=20.0)
     fake.add("paused-vpg", ["sql-paused-1"], sub=25)
@@ -143,7 +80,7 @@ def test_read_only_needs_no_zvm(tmp_path, zvm, state):
     """A read-only tool is answered from the catalog alone."""
     check = preview(make_settings(tmp_path), zvm, state, tool="mcp__vsphere__list_vms")
     assert (check.row, check.outcome, check.classification) == ("read_only", "none", "read_only")
-    assert zvm.calls == []
+    assert zvm.asked == []
 
 
 def test_unlisted_follows_the_unknown_tools_rule(tmp_path, zvm, state):
@@ -151,7 +88,7 @@ def test_unlisted_follows_the_unknown_tools_rule(tmp_path, zvm, state):
     settings = make_settings(tmp_path, top={"unknown_tools": "deny"})
     check = preview(settings, zvm, state, tool="Bash")
     assert (check.row, check.outcome) == ("unlisted", "deny")
-    assert zvm.calls == []
+    assert zvm.asked == []
 
 
 def test_mutating_without_a_vm_prompts(tmp_path, zvm, state):
@@ -175,7 +112,7 @@ def test_paused_vpg_is_refused_without_listing(tmp_path, zvm, state):
     assert (check.row, check.outcome) == ("failed", "deny")
     assert check.vpgs[0].action == "refuse"
     assert "replication is paused" in (check.vpgs[0].refusal or "")
-    assert not any(c.startswith("list_checkpoints") for c in zvm.calls)
+    assert not any(c.startswith("list_checkpoints") for c in zvm.asked)
 
 
 def test_new_tag_wait_follows_the_cadence(tmp_path, zvm, state):
@@ -263,7 +200,7 @@ def test_a_joined_tag_past_the_budget_asks_its_task_as_the_tagger_does(tmp_path,
         "deny",
     )
     assert vpg.refusal == "the ZVM refused the tag: VRA on esx07 did not answer"
-    assert zvm.calls.count("get_task failed-2") == 1
+    assert zvm.asked.count("get_task failed-2") == 1
 
 
 def test_a_joined_tag_within_the_budget_leaves_its_task_to_the_wait(tmp_path, zvm, state):
@@ -271,7 +208,7 @@ def test_a_joined_tag_within_the_budget_leaves_its_task_to_the_wait(tmp_path, zv
     seed_tag(state, "id-jp-local", expected_at=NOW + 3, overdue_at=NOW + 60, task_id="failed-3")
     check = preview(make_settings(tmp_path), zvm, state)
     assert (check.vpgs[0].action, check.row) == ("join_pending", "confirmed")
-    assert not any(c.startswith("get_task") for c in zvm.calls)
+    assert not any(c.startswith("get_task") for c in zvm.asked)
 
 
 def test_requested_tag_found_in_the_journal_is_reused(tmp_path, zvm, state):
@@ -306,8 +243,9 @@ def test_preview_writes_nothing(tmp_path, zvm, state):
 def test_answer_of_a_pending_decision_gives_the_retry_time():
     """A pending decision becomes proceed=false with retry_after and seconds to wait."""
     outcome = VpgOutcome("id-1", "aws-1", ("win2019-1",), "aws", Row.PENDING, tag="t")
-    decision = Decision(Row.PENDING, Outcome.DENY, TOOL, reason="pending", vpgs=[outcome])
-    decision.retry_after = NOW + 42
+    decision = Decision(
+        Row.PENDING, Outcome.DENY, TOOL, reason="pending", vpgs=[outcome], retry_after=NOW + 42
+    )
     answer = answer_of(decision, now=NOW)
     assert (answer.proceed, answer.retry_in_s, answer.message) == (False, 42.0, "pending")
     assert answer.retry_after == "2027-01-15T08:00:42.000Z"
@@ -343,4 +281,4 @@ def test_a_case_twin_previews_as_unknown(tmp_path: Path, zvm, state):
     check = preview(make_settings(tmp_path), zvm, state, "JP-Ubuntu")
     assert check.row == Row.VM_UNKNOWN
     assert check.unknown_vms == ["JP-Ubuntu"]
-    assert "find_vms JP-Ubuntu" in zvm.calls
+    assert "find_vms JP-Ubuntu" in zvm.asked

@@ -1,9 +1,9 @@
-"""How a failed stdio scan is told (scan/client.py): the cause, then the server's stderr."""
+"""How a failed scan is told (scan/client.py): the cause, what to do, the server's stderr."""
 
 from __future__ import annotations
 
-from zerto_rewind.errors import ZertoRewindError
-from zerto_rewind.scan.client import ScanError, _failure
+from zerto_rewind.errors import ZertoRewindError, describe
+from zerto_rewind.scan.client import ScanError, _failure, _http_failure
 
 # mcvsphere 0.2.3 started with no VCENTER_* variables, as its stderr reads (paths shortened).
 MCVSPHERE_STDERR = """\
@@ -58,3 +58,15 @@ def test_a_long_stderr_is_cut_at_a_line() -> None:
     tail = text.split("warnings left out:\n", 1)[1]
     assert tail.startswith("line ")
     assert tail.endswith("line 0399 of the server's log")
+
+
+def test_a_failed_http_scan_says_what_to_do() -> None:
+    """--url: the cause (all of it, an exception group's too), then the advice after a dash."""
+    group = ExceptionGroup("tasks", [ConnectionError("refused"), TimeoutError()])
+    error = ScanError(_http_failure("http://127.0.0.1:9/mcp", group, 5))
+    assert error.problem == (
+        "could not list the tools at http://127.0.0.1:9/mcp: "
+        "ConnectionError: refused, no answer within 5 s"
+    )
+    assert error.advice.startswith("check that the server answers MCP at that URL")
+    assert " — check that the server answers MCP" in describe(error)

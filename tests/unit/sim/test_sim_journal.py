@@ -7,17 +7,11 @@ import time
 
 import pytest
 
+from support.fakes import FakeClock
 from zerto_rewind.sim.journal import AUTOMATIC, TAGGED, Journal, JournalParams
 
-
-class FakeClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, now: float = 1_700_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+# The journal's clock starts at a fixed wall time: no test leans on time.time().
+START = 1_700_000_000.0
 
 
 def journal(clock: FakeClock, **overrides: float) -> Journal:
@@ -29,7 +23,7 @@ def journal(clock: FakeClock, **overrides: float) -> Journal:
 
 def test_history_exists_from_the_start() -> None:
     """A new journal already holds a full history of checkpoints at the cadence."""
-    clock = FakeClock()
+    clock = FakeClock(START)
     listing = journal(clock).list()
     assert len(listing) == 720
     assert listing[0].timestamp >= clock.now - 3600
@@ -41,7 +35,7 @@ def test_history_exists_from_the_start() -> None:
 
 def test_ids_are_consecutive_and_stable_as_time_passes() -> None:
     """An id names the same checkpoint at every later read; ids increase by one."""
-    clock = FakeClock()
+    clock = FakeClock(START)
     j = journal(clock)
     first = j.list()
     clock.now += 12
@@ -55,7 +49,7 @@ def test_ids_are_consecutive_and_stable_as_time_passes() -> None:
 
 def test_window_filters() -> None:
     """start and end restrict the listing; ids match the full listing."""
-    clock = FakeClock()
+    clock = FakeClock(START)
     j = journal(clock)
     full = j.list()
     part = j.list(full[10].timestamp, full[12].timestamp)
@@ -64,7 +58,7 @@ def test_window_filters() -> None:
 
 def test_tag_is_invisible_until_it_lands_then_gets_the_next_id() -> None:
     """A tag appears only at its landing time, between automatic checkpoints, in id order."""
-    clock = FakeClock()
+    clock = FakeClock(START)
     j = journal(clock)
     boundary = j.next_boundary(clock.now)
     assert boundary is not None
@@ -89,7 +83,7 @@ def test_tag_is_invisible_until_it_lands_then_gets_the_next_id() -> None:
 
 def test_pause_stops_writing_and_drops_unlanded_tags() -> None:
     """While not writing no checkpoints appear; a tag due after the pause never lands."""
-    clock = FakeClock()
+    clock = FakeClock(START)
     j = journal(clock)
     j.add_tag("doomed", clock.now + 6)
     latest = j.latest()
@@ -108,7 +102,7 @@ def test_pause_stops_writing_and_drops_unlanded_tags() -> None:
 
 def test_started_stopped_keeps_old_history() -> None:
     """A journal that stopped 10 minutes ago lists older checkpoints only."""
-    clock = FakeClock()
+    clock = FakeClock(START)
     j = Journal.start(JournalParams(5.0, 3600.0, 0.0), clock, stopped_for_s=600)
     latest = j.latest()
     assert latest is not None
@@ -117,7 +111,7 @@ def test_started_stopped_keeps_old_history() -> None:
 
 def test_never_written_journal_is_empty() -> None:
     """writing=False from the start (initial sync) has no checkpoints."""
-    clock = FakeClock()
+    clock = FakeClock(START)
     j = Journal.start(JournalParams(5.0, 3600.0, writing=False), clock)
     assert j.list() == []
     assert j.latest() is None
@@ -126,7 +120,7 @@ def test_never_written_journal_is_empty() -> None:
 
 def test_cadence_change_keeps_ids_monotonic() -> None:
     """A new cadence applies from now on, with ids still in time order."""
-    clock = FakeClock()
+    clock = FakeClock(START)
     j = journal(clock)
     j.set_cadence(1.0)
     clock.now += 10
@@ -145,7 +139,7 @@ def test_cadence_change_keeps_ids_monotonic() -> None:
 
 def test_jitter_is_bounded_and_repeatable() -> None:
     """Jitter moves each checkpoint by at most min(3% of cadence, cap) and is deterministic."""
-    clock = FakeClock()
+    clock = FakeClock(START)
     j = journal(clock, jitter_fraction=0.03, jitter_cap_s=0.2, cadence_s=60.0)
     listing = j.list()
     gaps = [b.timestamp - a.timestamp for a, b in itertools.pairwise(listing)]
@@ -156,7 +150,7 @@ def test_jitter_is_bounded_and_repeatable() -> None:
 
 def test_earliest_and_latest() -> None:
     """earliest/latest agree with the full listing."""
-    clock = FakeClock()
+    clock = FakeClock(START)
     j = journal(clock, cadence_s=630.0)
     listing = j.list()
     assert j.earliest() == listing[0]
@@ -165,7 +159,7 @@ def test_earliest_and_latest() -> None:
 
 def test_untouched_journals_are_cheap() -> None:
     """Creating 10,000 journals does not generate checkpoints."""
-    clock = FakeClock()
+    clock = FakeClock(START)
     started = time.perf_counter()
     journals = [journal(clock, seed=i) for i in range(10_000)]
     assert time.perf_counter() - started < 1.0

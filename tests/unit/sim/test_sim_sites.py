@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from support.fakes import FakeClock
 from zerto_rewind.sim import views
 from zerto_rewind.sim.auth import Credentials
 from zerto_rewind.sim.config import SimConfig
@@ -15,17 +16,7 @@ from zerto_rewind.sim.state import Backend, World
 BASE = "https://zvm.test"
 
 
-class Clock:
-    """A wall clock that moves only when told."""
-
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def estate_views(clock: Clock) -> dict[str, Backend]:
+def estate_views(clock: FakeClock) -> dict[str, Backend]:
     """A Backend per ZVM site of the packaged three-sites estate, over one World."""
     config = SimConfig(
         estate_file=ESTATES_DIR / "three-sites.json", clock=clock, jitter=0.0, seed=3
@@ -36,7 +27,7 @@ def estate_views(clock: Clock) -> dict[str, Backend]:
 
 @pytest.fixture
 def zvms() -> dict[str, Backend]:
-    return estate_views(Clock())
+    return estate_views(FakeClock(1_800_000_000.0))
 
 
 def test_each_zvm_shows_the_vpgs_protected_from_or_recovering_to_its_site(
@@ -120,7 +111,7 @@ def test_an_unseen_vpg_is_404_on_that_zvm(zvms: dict[str, Backend]) -> None:
 
 def test_a_tag_through_the_protected_site_lands_in_the_journal_both_sides_read() -> None:
     """One journal per VPG: the recovery site lists the tag with the same checkpoint id."""
-    clock = Clock()
+    clock = FakeClock(1_800_000_000.0)
     zvms = estate_views(clock)
     vpg = zvms["hq"].vpg(zvms["hq"].vpg_named("hq-web-dr").identifier)
     task = zvms["hq"].tag(vpg, "before-change")
@@ -180,7 +171,7 @@ def test_which_side_runs_recovery_operations_is_an_estate_setting() -> None:
 
 def test_a_reset_through_one_zvm_resets_the_estate_for_all() -> None:
     """The estate is shared: a reset rebuilds it, and every ZVM then sees the new objects."""
-    zvms = estate_views(Clock())
+    zvms = estate_views(FakeClock(1_800_000_000.0))
     hq, dr = zvms["hq"], zvms["dr"]
     before = dr.vpg_named("hq-web-dr")
     hq.tag(hq.vpg_named("hq-web-dr"), "t")

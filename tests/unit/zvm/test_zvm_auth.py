@@ -16,19 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from unit.zvm.zvm_fakes import SECRET, FakeZvm, make_settings
+from unit.zvm.zvm_fakes import SECRET, FakeClock, FakeZvm, make_settings
 from zerto_rewind.zvm import TokenCache, ZvmClient
 from zerto_rewind.zvm.auth import CachedToken, identity_key
-
-
-class WallClock:
-    """A settable wall clock for token expiry."""
-
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _client(zvm: FakeZvm, cache: TokenCache, **settings: object) -> ZvmClient:
@@ -53,7 +43,7 @@ def test_token_refreshed_near_expiry(
     zvm: FakeZvm, tmp_path: Path, lifetime: int, reused_until: int
 ) -> None:
     """A token is reused until expires_in minus min(30 s, 10 %), then refetched."""
-    wall = WallClock()
+    wall = FakeClock(1_700_000_000.0)
     cache = TokenCache(str(tmp_path), wall_clock=wall)
     zvm.expires_in = lifetime
     start = wall.now

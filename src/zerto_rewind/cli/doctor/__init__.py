@@ -35,13 +35,15 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from ...claude_code.settings_file import MANAGED_SETTINGS, is_thin_hook
-from ...config.settings import config_path, home_dir
+from ...config.settings import Settings, config_path, home_dir
 from ...hostconfig.bypass import Finding, bypass_findings
 from ...hostconfig.claude import read_sources
 from ...hostconfig.hooks import InstalledHook
-from ...hostconfig.specs import HOSTS, known_files
+from ...hostconfig.install.settings_file import MANAGED_SETTINGS, is_thin_hook
+from ...hostconfig.specs import HOSTS, HostFile, known_files
 from .access import User, lookup_user
 from .catalog import pattern_check, vm_arg_check
 from .check import Check
@@ -115,57 +117,132 @@ def run_checks(
             project_dirs = [os.getcwd()]
     if project_dirs is None:
         project_dirs = _projects_of(settings_files, home)
-    hook_host = host in (None, "claude-code")
-    hosts = [SettingsFile.read(path, explicit=explicit) for path in settings_files]
-    hosts += [SettingsFile.read(path, explicit=True) for path in managed_files]
-    if not hook_host:
-        hosts = []  # only Claude Code has this hook
-    handlers = [handler for h in hosts for _entry, handler in h.hooks]
-    # The setup asked about: --host; else the Claude Code hook, when one is installed
-    # (another host's files are no part of it: never read, never advised on); else every
-    # host, to find what guards (a gateway entry, another host's hook).
-    scope = host if host is not None else ("claude-code" if handlers else None)
-    host_files = [f for f in known_files(env, project_dirs) if scope in (None, f.host.name)]
-    through = [f for f in bypass_findings(env, files=host_files) if f.kind == "gateway"]
-    host_hooks, hook_file_problems = find_host_hooks(env, project_dirs, scope)
-    # No Claude Code hook: the gateway, or another host's hook, is what guards.
-    gateway_mode = not handlers and (bool(through) or bool(host_hooks) or not hook_host)
-    origin = ""
-    if config:
-        env["ZERTO_REWIND_CONFIG"] = config
-    elif not env.get("ZERTO_REWIND_CONFIG"):
-        # No config named: check the one the installed hook (or gateway entry) uses.
-        found = hook_config(hosts) or _gateway_config(through)
-        if found:
-            env["ZERTO_REWIND_CONFIG"] = found[0]
-            origin = f" (named by the {'gateway entry' if not handlers else 'hook'} in {found[1]})"
-    thin_only = (handlers and all(map(is_thin_hook, handlers))) or (
-        not handlers and host_hooks and not through
-    )
-    if thin_only and not env.get("ZERTO_REWIND_CONFIG"):
-        # Thin hooks only, and no config named: the service holds config and credentials.
-        detail = "the installed hooks are thin: the guard service holds the config"
-        checks, settings = [Check("config", "pass", detail)], None
-    else:
-        checks, settings = config_checks(env, origin)
+    setup = _Setup.find(env, host, project_dirs, settings_files, managed_files, explicit=explicit)
+    checks, settings = _config_checks(env, config, setup)
     if settings is not None:
-        checks += secret_and_zvm_checks(settings, env, zvm_deadline_s)
-        checks += [vm_arg_check(settings), tls_check(settings), pending_check(settings)]
-        if settings.upstreams or settings.guard.prompt_via == "approvals":
-            checks.append(approvals_check(settings))
-        checks += redis_checks(settings)
-        checks += upstream_checks(settings, allow_privileged=allow_privileged_upstream)
-        checks += upstream_start_checks(settings, allow_privileged=allow_privileged_upstream)
-        checks += [tie_check(settings), pattern_check(settings.catalog)]
-    for hook in host_hooks:
+        checks += _settings_checks(settings, env, zvm_deadline_s, allow_privileged_upstream)
+    for hook in setup.host_hooks:
         checks += host_hook_checks(hook)
     approvals_socket = env.get("ZERTO_REWIND_APPROVALS", "").strip()
     if approvals_socket.startswith("unix:"):  # the approvals CLI's socket
         where = f"ZERTO_REWIND_APPROVALS {approvals_socket}"
         checks += socket_directory_checks(approvals_socket[5:], where)
-    checks += hook_file_problems
-    if gateway_mode:
-        checks.append(_gateway_setup_check(through, host, host_hooks))
+    checks += setup.hook_file_problems
+    checks += _guarding_checks(setup, settings, env, project_dirs, mcp_files, host)
+    if as_user is not None:
+        from .files import access_report
+
+        checks += access_report(
+            as_user, settings=settings, hosts=setup.hosts, env=env, project_dirs=project_dirs
+        )
+    return checks
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What is installed: the Claude Code hook's files, other hosts' hooks, gateway entries."""
+
+    hosts: list[SettingsFile]
+    handlers: list[dict[str, Any]]
+    scope: str | None
+    host_files: list[HostFile]
+    through: list[Finding]
+    host_hooks: list[InstalledHook]
+    hook_file_problems: list[Check]
+
+    @classmethod
+    def find(
+        cls,
+        env: Mapping[str, str],
+        host: str | None,
+        project_dirs: Sequence[str],
+        settings_files: Sequence[str],
+        managed_files: Sequence[str],
+        *,
+        explicit: bool,
+    ) -> _Setup:
+        hosts = [SettingsFile.read(path, explicit=explicit) for path in settings_files]
+        hosts += [SettingsFile.read(path, explicit=True) for path in managed_files]
+        if not cls.hook_host(host):
+            hosts = []  # only Claude Code has this hook
+        handlers = [handler for h in hosts for _entry, handler in h.hooks]
+        # The setup asked about: --host; else the Claude Code hook, when one is installed
+        # (another host's files are no part of it: never read, never advised on); else every
+        # host, to find what guards (a gateway entry, another host's hook).
+        scope = host if host is not None else ("claude-code" if handlers else None)
+        host_files = [f for f in known_files(env, project_dirs) if scope in (None, f.host.name)]
+        through = [f for f in bypass_findings(env, files=host_files) if f.kind == "gateway"]
+        host_hooks, hook_file_problems = find_host_hooks(env, project_dirs, scope)
+        return cls(
+            hosts, handlers, scope, host_files, through, list(host_hooks), list(hook_file_problems)
+        )
+
+    @staticmethod
+    def hook_host(host: str | None) -> bool:
+        return host in (None, "claude-code")
+
+    def gateway_mode(self, host: str | None) -> bool:
+        """No Claude Code hook: the gateway, or another host's hook, is what guards."""
+        handlers, hook_host = self.handlers, self.hook_host(host)
+        return not handlers and (bool(self.through) or bool(self.host_hooks) or not hook_host)
+
+    @property
+    def thin_only(self) -> bool:
+        """Only thin hooks guard: the guard service holds config and credentials."""
+        if self.handlers:
+            return all(map(is_thin_hook, self.handlers))
+        return bool(self.host_hooks) and not self.through
+
+
+def _config_checks(
+    env: dict[str, str], config: str | None, setup: _Setup
+) -> tuple[list[Check], Settings | None]:
+    """The config's checks, naming in ``env`` the config the installed hook or gateway uses."""
+    origin = ""
+    if config:
+        env["ZERTO_REWIND_CONFIG"] = config
+    elif not env.get("ZERTO_REWIND_CONFIG"):
+        # No config named: check the one the installed hook (or gateway entry) uses.
+        found = hook_config(setup.hosts) or _gateway_config(setup.through)
+        if found:
+            env["ZERTO_REWIND_CONFIG"] = found[0]
+            by = "gateway entry" if not setup.handlers else "hook"
+            origin = f" (named by the {by} in {found[1]})"
+    if setup.thin_only and not env.get("ZERTO_REWIND_CONFIG"):
+        # Thin hooks only, and no config named: the service holds config and credentials.
+        detail = "the installed hooks are thin: the guard service holds the config"
+        return [Check("config", "pass", detail)], None
+    return config_checks(env, origin)
+
+
+def _settings_checks(
+    settings: Settings, env: Mapping[str, str], zvm_deadline_s: float, allow_privileged: bool
+) -> list[Check]:
+    """What a loaded config is checked for: secret, ZVM, catalog, TLS, approvals, upstreams."""
+    checks = secret_and_zvm_checks(settings, env, zvm_deadline_s)
+    checks += [vm_arg_check(settings), tls_check(settings), pending_check(settings)]
+    if settings.upstreams or settings.guard.prompt_via == "approvals":
+        checks.append(approvals_check(settings))
+    checks += redis_checks(settings)
+    checks += upstream_checks(settings, allow_privileged=allow_privileged)
+    checks += upstream_start_checks(settings, allow_privileged=allow_privileged)
+    checks += [tie_check(settings), pattern_check(settings.catalog)]
+    return checks
+
+
+def _guarding_checks(
+    setup: _Setup,
+    settings: Settings | None,
+    env: Mapping[str, str],
+    project_dirs: Sequence[str],
+    mcp_files: Sequence[str],
+    host: str | None,
+) -> list[Check]:
+    """What guards the agent: the Claude Code hook or the gateway, and what goes around it."""
+    checks: list[Check] = []
+    hosts, handlers = setup.hosts, setup.handlers
+    if setup.gateway_mode(host):
+        checks.append(_gateway_setup_check(setup.through, host, setup.host_hooks))
     else:
         checks += host_checks(hosts, settings, config_path(env), thin=thin_hook_checks)
         sources = read_sources(env, projects=project_dirs, extra_files=mcp_files)
@@ -173,22 +250,16 @@ def run_checks(
             checks += mcp_server_checks(sources, settings, installed_matchers(hosts))
     # With a hook installed, Claude Code's own files are the MCP check's (the hook
     # guards the servers there); every other host has only the gateway.
-    scanned = [f for f in host_files if not handlers or f.host.name != "claude-code"]
+    scanned = [f for f in setup.host_files if not handlers or f.host.name != "claude-code"]
     if scanned:
         checks += doctor_bypass_checks(env, settings=settings, files=scanned)
         checks += gateway_health_checks(scanned)
-    if scope == "claude-code" and host is None:
+    if setup.scope == "claude-code" and host is None:
         detail = (
             "checked the Claude Code hook's setup only; another agent host's files are not "
             "read (for one, run zerto-rewind doctor --host HOST)"
         )
         checks.append(Check("hosts", "pass", detail))
-    if as_user is not None:
-        from .files import access_report
-
-        checks += access_report(
-            as_user, settings=settings, hosts=hosts, env=env, project_dirs=project_dirs
-        )
     return checks
 
 

@@ -20,18 +20,17 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from ...claude_code.install_managed import config_credentials
-from ...claude_code.settings_file import is_thin_hook
 from ...config.settings import Settings
 from ...errors import ConfigError
 from ...hostconfig.entries import is_gateway_entry, looks_like_vm_server
 from ...hostconfig.files import read_host_config
+from ...hostconfig.install.managed import config_credentials
+from ...hostconfig.install.settings_file import handler_command, is_thin_hook
 from ...hostconfig.specs import known_files
 from .access import User, access_checks, access_of
 from .check import Check
 from .config import zvm_secret_files
-from .hook import SettingsFile, parse_command
-from .thin import thin_options
+from .hook import SettingsFile
 
 __all__ = ["access_report", "user_env"]
 
@@ -68,11 +67,14 @@ def access_report(
             continue
         guard[f"hook settings {host.path}"] = host.path
         for _entry, handler in host.hooks:
-            argv = parse_command(handler).argv
-            if argv and os.path.isabs(argv[0]):
-                guard.update(_venv_files(argv[0], user))
+            try:
+                command = handler_command(handler)
+            except ValueError:
+                continue
+            if os.path.isabs(command.program):
+                guard.update(_venv_files(command.program, user))
             if is_thin_hook(handler):
-                service = thin_options(handler)[1].get("service", "")
+                service = command.service or ""
                 if service.startswith("unix:"):
                     directory = os.path.dirname(service[5:])
                     guard[f"service socket directory ({service})"] = directory

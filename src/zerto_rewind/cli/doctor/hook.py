@@ -12,34 +12,33 @@ import os
 import re
 import shlex
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ...claude_code.hook import LEGACY_LAUNCH_CODE
-from ...claude_code.matcher import SELF_TOOLS, compile_matcher, covered_servers
-from ...claude_code.settings_file import (
-    find_our_hooks,
-    is_thin_hook,
-    read_settings,
-    required_margin,
-)
 from ...config.loader import file_sha256
 from ...config.settings import DEFAULT_GUARD_TIMEOUT_S, CatalogSettings, Settings
 from ...core.catalog import MUTATING, UNLISTED, classify
 from ...errors import ConfigError
+from ...hostconfig.install.matcher import SELF_TOOLS, compile_matcher, covered_servers
+from ...hostconfig.install.settings_file import (
+    find_our_hooks,
+    handler_command,
+    is_thin_hook,
+    read_settings,
+    required_margin,
+)
 from .check import Check
 
 __all__ = [
     "COMMAND_PROBE_TIMEOUT_S",
-    "HookCommand",
     "SettingsFile",
     "hook_config",
     "host_checks",
     "installed_matchers",
     "matcher_test",
     "on_failure_check",
-    "parse_command",
     "timeout_check",
     "unlisted_past_matcher",
 ]
@@ -94,7 +93,10 @@ def hook_config(hosts: list[SettingsFile]) -> tuple[str, str] | None:
     """(config, settings file) of the first installed hook that names its config."""
     for host in hosts:
         for _entry, handler in host.hooks:
-            config = parse_command(handler).config
+            try:
+                config = handler_command(handler).config_path
+            except ValueError:
+                continue
             if config:
                 return config, host.path
     return None
@@ -159,38 +161,6 @@ def _hook_checks(
     return checks
 
 
-class HookCommand:
-    """What a hook command runs: the program, how, and with which config."""
-
-    def __init__(
-        self, argv: list[str], config: str | None, problem: str = "", pin: str | None = None
-    ) -> None:
-        self.argv = argv
-        self.config = config
-        self.problem = problem
-        self.pin = pin  # --config-sha256: the config's digest when it was installed
-
-
-def parse_command(handler: Mapping[str, Any]) -> HookCommand:
-    command = handler.get("command")
-    if not isinstance(command, str) or not command.strip():
-        return HookCommand([], None, "the hook has no command")
-    args = handler.get("args")
-    try:
-        argv = [command, *map(str, args)] if isinstance(args, list) else shlex.split(command)
-    except ValueError as exc:
-        return HookCommand([], None, f"the command is not valid shell ({exc})")
-    config = None
-    while argv and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[0]):
-        name, _, value = argv.pop(0).partition("=")
-        if name == "ZERTO_REWIND_CONFIG":
-            config = value
-    if "--config" in argv[:-1]:
-        config = argv[argv.index("--config") + 1]
-    pin = argv[argv.index("--config-sha256") + 1] if "--config-sha256" in argv[:-1] else None
-    return HookCommand(argv, config, pin=pin)
-
-
 def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
     name = "hook command"
     if handler.get("type", "command") != "command":
@@ -198,46 +168,49 @@ def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
     if handler.get("async") is True:
         detail = f"{path}: the hook is async, so it cannot stop a call"
         return Check(name, "fail", detail, 'remove "async": true (or reinstall)')
-    parsed = parse_command(handler)
     reinstall = f"re-run {_INSTALL}"
-    if parsed.problem or not parsed.argv:
-        return Check(name, "fail", f"{path}: {parsed.problem}", reinstall)
-    if LEGACY_LAUNCH_CODE in parsed.argv:
+    try:
+        parsed = handler_command(handler)
+    except ValueError as exc:
+        return Check(name, "fail", f"{path}: {exc}", reinstall)
+    argv = parsed.argv()
+    config_used = parsed.config_path
+    if LEGACY_LAUNCH_CODE in argv:
         # Checked before the probe, which would only say that the module is missing.
         detail = (
             f"{path}: the hook uses the old import path zerto_rewind.hook, which this version "
             "no longer has: the hook cannot start, and guards nothing"
         )
         return Check(name, "fail", detail, reinstall)
-    program = parsed.argv[0]
+    program = parsed.program
     problems = []
     if not os.path.isabs(program):
         problems.append(f"the interpreter {program!r} is not an absolute path (it depends on PATH)")
     elif not os.access(program, os.X_OK):
         problems.append(f"the interpreter {program} does not exist or is not executable")
-    if parsed.config is not None and not os.path.isabs(parsed.config):
-        problems.append(f"the config {parsed.config!r} is not an absolute path")
-    elif parsed.config is not None and not os.path.isfile(parsed.config):
-        problems.append(f"the config {parsed.config} does not exist")
+    if config_used is not None and not os.path.isabs(config_used):
+        problems.append(f"the config {config_used!r} is not an absolute path")
+    elif config_used is not None and not os.path.isfile(config_used):
+        problems.append(f"the config {config_used} does not exist")
     if problems:
         detail = f"{path}: " + "; ".join(problems) + " — a hook that cannot start guards nothing"
         return Check(name, "fail", detail, reinstall)
-    probe = _probe(parsed.argv)
+    probe = _probe(argv)
     if probe:
         return Check(name, "fail", f"{path}: {probe}", reinstall)
-    if parsed.config is None:
+    if config_used is None:
         detail = (
             f"{path}: the command names no --config, so it depends on ZERTO_REWIND_CONFIG "
             "being set in Claude Code's environment"
         )
         return Check(name, "warn", detail, reinstall)
-    if os.path.abspath(parsed.config) != os.path.abspath(config):
-        detail = f"{path}: the hook uses {parsed.config}, but this report checked {config}"
-        return Check(name, "warn", detail, f"run zerto-rewind doctor --config {parsed.config}")
-    pinned = _pin_check(path, parsed.config, parsed.pin)
+    if os.path.abspath(config_used) != os.path.abspath(config):
+        detail = f"{path}: the hook uses {config_used}, but this report checked {config}"
+        return Check(name, "warn", detail, f"run zerto-rewind doctor --config {config_used}")
+    pinned = _pin_check(path, config_used, parsed.config_sha256)
     if pinned is not None:
         return pinned
-    detail = f"{path}: {shlex.join(parsed.argv)} starts; the config matches its pin"
+    detail = f"{path}: {shlex.join(argv)} starts; the config matches its pin"
     return Check(name, "pass", detail)
 
 

@@ -11,13 +11,13 @@ timeout fires first, so a host timeout at or below the budget is a failure.
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping, Sequence
 
 from ...agent_hooks.hook import DEFAULT_BUDGET_S
-from ...claude_code.service import ServiceCatalog, fetch_catalog
 from ...errors import ConfigError
+from ...hostconfig.hook_command import HookCommand
 from ...hostconfig.hooks import HOOK_HOSTS, InstalledHook, hook_file, installed_hooks
+from ...hostconfig.install.catalog_client import ServiceCatalog, fetch_catalog
 from ...hostconfig.specs import HOSTS
 from .check import Check
 from .sockets import socket_directory_checks
@@ -25,8 +25,6 @@ from .thin import identity_check
 
 __all__ = ["find_host_hooks", "host_hook_checks"]
 
-_FLAGS = {"--service": "service", "--service-user": "service_user", "--budget": "budget",
-          "--token-file": "token_file", "--ca-file": "ca_file"}  # fmt: skip
 # The host must outlast the hook by this much: the hook's timer answers just before
 # its budget, and the host needs a moment to read the answer.
 _TIMEOUT_MARGIN_S = 2.0
@@ -63,12 +61,12 @@ def host_hook_checks(hook: InstalledHook) -> list[Check]:
     reinstall = f"re-run zerto-rewind install host-hook {hook.host} --service URL"
     name = f"{hook.host} hook"
     try:
-        argv = shlex.split(hook.command)
+        command = HookCommand.parse(hook.command)
     except ValueError:
-        argv = []
-    opts = {_FLAGS[w]: argv[i + 1] for i, w in enumerate(argv[:-1]) if w in _FLAGS}
-    service = opts.get("service", "")
-    if not argv or not service:
+        command = HookCommand(())
+    opts = command.service_options()
+    service = command.service or ""
+    if not service:
         detail = (
             f"{hook.path}: the {label} hook's command names no --service, so it denies every call"
         )
@@ -88,30 +86,19 @@ def host_hook_checks(hook: InstalledHook) -> list[Check]:
     else:
         detail = f"{hook.path}: {service} answers: {len(remote.catalog.tools)} tools"
         checks.append(Check("guard service", "pass", detail))
-    checks.append(_timeout_check(hook, label, opts, reinstall))
-    if remote is not None:
-        budget = _budget(opts)
-        if budget < remote.guard_timeout_s + 1.0:
-            detail = (
-                f"{hook.path}: the hook's budget {budget:g} s does not exceed the service's "
-                f"guard budget {remote.guard_timeout_s:g} s, so the hook denies before the "
-                "service answers"
-            )
-            checks.append(Check("hook budget", "fail", detail, reinstall))
+    budget = command.budget_s(DEFAULT_BUDGET_S)
+    checks.append(_timeout_check(hook, label, budget, reinstall))
+    if remote is not None and budget < remote.guard_timeout_s + 1.0:
+        detail = (
+            f"{hook.path}: the hook's budget {budget:g} s does not exceed the service's "
+            f"guard budget {remote.guard_timeout_s:g} s, so the hook denies before the "
+            "service answers"
+        )
+        checks.append(Check("hook budget", "fail", detail, reinstall))
     return checks
 
 
-def _budget(opts: Mapping[str, str]) -> float:
-    try:
-        return float(opts.get("budget", DEFAULT_BUDGET_S))
-    except ValueError:
-        return DEFAULT_BUDGET_S
-
-
-def _timeout_check(
-    hook: InstalledHook, label: str, opts: Mapping[str, str], reinstall: str
-) -> Check:
-    budget = _budget(opts)
+def _timeout_check(hook: InstalledHook, label: str, budget: float, reinstall: str) -> Check:
     need = budget + _TIMEOUT_MARGIN_S
     if hook.timeout_s is None:
         detail = (

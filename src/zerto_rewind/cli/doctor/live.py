@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...config.catalog_settings import CatalogSettings
 from ...config.settings import Settings
 from ...core.catalog import MUTATING, READ_ONLY, UNLISTED, classify, pattern_ties
 from .catalog import identity_check, live_pattern_check
@@ -46,24 +47,7 @@ def live_checks(
     catalog = settings.catalog
     prefix = f"mcp__{server}__"
     live = {str(t.get("name")): t for t in tools if isinstance(t.get("name"), str)}
-    unlisted, unsafe, no_vm = [], [], []
-    for name, tool in live.items():
-        verdict = classify(prefix + name, {}, catalog)
-        if verdict.kind == UNLISTED:
-            unlisted.append(prefix + name)
-        annotations = tool.get("annotations") or {}
-        if verdict.kind == READ_ONLY and (
-            annotations.get("destructiveHint") is True or annotations.get("readOnlyHint") is False
-        ):
-            marks = "destructive" if annotations.get("destructiveHint") else "not read-only"
-            unsafe.append(f"{prefix}{name} (the server marks it {marks})")
-        if verdict.kind == MUTATING and verdict.spec is not None and verdict.spec.vm_arg:
-            properties = (tool.get("inputSchema") or {}).get("properties") or {}
-            paths = [p.path for p in verdict.spec.vm_arg]
-            heads = [p.parts[0].removesuffix("[]") for p in verdict.spec.vm_arg]
-            if not any(head in properties for head in heads):
-                known = ", ".join(sorted(properties)) or "none"
-                no_vm.append(f"{prefix}{name}: vm_arg {paths} (its arguments: {known})")
+    unlisted, unsafe, no_vm = _sort_live(catalog, prefix, live)
     stale = [
         entry
         for entry in (*catalog.read_only, *catalog.tools)
@@ -83,6 +67,48 @@ def live_checks(
         checks.append(Check("live: unlisted", "warn", detail, fix))
     else:
         checks.append(Check("live: unlisted", "pass", f"the catalog lists every tool of {where}"))
+    checks += _schema_checks(unsafe, no_vm)
+    if stale:
+        detail = f"catalog entries for tools {server} no longer has: {_names(stale)}"
+        fix = f"remove them, or check that {server!r} is the server they were written for"
+        checks.append(Check("live: stale", "warn", detail, fix))
+    else:
+        checks.append(Check("live: stale", "pass", f"every exact {prefix}… entry exists"))
+    checks.append(pin_check(settings, server, tools))
+    checks.append(live_pattern_check(catalog, server, tools))
+    checks.append(identity_check(settings, server, tools))
+    return checks
+
+
+def _sort_live(
+    catalog: CatalogSettings, prefix: str, live: Mapping[str, Mapping[str, Any]]
+) -> tuple[list[str], list[str], list[str]]:
+    """The live tools the catalog leaves unlisted, calls read-only against the server's word,
+    and whose ``vm_arg`` is not in the tool's input schema."""
+    unlisted, unsafe, no_vm = [], [], []
+    for name, tool in live.items():
+        verdict = classify(prefix + name, {}, catalog)
+        if verdict.kind == UNLISTED:
+            unlisted.append(prefix + name)
+        annotations = tool.get("annotations") or {}
+        if verdict.kind == READ_ONLY and (
+            annotations.get("destructiveHint") is True or annotations.get("readOnlyHint") is False
+        ):
+            marks = "destructive" if annotations.get("destructiveHint") else "not read-only"
+            unsafe.append(f"{prefix}{name} (the server marks it {marks})")
+        if verdict.kind == MUTATING and verdict.spec is not None and verdict.spec.vm_arg:
+            properties = (tool.get("inputSchema") or {}).get("properties") or {}
+            paths = [p.path for p in verdict.spec.vm_arg]
+            heads = [p.parts[0].removesuffix("[]") for p in verdict.spec.vm_arg]
+            if not any(head in properties for head in heads):
+                known = ", ".join(sorted(properties)) or "none"
+                no_vm.append(f"{prefix}{name}: vm_arg {paths} (its arguments: {known})")
+    return unlisted, unsafe, no_vm
+
+
+def _schema_checks(unsafe: Sequence[str], no_vm: Sequence[str]) -> list[Check]:
+    """The catalog's read-only tools and ``vm_arg`` paths against what the server says."""
+    checks = []
     if unsafe:
         detail = (
             f"catalog read-only tools the server says change things (never guarded): "
@@ -100,15 +126,6 @@ def live_checks(
         checks.append(Check("live: vm_arg", "warn", detail, fix))
     else:
         checks.append(Check("live: vm_arg", "pass", "every vm_arg is in its tool's schema"))
-    if stale:
-        detail = f"catalog entries for tools {server} no longer has: {_names(stale)}"
-        fix = f"remove them, or check that {server!r} is the server they were written for"
-        checks.append(Check("live: stale", "warn", detail, fix))
-    else:
-        checks.append(Check("live: stale", "pass", f"every exact {prefix}… entry exists"))
-    checks.append(pin_check(settings, server, tools))
-    checks.append(live_pattern_check(catalog, server, tools))
-    checks.append(identity_check(settings, server, tools))
     return checks
 
 

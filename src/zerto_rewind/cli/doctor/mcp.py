@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ...claude_code.matcher import covered_servers
 from ...config.settings import Settings
 from ...hostconfig.claude import McpSource
 from ...hostconfig.entries import looks_like_vm_server, zerto_rewind_role
+from ...hostconfig.install.matcher import covered_servers
 from .check import Check, Status
 
 __all__ = ["NAME", "mcp_server_checks"]
@@ -54,23 +54,10 @@ def mcp_server_checks(
         if source.state == "absent":
             absent.append(source.where)
             continue
-        if source.state == "unreadable":
-            worse("warn")
-            lines.append(f"{source.where}: could not read it ({source.problem}), so cannot tell")
-            fixes.append(f"fix or make {source.path} readable, then run doctor again")
-            continue
-        if not source.servers:
-            lines.append(f"{source.where}: no MCP servers")
-            continue
-        concluded = []
-        for name, entry in source.servers.items():
-            found.add(name)
-            verdict, fix = _conclude(name, entry, catalog_servers, matchers)
-            if fix:
-                worse("fail")
-                fixes.append(fix)
-            concluded.append(f"{name}: {verdict}")
-        lines.append(f"{source.where}: " + "; ".join(concluded))
+        verdict, line, source_fixes = _source_report(source, catalog_servers, matchers, found)
+        worse(verdict)
+        lines.append(line)
+        fixes += source_fixes
     missing = [s for s in catalog_servers if s not in found]
     if missing:
         worse("warn")
@@ -86,6 +73,30 @@ def mcp_server_checks(
     if absent:
         lines.append("not present: " + ", ".join(absent))
     return [Check(NAME, status, " | ".join(lines), " ; ".join(dict.fromkeys(fixes)))]
+
+
+def _source_report(
+    source: McpSource,
+    catalog_servers: list[str],
+    matchers: Sequence[Callable[[str], bool]] | None,
+    found: set[str],
+) -> tuple[Status, str, list[str]]:
+    """One MCP config's status, line and fixes; adds the servers it defines to ``found``."""
+    if source.state == "unreadable":
+        line = f"{source.where}: could not read it ({source.problem}), so cannot tell"
+        return "warn", line, [f"fix or make {source.path} readable, then run doctor again"]
+    if not source.servers:
+        return "pass", f"{source.where}: no MCP servers", []
+    status: Status = "pass"
+    concluded, fixes = [], []
+    for name, entry in source.servers.items():
+        found.add(name)
+        verdict, fix = _conclude(name, entry, catalog_servers, matchers)
+        if fix:
+            status = "fail"
+            fixes.append(fix)
+        concluded.append(f"{name}: {verdict}")
+    return status, f"{source.where}: " + "; ".join(concluded), fixes
 
 
 def _conclude(

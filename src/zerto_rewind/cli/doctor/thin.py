@@ -22,13 +22,15 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from ...claude_code.matcher import compile_matcher
-from ...claude_code.service import THIN_MARGIN_S, ServiceCatalog, fetch_catalog
 from ...claude_code.thin_hook import DEFAULT_BUDGET_S
 from ...config.settings import CatalogSettings
 from ...core.catalog import MUTATING, classify
 from ...errors import ConfigError
 from ...fsaccess import uid_of, user_label
+from ...hostconfig.hook_command import HookCommand
+from ...hostconfig.install.catalog_client import THIN_MARGIN_S, ServiceCatalog, fetch_catalog
+from ...hostconfig.install.matcher import compile_matcher
+from ...hostconfig.install.settings_file import handler_command
 from .check import Check
 from .hook import (
     COMMAND_PROBE_TIMEOUT_S,
@@ -39,38 +41,23 @@ from .hook import (
 )
 from .sockets import socket_directory_checks
 
-__all__ = ["identity_check", "thin_hook_checks", "thin_options"]
+__all__ = ["identity_check", "thin_hook_checks"]
 
 _REINSTALL = (
     "re-run zerto-rewind install claude-code --service URL (--project DIR, --user or --managed)"
 )
-_FLAGS = {"--service": "service", "--token-file": "token_file", "--ca-file": "ca_file",
-          "--budget": "budget", "--service-user": "service_user"}  # fmt: skip
-
-
-def thin_options(handler: Mapping[str, Any]) -> tuple[list[str], dict[str, str]]:
-    """(argv, options) of a thin hook's command; options as the thin hook reads them."""
-    command = handler.get("command")
-    args = handler.get("args")
-    if not isinstance(command, str):
-        return [], {}
-    try:
-        argv = [command, *map(str, args)] if isinstance(args, list) else shlex.split(command)
-    except ValueError:
-        return [], {}
-    opts = {}
-    for i, word in enumerate(argv[:-1]):
-        if word in _FLAGS:
-            opts[_FLAGS[word]] = argv[i + 1]
-    return argv, opts
 
 
 def thin_hook_checks(path: str, entry: dict[str, Any], handler: dict[str, Any]) -> list[Check]:
     """Command, service, timeout, onFailure and matcher of one thin hook."""
-    argv, opts = thin_options(handler)
-    checks = [_command_check(path, handler, argv, opts)]
+    try:
+        command: HookCommand | None = handler_command(handler)
+    except ValueError:
+        command = None
+    checks = [_command_check(path, handler, command)]
     remote: ServiceCatalog | None = None
-    service = opts.get("service")
+    service = command.service if command else None
+    opts = command.service_options() if command else {}
     ask = opts
     if service and service.startswith("unix:"):
         identity, ask = identity_check(path, service[5:], opts)
@@ -92,7 +79,7 @@ def thin_hook_checks(path: str, entry: dict[str, Any], handler: dict[str, Any]) 
                 f"{remote.guard_timeout_s:g} s"
             )
             checks.append(Check("guard service", "pass", detail))
-    budget = _budget(opts)
+    budget = command.budget_s(DEFAULT_BUDGET_S) if command else DEFAULT_BUDGET_S
     checks.append(timeout_check(path, handler, budget, assumed=False))
     if remote is not None and budget < remote.guard_timeout_s + 1.0:
         detail = (
@@ -154,24 +141,17 @@ def identity_check(
     return Check(name, "pass", detail), opts
 
 
-def _budget(opts: Mapping[str, str]) -> float:
-    try:
-        return float(opts.get("budget", DEFAULT_BUDGET_S))
-    except ValueError:
-        return DEFAULT_BUDGET_S
-
-
-def _command_check(
-    path: str, handler: Mapping[str, Any], argv: list[str], opts: Mapping[str, str]
-) -> Check:
+def _command_check(path: str, handler: Mapping[str, Any], command: HookCommand | None) -> Check:
     name = "hook command"
     if handler.get("async") is True:
         return Check(
             name, "fail", f"{path}: the hook is async, so it cannot stop a call", _REINSTALL
         )
-    if not argv:
+    if command is None:
         return Check(name, "fail", f"{path}: the command cannot be read", _REINSTALL)
-    program = argv[0]
+    argv = command.argv()
+    opts = command.service_options()
+    program = command.program
     problems = []
     if not os.path.isabs(program):
         problems.append(f"the interpreter {program!r} is not an absolute path (it depends on PATH)")
