@@ -1,112 +1,172 @@
 """A stdio upstream's transport: the SDK's ``stdio_client``, with a tap for the read-only fast lane.
 
-Everything the SDK's client sends and receives goes as in ``mcp.client.stdio``:
-the same process start (its own session, the SDK's environment), the same
-framing and parsing, the same shutdown (stdin closed, a grace period, then the
-process tree killed). The one addition is :class:`LaneTap`: the fast lane writes
-one re-serialized ``tools/call`` to the server's stdin, under an id of its own
-(``zr-lane-N``, never an id the SDK's dispatcher mints, which are integers), and
-the server's answer to that id is handed back to the fast lane as parsed JSON
-instead of to the SDK's session. Every other line (the SDK's answers, the
-server's requests and notifications, and a line that merely quotes such an
-id) reaches the SDK's session exactly as before.
+The process, its pipes, the framing and parsing and the shutdown are the SDK's
+own public ``mcp.client.stdio.stdio_client``, unchanged. Between it and the
+SDK's ``ClientSession`` sit two memory streams of ours and one forwarding task
+each way:
 
-Why not the SDK client's own request path: on a busy machine its dispatcher,
-models and the memory-stream hops between its tasks were about 0.4 ms of CPU
-per call, most of what the fast lane is there to save.
+- inbound, every message the server sends goes on to the session unchanged,
+  except a response whose id is a fast-lane id (``zr-lane-N``, a string; the
+  SDK's dispatcher mints integers), which goes to the fast-lane call waiting
+  for it;
+- outbound, every message the session sends goes on to the server unchanged;
+  the tap notes the ``_meta`` envelope of the session's latest request (on a
+  2026-07-28 server: protocol version, client info, capabilities, log level),
+  so the fast lane's requests carry the same envelope without reading the
+  SDK's private state.
+
+The fast lane's own request (:meth:`LaneTap.request`) is a ``SessionMessage``
+built from the fast lane's one strict parse and written to the transport's
+write stream, which serializes it as it does the SDK's. It costs the SDK's
+parse of the answer into a model (a few tens of microseconds) and one hop
+through the inbound task; it saves the SDK client's request path (dispatcher,
+request models, its tasks), about 0.4 ms of CPU per call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import anyio
-import anyio.lowlevel
-from anyio.streams.text import TextReceiveStream
-from mcp.client import stdio as sdk_stdio
+from mcp.client.stdio import stdio_client
 from mcp.shared.message import SessionMessage
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    JSONRPCError,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
+
+from ..errors import ZertoRewindError
 
 if TYPE_CHECKING:
-    from anyio.abc import ByteSendStream
-    from mcp.client._transport import TransportStreams
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.client.stdio import StdioServerParameters
 
-__all__ = ["LaneClosedError", "LaneTap", "tapped_stdio_client"]
+    Inbound = SessionMessage | Exception
+    Streams = tuple[MemoryObjectReceiveStream[Inbound], MemoryObjectSendStream[SessionMessage]]
+
+__all__ = ["LaneClosedError", "LaneTap", "Sender", "interpose", "tapped_stdio_client"]
+
+
+class Sender(Protocol):
+    """The transport's write stream, as the tap uses it."""
+
+    async def send(self, item: SessionMessage, /) -> None: ...
+
 
 _ID_PREFIX = "zr-lane-"
-_MARK = f'"{_ID_PREFIX}'
+_ENVELOPE_KEYS = (
+    PROTOCOL_VERSION_META_KEY,
+    CLIENT_INFO_META_KEY,
+    CLIENT_CAPABILITIES_META_KEY,
+    LOG_LEVEL_META_KEY,
+)
+_NEGOTIATION = ("initialize", "server/discover")  # sent before the era's envelope exists
 
 
-class LaneClosedError(ConnectionError):
-    """The server's pipes closed (or were never open) while a fast-lane call waited."""
+class LaneClosedError(ZertoRewindError):
+    """The server's pipes closed (or were never open) while a fast-lane call waited.
+
+    Never shown as is: the upstream turns it into its own UpstreamError (the full
+    path's words), after checking the connection.
+    """
 
 
 class LaneTap:
     """The fast lane's own requests on a stdio server's pipes, correlated by id."""
 
     def __init__(self) -> None:
-        self._stdin: ByteSendStream | None = None
-        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._write: Sender | None = None
+        self._pending: dict[str, asyncio.Future[JSONRPCResponse | JSONRPCError]] = {}
         self._next = 0
+        self._envelope: dict[str, Any] | None = None
 
     @property
     def open(self) -> bool:
-        return self._stdin is not None
+        return self._write is not None
 
-    async def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Send ``message`` (a JSON-RPC request without an id) and return the server's answer
-        (the whole response object); TimeoutError past ``timeout_s``."""
-        stdin = self._stdin
-        if stdin is None:
+    @property
+    def envelope(self) -> dict[str, Any] | None:
+        """The ``_meta`` envelope of the SDK session's latest request on these pipes
+        (empty before 2026-07-28); None until the session has sent one."""
+        return self._envelope
+
+    async def request(
+        self, method: str, params: dict[str, Any], timeout_s: float
+    ) -> JSONRPCResponse | JSONRPCError:
+        """Send one request and return the server's answer; TimeoutError past ``timeout_s``,
+        LaneClosedError when the pipes are (or become) closed."""
+        write = self._write
+        if write is None:
             msg = "the server's pipes are closed"
             raise LaneClosedError(msg)
         self._next += 1
         request_id = f"{_ID_PREFIX}{self._next}"
-        line = json.dumps({"jsonrpc": "2.0", "id": request_id, **message}, separators=(",", ":"))
+        message = JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=params)
         loop = asyncio.get_running_loop()
-        answer: asyncio.Future[dict[str, Any]] = loop.create_future()
+        answer: asyncio.Future[JSONRPCResponse | JSONRPCError] = loop.create_future()
         # A timer on the future, not a cancel scope: the same bound for less work per call.
         expiry = loop.call_later(timeout_s, _expire, answer)
         self._pending[request_id] = answer
         try:
-            await stdin.send(line.encode() + b"\n")
+            await write.send(SessionMessage(message))
             return await answer
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            msg = "the server's pipes closed"
+            raise LaneClosedError(msg) from exc
         finally:
             expiry.cancel()
             self._pending.pop(request_id, None)
 
-    def claim(self, line: str) -> bool:
-        """Take ``line`` if it answers a fast-lane request still waiting; else leave it."""
-        if _MARK not in line:
+    def claim(self, item: SessionMessage | Exception) -> bool:
+        """Take ``item`` if it answers a fast-lane request; else leave it for the session.
+
+        An answer to a fast-lane id that no call waits for any more (it timed out) is
+        dropped too: the session never sent that id and would only log it as unknown.
+        """
+        if not isinstance(item, SessionMessage):
             return False
-        try:
-            message = json.loads(line)
-        except ValueError:
+        message = item.message
+        if not isinstance(message, JSONRPCResponse | JSONRPCError):
             return False
-        request_id = message.get("id") if isinstance(message, dict) else None
-        answer = self._pending.get(request_id) if isinstance(request_id, str) else None
-        if answer is None or answer.done():
+        request_id = message.id
+        if not isinstance(request_id, str) or not request_id.startswith(_ID_PREFIX):
             return False
-        answer.set_result(message)
+        answer = self._pending.get(request_id)
+        if answer is not None and not answer.done():
+            answer.set_result(message)
         return True
 
-    def attach(self, stdin: ByteSendStream) -> None:
-        self._stdin = stdin
+    def note(self, item: SessionMessage) -> None:
+        """Remember the era's envelope from a request the SDK session sends."""
+        message = item.message
+        if not isinstance(message, JSONRPCRequest) or message.method in _NEGOTIATION:
+            return
+        meta = (message.params or {}).get("_meta")
+        meta = meta if isinstance(meta, dict) else {}
+        self._envelope = {key: meta[key] for key in _ENVELOPE_KEYS if key in meta}
+
+    def attach(self, write: Sender) -> None:
+        self._write = write
+        self._envelope = None  # a new connection: its session states its own era
 
     def detach(self) -> None:
         """The pipes are closing: no new request, and every waiting one fails."""
-        self._stdin = None
+        self._write = None
         pending, self._pending = self._pending, {}
         for answer in pending.values():
             if not answer.done():
                 answer.set_exception(LaneClosedError("the server's pipes closed"))
 
 
-def _expire(answer: asyncio.Future[dict[str, Any]]) -> None:
+def _expire(answer: asyncio.Future[Any]) -> None:
     if not answer.done():
         answer.set_exception(TimeoutError())
 
@@ -114,106 +174,68 @@ def _expire(answer: asyncio.Future[dict[str, Any]]) -> None:
 @asynccontextmanager
 async def tapped_stdio_client(
     server: StdioServerParameters, errlog: TextIO, tap: LaneTap
-) -> AsyncGenerator[TransportStreams, None]:
-    """``mcp.client.stdio.stdio_client``, with ``tap`` on the server's pipes."""
-    command = await sdk_stdio._get_executable_command(server.command)
-    process = await sdk_stdio._create_platform_compatible_process(
-        command=command,
-        args=server.args,
-        env=sdk_stdio.get_default_environment() | (server.env or {}),
-        errlog=errlog,
-        cwd=server.cwd,
-    )
-    pipes = _Pipes(server, process, tap)
-    assert process.stdin is not None
-    tap.attach(process.stdin)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(pipes.stdout_reader)
-        tg.start_soon(pipes.stdin_writer)
-        try:
-            yield pipes.read_stream, pipes.write_stream
-        finally:
-            pipes.shutting_down = True
-            with anyio.CancelScope(shield=True):
-                await pipes.shutdown()
-            tg.cancel_scope.cancel()
-    await anyio.lowlevel.cancel_shielded_checkpoint()
+) -> AsyncGenerator[Streams, None]:
+    """``mcp.client.stdio.stdio_client(server, errlog)``, with ``tap`` before the session."""
+    async with (
+        stdio_client(server, errlog) as (transport_read, transport_write),
+        interpose(transport_read, transport_write, tap) as streams,
+    ):
+        yield streams
 
 
-class _Pipes:
-    """The two pipe tasks and the shutdown of ``stdio_client``, as the SDK writes them."""
+@asynccontextmanager
+async def interpose(
+    transport_read: AsyncIterable[SessionMessage | Exception],
+    transport_write: Sender,
+    tap: LaneTap,
+) -> AsyncGenerator[Streams, None]:
+    """The session's pair of streams over a transport's, with ``tap`` on the way."""
+    to_session, session_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    session_write, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+    tap.attach(transport_write)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_inbound, transport_read, to_session, tap)
+            tg.start_soon(_outbound, from_session, transport_write, tap)
+            try:
+                yield session_read, session_write
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        tap.detach()
+        for stream in (to_session, session_read, session_write, from_session):
+            stream.close()
 
-    def __init__(self, server: StdioServerParameters, process: Any, tap: LaneTap) -> None:
-        self.server = server
-        self.process = process
-        self.tap = tap
-        self.read_writer, self.read_stream = anyio.create_memory_object_stream[
-            SessionMessage | Exception
-        ](0)
-        self.write_stream, self.write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-        self.shutting_down = False
-        self.writer_done = anyio.Event()
 
-    async def stdout_reader(self) -> None:
-        process, server = self.process, self.server
-        assert process.stdout, "Opened process is missing stdout"
-        stdout = TextReceiveStream(
-            process.stdout, encoding=server.encoding, errors=server.encoding_error_handler
-        )
-        try:
-            async with self.read_writer:
-                try:
-                    buffer = ""
-                    async for chunk in stdout:
-                        lines = (buffer + chunk).split("\n")
-                        buffer = lines.pop()
-                        for line in lines:
-                            if self.tap.claim(line):  # the fast lane's own answer
-                                continue
-                            try:
-                                await self.read_writer.send(sdk_stdio._parse_line(line))
-                            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                                return
-                finally:
-                    self.tap.detach()
-                    await sdk_stdio._drain_stdout(process)
-        except anyio.ClosedResourceError:
-            pass
-        except (anyio.BrokenResourceError, ConnectionError):
-            if not self.shutting_down:
-                sdk_stdio.logger.exception(
-                    "Reading from the MCP server's stdout failed mid-session"
-                )
+async def _inbound(
+    source: AsyncIterable[SessionMessage | Exception],
+    sink: MemoryObjectSendStream[SessionMessage | Exception],
+    tap: LaneTap,
+) -> None:
+    """The server's messages: the fast lane's answers to it, the rest to the session.
+    When the server's side ends, so does the session's, and waiting lane calls fail."""
+    try:
+        async with sink:
+            async for item in source:
+                if tap.claim(item):
+                    continue
+                await sink.send(item)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass  # the session or the transport closed first; the shutdown follows
+    finally:
+        tap.detach()
 
-    async def stdin_writer(self) -> None:
-        process, server = self.process, self.server
-        assert process.stdin, "Opened process is missing stdin"
-        try:
-            async with self.write_reader:
-                async for session_message in self.write_reader:
-                    text = session_message.message.model_dump_json(
-                        by_alias=True, exclude_unset=True
-                    )
-                    data = (text + "\n").encode(
-                        encoding=server.encoding, errors=server.encoding_error_handler
-                    )
-                    await process.stdin.send(data)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            await self.read_writer.aclose()
-        finally:
-            self.writer_done.set()
 
-    async def shutdown(self) -> None:
-        """Stop traffic, flush, stop the server (the SDK's escalation), release the streams."""
-        self.tap.detach()
-        self.read_stream.close()
-        self.write_stream.close()
-        with anyio.move_on_after(sdk_stdio._WRITER_FLUSH_TIMEOUT) as flush_scope:
-            await self.writer_done.wait()
-        if flush_scope.cancelled_caught:
-            await anyio.lowlevel.cancel_shielded_checkpoint()
-        await sdk_stdio._stop_server_process(self.process)
-        await sdk_stdio._aclose_all(
-            self.read_stream, self.write_stream, self.read_writer, self.write_reader
-        )
-        await anyio.lowlevel.checkpoint()
+async def _outbound(
+    source: MemoryObjectReceiveStream[SessionMessage],
+    sink: Sender,
+    tap: LaneTap,
+) -> None:
+    """The session's messages to the server, unchanged; the envelope noted on the way."""
+    try:
+        async with source:
+            async for item in source:
+                tap.note(item)
+                await sink.send(item)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        tap.detach()  # the server's stdin is gone: no fast-lane request either

@@ -33,7 +33,6 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import ZertoRewindError
@@ -385,11 +384,9 @@ class Upstream:
     @property
     def raw_calls(self) -> bool:
         """Whether :meth:`call_raw` can be used now: a connected stdio server whose pipes
-        carry the fast lane's tap, and an SDK session with the era stamp it relies on."""
-        client = self._client
-        if client is None or not self._tap.open:
-            return False
-        return hasattr(getattr(client, "session", None), "_stamp")
+        carry the fast lane's tap, once the SDK session has sent a request on them (the
+        era's envelope the fast lane copies; :mod:`.stdio_tap`)."""
+        return self._client is not None and self._tap.open and self._tap.envelope is not None
 
     async def call_raw(
         self,
@@ -401,37 +398,31 @@ class Upstream:
         """Forward one call on the fast lane's tap; the server's result as parsed JSON.
 
         The read-only fast lane's way up (``gateway.fastlane``): the request is built
-        from the fast lane's one parse, stamped by the SDK session for the server's era
-        (a 2026-07-28 server's ``_meta`` envelope), and written to the server's stdin
-        (:mod:`.stdio_tap`); no model is built for the answer. Failures are
-        ``call_tool``'s: UpstreamError with the same words, the connection checked.
+        from the fast lane's one parse, with the ``_meta`` envelope the SDK session
+        sends on these pipes (a 2026-07-28 server's; none before), and written to the
+        SDK transport's write stream (:mod:`.stdio_tap`); the answer's result is not
+        validated against a model. Failures are ``call_tool``'s: UpstreamError with
+        the same words, the connection checked.
         ``meta``: as ``call_tool``'s (the trace context, when tracing).
         """
         # The connected client at once: waiting on the connection costs a loop turn.
         client = self._client
         if client is None:
             client = await self._live(min(timeout_s, 10.0))
-        message: dict[str, Any] = {"method": "tools/call"}
-        message["params"] = {"name": name, "arguments": arguments}
-        if meta:  # the trace context, when tracing (as call_tool passes it)
-            message["params"]["_meta"] = dict(meta)
-        session: Any = client.session
-        session._stamp(message, {})  # the era's envelope, as the SDK's client sends it
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        envelope = self._tap.envelope
+        if meta or envelope:  # the era's keys win over the caller's, as the SDK stamps them
+            params["_meta"] = {**(meta or {}), **(envelope or {})}
         try:
-            answer = await self._tap.request(message, timeout_s)
-            error = answer.get("error")
-            if error is not None:
-                error = error if isinstance(error, dict) else {}
-                code = error.get("code")
-                raise MCPError(
-                    code=code if isinstance(code, int) else INTERNAL_ERROR,
-                    message=str(error.get("message", "")),
-                )
+            answer = await self._tap.request("tools/call", params, timeout_s)
         except TimeoutError:
             raise await self._failure(client, name, timeout_s, None) from None
         except Exception as exc:
             raise await self._failure(client, name, timeout_s, exc) from exc
-        return answer.get("result")
+        if isinstance(answer, types.JSONRPCError):
+            error = MCPError(code=answer.error.code, message=answer.error.message)
+            raise await self._failure(client, name, timeout_s, error) from error
+        return answer.result
 
     async def _bounded(
         self, client: Client, name: str, timeout_s: float, call: Callable[[], Awaitable[_T]]

@@ -18,7 +18,10 @@ from starlette.requests import Request
 
 from support.config import write_config
 from zerto_rewind.config import load_settings
+from zerto_rewind.config.catalog_settings import CatalogSettings
+from zerto_rewind.core.catalog import Classification, classify
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall
+from zerto_rewind.core.guard import classified_decision
 from zerto_rewind.gateway.fastlane import _modern_rejection
 from zerto_rewind.gateway.fastlane_wire import (
     LaneCall,
@@ -123,10 +126,18 @@ def test_a_plain_call_is_read_from_its_one_parse() -> None:
 
 
 class _AskedGuard:
-    """The full path's guard, for calls the gateway does not answer read-only itself."""
+    """The full path's guard: its own table for the rows the classification decides (no IO),
+    a deny where it would ask the estate."""
 
-    def decide(self, call: ToolCall) -> Decision:
-        return Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason="asked the guard")
+    def __init__(self, catalog: CatalogSettings) -> None:
+        self.catalog = catalog
+
+    def decide(
+        self, call: ToolCall, *, verdict: Classification | None = None, **_options: object
+    ) -> Decision:
+        verdict = verdict or classify(call.tool_name, call.tool_input, self.catalog)
+        settled = classified_decision(call, verdict, self.catalog)
+        return settled or Decision(Row.ERROR, Outcome.DENY, call.tool_name, reason="asked")
 
     def close(self) -> None:
         return None
@@ -140,7 +151,7 @@ def _gateway(tmp_path: Path, catalog: dict[str, Any], server: str) -> Gateway:
     settings = load_settings(
         {"HOME": str(tmp_path), "ZS": "x"}, path=str(write_config(tmp_path, config))
     )
-    return Gateway(settings, guard=_AskedGuard())  # type: ignore[arg-type]
+    return Gateway(settings, guard=_AskedGuard(settings.catalog))  # type: ignore[arg-type]
 
 
 ODD = [
