@@ -52,7 +52,7 @@ from starlette.requests import Request
 from ..core.decision import Decision, Outcome, Row
 from . import tracing
 from .calls import host_tool_name
-from .fastlane_sdk import _in_flight, _open_session
+from .fastlane_sdk import in_flight, open_session, sessions_readable
 from .fastlane_wire import LaneCall, lane_call, strict_json, takes
 from .proxy import PEER_USER_KEY
 from .result_notes import error_result
@@ -120,6 +120,8 @@ class FastLane:
         self.gateway = gateway
         self.routes = {path: _Route(*pair) for path, pair in routes.items()}
         self.security = TransportSecurityMiddleware(security)
+        if not sessions_readable([route.manager for route in self.routes.values()]):
+            self.routes = {}  # an SDK without what the lane reads: everything the full path's
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = self.routes.get(scope.get("path", "")) if scope["type"] == "http" else None
@@ -133,7 +135,8 @@ class FastLane:
         if admitted is None:
             await self.app(scope, _replay(first, receive), send)
             return
-        with _in_flight(admitted.transport):
+        manager, bound = route.manager, self.gateway.call_timeout_s(route.upstream)
+        with in_flight(admitted.transport, manager.session_idle_timeout, bound):
             await self._serve(admitted, send)
 
     # ------------------------------------------------------------------ admission
@@ -161,7 +164,7 @@ class FastLane:
         upstream = route.upstream
         transport = None
         if version in HANDSHAKE_PROTOCOL_VERSIONS and session_id is not None:
-            transport = _open_session(route.manager, session_id, scope)
+            transport = open_session(route.manager, session_id, scope)
             if transport is None:
                 return None
         elif version in MODERN_PROTOCOL_VERSIONS and session_id is None:
