@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import _bench
+import _side_by_side
 import anyio
 import anyio.to_thread
 import httpx2
@@ -52,6 +53,8 @@ VM, VPG = "jp-ubuntu", "jp-local"  # vCenter, 2 s journal cadence in the fast si
 STDIO_ADDED_TARGET_MS = 2.0
 HTTP_ADDED_TARGET_MS = 3.0
 THROUGHPUT_TARGET = 0.8
+# The read-only fast lane's targets, in both eras, side by side with the peers (part 5).
+LANE_CPU_MS, LANE_ADDED_MS, LANE_THROUGHPUT = 0.5, 1.0, 0.85
 CONFIRMED_TARGET_S = 0.05
 SESSIONS = 20
 START_TIMEOUT_S = 60.0
@@ -394,6 +397,8 @@ async def run(box: _bench.Sandbox, args: argparse.Namespace, tmp: str) -> int:
                   f"{VM} at once: {tags} tag request(s) on {VPG}, {allowed}/{args.agents} "
                   f"allowed, {wall:.2f} s wall\n")  # fmt: skip
 
+            ours = (gw_url, token_list[0], gw_http.pid)
+            code |= await side_by_side(args, direct_url, up_http.pid, ours, tmp)
             code |= _bench.judge("added latency, stdio (median)", stdio_added,
                                  STDIO_ADDED_TARGET_MS, unit=" ms")  # fmt: skip
             code |= _bench.judge("added latency, HTTP (median)", http_added,
@@ -410,6 +415,34 @@ async def run(box: _bench.Sandbox, args: argparse.Namespace, tmp: str) -> int:
     finally:
         stop(gw_http)
         stop(up_http)
+    return code
+
+
+async def side_by_side(
+    args: argparse.Namespace, direct_url: str, direct_pid: int, gateway: tuple[str, str, int],
+    tmp: str,
+) -> int:  # fmt: skip
+    """Part 5: this gateway (the read-only fast lane) and its peers, in both eras."""
+    paths, directs = await _side_by_side.run(
+        direct_url, direct_pid, gateway, [sys.executable, UPSTREAM, "stdio"], tmp,
+        rounds=args.rounds, blocks=args.blocks, calls_each=args.calls,
+    )  # fmt: skip
+    ours, peers = paths[:2], paths[2:]
+    code = 0
+    for p in ours:
+        added = _side_by_side.added_ms(p, directs[p.era])
+        cpu = p.cpu_s / p.calls * 1000
+        ratio = _bench.median(p.rates) / _bench.median(p.direct_rates)
+        code |= _bench.judge(f"{p.label}: CPU per read-only call", cpu, LANE_CPU_MS, unit=" ms")
+        code |= _bench.judge(f"{p.label}: added latency", added, LANE_ADDED_MS, unit=" ms")
+        code |= _bench.judge(f"{p.label}: throughput ÷ direct", ratio, LANE_THROUGHPUT,
+                             unit="×", at_most=False)  # fmt: skip
+        for peer in peers:
+            peer_added = _side_by_side.added_ms(peer, directs[peer.era])
+            code |= _bench.judge(f"{p.label}: added ms ÷ {peer.label}'s", added / peer_added,
+                                 1.0, unit="×")  # fmt: skip
+            code |= _bench.judge(f"{p.label}: CPU ÷ {peer.label}'s",
+                                 cpu / (peer.cpu_s / peer.calls * 1000), 1.0, unit="×")  # fmt: skip
     return code
 
 

@@ -26,6 +26,7 @@ drawn without one is defined here::
     │   └── ApprovalLimitError  a caller or the store is at its request cap (core.approvals_model)
     ├── ScanError              a server's tools/list could not be read (scan.client)
     ├── UpstreamError          a VM MCP server behind the gateway failed (gateway.upstream)
+    ├── LaneClosedError        a stdio server's pipes closed on the fast lane (gateway.stdio_tap)
     ├── ServiceError           the guard service gave no decision (service_client)
     │   └── ServiceIdentityError  the socket's listener is not the service (service_client)
     ├── HookInputError         stdin is not the host's pre-tool payload (a ValueError)
@@ -36,8 +37,9 @@ drawn without one is defined here::
 A few exceptions never leave the module that raises them and are caught there;
 they stay outside the tree on purpose: ``_fastjson.JSONDecodeError`` (stands in
 for :class:`json.JSONDecodeError`, mapped by its callers), ``_FormError``
-(gateway.approvals_web, turned into an HTTP answer) and ``_Invalid`` (core.log_index:
-an index to rebuild). ``tests/unit/test_errors.py``
+(gateway.approvals_web, turned into an HTTP answer), ``_Invalid`` (core.log_index:
+an index to rebuild) and ``StrictJsonError`` (gateway.fastlane_wire, a ValueError:
+a body the fast lane will not read goes the full path). ``tests/unit/test_errors.py``
 holds that list and checks the tree against this drawing.
 
 A message says what failed, where (file and key; method, URL, status) and then,

@@ -26,6 +26,8 @@ PRIVATE_TO_THEIR_MODULE = {
     "zerto_rewind.gateway.approvals_web._FormError",
     # an index to rebuild, caught where it is raised
     "zerto_rewind.core.log_index._Invalid",
+    # a body the fast lane will not read (a ValueError); it takes the full path
+    "zerto_rewind.gateway.fastlane_wire.StrictJsonError",
 }
 
 

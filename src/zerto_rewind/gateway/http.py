@@ -19,7 +19,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -39,6 +39,7 @@ from ..errors import ConfigError
 from ..netutil import is_loopback, token_digest
 from . import probes
 from .decide import decide_endpoint
+from .fastlane import FastLane
 from .limits import BoundedSessionManager, Ledger, TokenLimits
 from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY, build_proxy
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from .service import Gateway
+    from .upstream import Upstream
 
 __all__ = ["build_app", "check_bind", "token_digest"]
 
@@ -367,17 +369,10 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
             "agent's token digest (`zerto-rewind gateway --hash-token`)"
         )
         raise ConfigError(msg)
-    security = None
-    if is_loopback(host):
-        # Protect a loopback listener from DNS rebinding; beyond loopback the
-        # bearer token is what keeps strangers out.
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=probes.allowed_hosts(host),
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "https://127.0.0.1:*"],
-        )
+    security = _security(host)
     managers: list[StreamableHTTPSessionManager] = []
     routes: list[Route] = []
+    lanes: dict[str, tuple[Upstream, StreamableHTTPSessionManager]] = {}
     # One for every upstream: a token's caps span them all.
     ledger = Ledger(settings.limits, on_refused=gateway.metrics.limited_by)
     gateway.metrics.track_limits(lambda: ledger.sessions_total, lambda: ledger.held_total)
@@ -393,6 +388,29 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
         managers.append(manager)
         # A Route, not a Mount: /mcp/<name> itself is the endpoint, with no redirect.
         routes.append(Route(f"/mcp/{name}", endpoint=StreamableHTTPASGIApp(manager)))
+        lanes[f"/mcp/{name}"] = (upstream, manager)
+    routes += _service_routes(gateway, host)
+    app = Starlette(routes=routes, lifespan=_lifespan(gateway, managers))
+    # Read-only calls take the fast lane, behind every gate before it (auth, caps).
+    lane = FastLane(app, gateway, lanes, security)
+    limited = TokenLimits(lane, ledger, settings.max_body_bytes)
+    return _BearerAuth(limited, settings.clients, settings.max_body_bytes, _bindings_for(managers))
+
+
+def _security(host: str) -> TransportSecuritySettings | None:
+    """The SDK's transport security for a listener on ``host``."""
+    if not is_loopback(host):
+        return None  # beyond loopback the bearer token is what keeps strangers out
+    # Protect a loopback listener from DNS rebinding.
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=probes.allowed_hosts(host),
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "https://127.0.0.1:*"],
+    )
+
+
+def _service_routes(gateway: Gateway, host: str) -> list[Route]:
+    """Health, metrics, and the service's endpoints for hooks and installers."""
 
     async def healthz(request: Request) -> Response:
         return await probes.healthz(gateway, request, host)
@@ -418,12 +436,18 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
             }
         )
 
-    routes += [
+    return [
         Route("/healthz", healthz),
         Route("/metrics", metrics),
         Route("/v1/decide", decide, methods=["POST"]),
         Route("/v1/catalog", catalog, methods=["GET"]),
     ]
+
+
+def _lifespan(
+    gateway: Gateway, managers: list[StreamableHTTPSessionManager]
+) -> Callable[[Starlette], AbstractAsyncContextManager[dict[str, Any]]]:
+    """The app's lifespan: every session manager running, the log witness closed last."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -435,9 +459,7 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
                 await stack.enter_async_context(manager.run())
             yield {}
 
-    app = Starlette(routes=routes, lifespan=lifespan)
-    limited = TokenLimits(app, ledger, settings.max_body_bytes)
-    return _BearerAuth(limited, settings.clients, settings.max_body_bytes, _bindings_for(managers))
+    return lifespan
 
 
 def _bindings_for(managers: list[StreamableHTTPSessionManager]) -> SessionBindings:

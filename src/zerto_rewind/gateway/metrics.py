@@ -25,6 +25,17 @@ class GatewayMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._define_decisions()
+        self._define_upstreams()
+        self._define_limits()
+        self._landed: OrderedDict[str, None] = OrderedDict()
+        # One child per label set, looked up once: labels() takes a lock and
+        # checks its arguments on every call. The label values are few (rows,
+        # outcomes, upstreams, answers), so this stays small.
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def _define_decisions(self) -> None:
+        """Decisions, their latency, the prompts' answers, tags."""
         self.decisions = Counter(
             "zerto_rewind_decisions",
             "Decisions by row of the decision table and outcome.",
@@ -45,16 +56,19 @@ class GatewayMetrics:
             ["event"],
             registry=self.registry,
         )
-        self.upstream_errors = Counter(
-            "zerto_rewind_upstream_errors",
-            "Failures reaching a VM MCP server.",
-            ["upstream", "kind"],
-            registry=self.registry,
-        )
         self.elicitations = Counter(
             "zerto_rewind_elicitations",
             "Prompt rows, by what the human (or the lack of one) answered.",
             ["answer"],
+            registry=self.registry,
+        )
+
+    def _define_upstreams(self) -> None:
+        """Calls forwarded to upstreams (the fast lane's too), their failures, pins."""
+        self.upstream_errors = Counter(
+            "zerto_rewind_upstream_errors",
+            "Failures reaching a VM MCP server.",
+            ["upstream", "kind"],
             registry=self.registry,
         )
         self.forwarded_calls = Counter(
@@ -63,6 +77,13 @@ class GatewayMetrics:
             ["upstream", "row"],
             registry=self.registry,
         )
+        self.fast_lane_calls = Counter(
+            "zerto_rewind_fast_lane_calls",
+            "Read-only calls answered by the fast lane (counted in decisions and forwarded too).",
+            ["upstream"],
+            registry=self.registry,
+        )
+
         self.pin_mismatches = Counter(
             "zerto_rewind_tool_pin_mismatches",
             "Upstream tools found not matching catalog.pins, by kind: changed, new, removed.",
@@ -75,6 +96,9 @@ class GatewayMetrics:
             ["upstream"],
             registry=self.registry,
         )
+
+    def _define_limits(self) -> None:
+        """The gateway.limits caps: refusals and what is held."""
         self.limited = Counter(
             "zerto_rewind_limited",
             "Requests refused with 429 past a gateway.limits cap, by cap (never by token).",
@@ -91,11 +115,6 @@ class GatewayMetrics:
             "Bytes of request bodies held by calls in flight, every token together.",
             registry=self.registry,
         )
-        self._landed: OrderedDict[str, None] = OrderedDict()
-        # One child per label set, looked up once: labels() takes a lock and
-        # checks its arguments on every call. The label values are few (rows,
-        # outcomes, upstreams, answers), so this stays small.
-        self._children: dict[tuple[Any, ...], Any] = {}
 
     def _child(self, metric: MetricWrapperBase, *values: str) -> Any:
         key = (metric, *values)
@@ -133,6 +152,9 @@ class GatewayMetrics:
 
     def forwarded(self, upstream: str, row: str) -> None:
         self._child(self.forwarded_calls, upstream, row).inc()
+
+    def fast_lane(self, upstream: str) -> None:
+        self._child(self.fast_lane_calls, upstream).inc()
 
     def limited_by(self, cap: str) -> None:
         self._child(self.limited, cap).inc()

@@ -21,16 +21,17 @@ not on every retry.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import mcp_types as types
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -38,6 +39,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..errors import ZertoRewindError
 from ..fsutil import atomic_write_text
 from .confine import launcher_argv
+from .stdio_tap import LaneTap, tapped_stdio_client
 from .upstream_log import UpstreamLog, secret_values
 from .upstream_user import private_dir, stdio_env, upstream_identity
 
@@ -48,6 +50,7 @@ __all__ = ["EraMemo", "Upstream", "UpstreamError"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
+_T = TypeVar("_T")
 _BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 _PING_TIMEOUT_S = 3.0
 
@@ -145,6 +148,7 @@ class Upstream:
         self._launcher_said: str | None = None  # the launcher's refusal in the last attempt
         self._reported: str | None = None  # the cause last logged: repeats are not logged
         self.era = EraMemo(self.name, None)  # the gateway gives it a file in its state dir
+        self._tap = LaneTap()  # the read-only fast lane's requests on a stdio server's pipes
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -288,7 +292,7 @@ class Upstream:
             self._launcher_said = None
             try:
                 with errlog:
-                    transport = stdio_client(params, errlog=errlog.sink)
+                    transport = tapped_stdio_client(params, errlog.sink, self._tap)
                     async with self._connect(transport) as client:
                         yield client
             finally:  # after the log's reader has seen the server's last line
@@ -380,20 +384,79 @@ class Upstream:
         ``meta``: the request's ``params._meta`` (the trace context, when tracing).
         """
         client = await self._live(min(timeout_s, 10.0))
+        wire_meta = cast(types.RequestParamsMeta, meta) if meta else None
+        if wire_meta is not None:
+            call = functools.partial(client.call_tool, name, arguments or {}, meta=wire_meta)
+        else:
+            call = functools.partial(client.call_tool, name, arguments or {})
+        return await self._bounded(client, name, timeout_s, call)
+
+    @property
+    def raw_calls(self) -> bool:
+        """Whether :meth:`call_raw` can be used now: a connected stdio server whose pipes
+        carry the fast lane's tap, once the SDK session has sent a request on them (the
+        era's envelope the fast lane copies; :mod:`.stdio_tap`)."""
+        return self._client is not None and self._tap.open and self._tap.envelope is not None
+
+    async def call_raw(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        timeout_s: float,
+        meta: dict[str, Any] | None = None,
+    ) -> Any:
+        """Forward one call on the fast lane's tap; the server's result as parsed JSON.
+
+        The read-only fast lane's way up (``gateway.fastlane``): the request is built
+        from the fast lane's one parse, with the ``_meta`` envelope the SDK session
+        sends on these pipes (a 2026-07-28 server's; none before), and written to the
+        SDK transport's write stream (:mod:`.stdio_tap`); the answer's result is not
+        validated against a model. Failures are ``call_tool``'s: UpstreamError with
+        the same words, the connection checked.
+        ``meta``: as ``call_tool``'s (the trace context, when tracing).
+        """
+        # The connected client at once: waiting on the connection costs a loop turn.
+        client = self._client
+        if client is None:
+            client = await self._live(min(timeout_s, 10.0))
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        envelope = self._tap.envelope
+        if meta or envelope:  # the era's keys win over the caller's, as the SDK stamps them
+            params["_meta"] = {**(meta or {}), **(envelope or {})}
+        try:
+            answer = await self._tap.request("tools/call", params, timeout_s)
+        except TimeoutError:
+            raise await self._failure(client, name, timeout_s, None) from None
+        except Exception as exc:
+            raise await self._failure(client, name, timeout_s, exc) from exc
+        if isinstance(answer, types.JSONRPCError):
+            error = MCPError(code=answer.error.code, message=answer.error.message)
+            raise await self._failure(client, name, timeout_s, error) from error
+        return answer.result
+
+    async def _bounded(
+        self, client: Client, name: str, timeout_s: float, call: Callable[[], Awaitable[_T]]
+    ) -> _T:
+        """One call within its time bound; its failures as UpstreamError."""
         try:
             with anyio.fail_after(timeout_s):
-                if meta:
-                    wire_meta = cast(types.RequestParamsMeta, meta)
-                    return await client.call_tool(name, arguments or {}, meta=wire_meta)
-                return await client.call_tool(name, arguments or {})
+                return await call()
         except TimeoutError:
-            await self._check_after_failure(client)
-            msg = f"the VM MCP server {self.name!r} did not answer {name} within {timeout_s:g} s"
-            raise UpstreamError(msg) from None
+            raise await self._failure(client, name, timeout_s, None) from None
         except Exception as exc:
-            await self._check_after_failure(client)
-            msg = f"the VM MCP server {self.name!r} failed on {name}: {type(exc).__name__}: {exc}"
-            raise UpstreamError(msg, result=_result_of(exc)) from exc
+            raise await self._failure(client, name, timeout_s, exc) from exc
+
+    async def _failure(
+        self, client: Client, name: str, timeout_s: float, exc: Exception | None
+    ) -> UpstreamError:
+        """A failed call, for the agent: no answer in time (``exc`` None) or what failed.
+        The connection is checked first: a dead one is dropped and restarts."""
+        await self._check_after_failure(client)
+        if exc is None:
+            msg = f"the VM MCP server {self.name!r} did not answer {name} within {timeout_s:g} s"
+            return UpstreamError(msg)
+        msg = f"the VM MCP server {self.name!r} failed on {name}: {type(exc).__name__}: {exc}"
+        return UpstreamError(msg, result=_result_of(exc))
 
     async def _check_after_failure(self, client: Client) -> None:
         """Ping; a server that does not answer is dropped, so the next call restarts it."""
