@@ -62,7 +62,8 @@ def receiver() -> Iterator[Receiver]:
 async def logged(
     box: Sandbox, tmp_path: Path, actions_log: Path, redis: RedisServer, receiver: Receiver
 ) -> list[bytes]:
-    """Six decisions through a real gateway, which then stops cleanly (SIGTERM)."""
+    """Six log lines through a real gateway, which then stops cleanly (SIGTERM): two
+    forwarded changes, each with its result line, and two denied calls."""
     notify = {"url": receiver.url, "secret_env": "ZR_ANCHOR_WEBHOOK_SECRET"}
     secret = tmp_path / "redis-password"  # never in the URL: the config refuses that
     secret.write_text(redis.password or "")
@@ -77,7 +78,7 @@ async def logged(
     env = box.env(ZR_ANCHOR_WEBHOOK_SECRET=WEBHOOK_SECRET)
     with gateway_process(box, tmp_path, env=env) as gw:
         async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
-            for _ in range(3):
+            for _ in range(2):
                 await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
                 await c.call_tool("mystery_tool", {"name": "jp-ubuntu"})  # unlisted: denied
     return Path(box.log_path).read_bytes().splitlines()
