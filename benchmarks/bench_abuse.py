@@ -313,7 +313,8 @@ async def run(args: argparse.Namespace) -> int:
                      "--arg-bytes", str(args.arg_bytes), "--workers", str(args.workers),
                      "--slow-headers", str(args.slow_headers),
                      "--session-rate", str(args.session_rate),
-                     "--abuser-nice", str(args.abuser_nice)],
+                     "--abuser-nice", str(args.abuser_nice),
+                     *([] if args.abuser_cpu is None else ["--abuser-cpu", str(args.abuser_cpu)])],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 )  # fmt: skip
                 assert abuser.stderr is not None
@@ -461,6 +462,8 @@ def main() -> int:
     parser.add_argument("--session-rate", type=float, default=400.0)
     parser.add_argument("--slow-headers", type=int, default=200)
     parser.add_argument("--abuser-nice", type=int, default=10)
+    cpu = "run the abuser's client on this CPU alone, and the gateway and good client on the others"
+    parser.add_argument("--abuser-cpu", type=int, metavar="N", default=None, help=cpu)
     parser.add_argument("--abuser", metavar="URL", help=argparse.SUPPRESS)
     cost = "instead: the gateway's CPU per refused request, N of each kind"
     parser.add_argument("--refusal-cost", type=int, metavar="N", default=0, help=cost)
@@ -470,10 +473,16 @@ def main() -> int:
         return refusal_cost(args)
     if args.abuser:
         os.nice(args.abuser_nice)  # the abuser's client, not the gateway: see the docstring
+        if args.abuser_cpu is not None:
+            os.sched_setaffinity(0, {args.abuser_cpu})
         anyio.run(abuse, args.abuser, args.abuse_s, args.arg_bytes, args.workers,
                   args.slow_headers, args.session_rate)  # fmt: skip
         return 0
     _bench.header("Reliability 16: an abusive token beside a good one", "bench_abuse.py")
+    if args.abuser_cpu is not None:
+        # Before the gateway starts, so it and its VM server inherit the other CPUs: the
+        # abuser stands for a client on another machine, as an abusive agent would be.
+        os.sched_setaffinity(0, os.sched_getaffinity(0) - {args.abuser_cpu})
     return anyio.run(run, args)
 
 
