@@ -169,6 +169,8 @@ def pending_reason(
 def checkpoint_context(
     call: ToolCall, outcomes: list[VpgOutcome], rewind_tool: str | None = None
 ) -> str:
+    import shlex  # the rewind command is written for a shell
+
     lines = [f"zerto-rewind: a Zerto checkpoint protects this {call.tool_name} call."]
     for o in outcomes:
         landed = fmt_time(o.landed_at) if o.landed_at else "unknown time"
@@ -192,6 +194,13 @@ def checkpoint_context(
                 f"recover VPG {o.vpg_name!r} to checkpoint {o.checkpoint_id!r} (Zerto failover "
                 "test or failover)"
             )
+            if o.landed_at:  # the command that puts this VM back as it was before this call
+                how = (
+                    f"a person runs `zerto-rewind rewind --vm {shlex.quote(vm)} --before "
+                    f"{landed} --dry-run` to see the plan that restores {vm!r} to checkpoint "
+                    f"{o.checkpoint_id!r} (a Zerto journal VM restore), then runs it without "
+                    f"--dry-run; by hand, {how}"
+                )
         lines.append(
             f"- VM {', '.join(o.vms)}: VPG {o.vpg_name!r} ({kind}), checkpoint "
             f"{o.checkpoint_id} tagged {o.tag!r} at {landed}. To rewind: {how}."

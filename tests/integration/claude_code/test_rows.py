@@ -47,6 +47,7 @@ def test_confirmed_checkpoint_allows_with_context(box: Sandbox) -> None:
         tag,
         record["landed_at"],
         "`zerto-rewind checkpoints jp-ubuntu --tagged`",
+        f"`zerto-rewind rewind --vm jp-ubuntu --before {record['landed_at']} --dry-run`",
     ):
         assert expected in context
     # zerto-rewind's MCP server is not installed here: no MCP tool is named

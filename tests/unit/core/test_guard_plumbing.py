@@ -411,6 +411,20 @@ def test_the_context_has_a_line_per_vpg_with_its_checkpoint_and_the_way_back(
         )
 
 
+def test_a_landed_checkpoint_names_the_rewind_command_a_person_runs(rig: Rig) -> None:
+    """With its landing time known, the way back is `zerto-rewind rewind --vm VM --before
+    LANDED`: the plan's rewind point is then the checkpoint of this VM's change after it.
+    The VM name is quoted for a shell."""
+    landed = 1.8e9
+    vpg = VpgOutcome("id-2", "apps", ("web 01",), site_kind="vcenter", tag="t2", landed_at=landed)
+    vpg.checkpoint_id = "cp-2"
+    guard = Guard(rig.settings, client=rig.zvm, state=rig.state)  # type: ignore[arg-type]
+    context = guard._combine(ToolCall(TOOL, {}), ("web 01",), [vpg]).context
+    command = f"`zerto-rewind rewind --vm 'web 01' --before {_t(landed)} --dry-run`"
+    assert f"To rewind: a person runs {command} to see the plan that restores 'web 01' " in context
+    assert "then runs it without --dry-run; by hand, `zerto-rewind checkpoints" in context
+
+
 def test_decide_counts_the_call_as_a_change_by_default(rig: Rig) -> None:
     """The hook's call (no consume argument) uses up the landed tag; read-only names its tool."""
     decision = rig.guard().decide(rig.call("jp-ubuntu"))
