@@ -72,6 +72,28 @@ class _ProxyServer(Server[Any]):
         """``Server.__init__`` assigns None here; the property above decides."""
 
 
+def _call_context(
+    ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, connection_id: str | None
+) -> CallContext:
+    """What the guard needs of one call's request: who, which session, how to ask."""
+    capable = ctx.session.check_client_capability(_ELICITATION)
+    back_channel = capable and ctx.session.can_send_request
+    url_mode = capable and _url_elicitation(ctx)
+    return CallContext(
+        client=_client_name(ctx),
+        session_id=_session_id(ctx) or connection_id,
+        tool_use_id=_tool_use_id(params),
+        ask=_asker(ctx) if back_channel else None,
+        ask_inline=capable and not back_channel,
+        input_responses=dict(params.input_responses or {}),
+        request_state=params.request_state,
+        show_url=_url_shower(ctx) if url_mode and back_channel else None,
+        url_inline=url_mode and not back_channel,
+        progress=_progress(ctx),
+        host=_host(ctx),
+    )
+
+
 def build_proxy(
     gateway: Gateway, upstream: Upstream, *, connection_id: str | None = None
 ) -> Server[Any]:
@@ -95,22 +117,7 @@ def build_proxy(
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        capable = ctx.session.check_client_capability(_ELICITATION)
-        back_channel = capable and ctx.session.can_send_request
-        url_mode = capable and _url_elicitation(ctx)
-        context = CallContext(
-            client=_client_name(ctx),
-            session_id=_session_id(ctx) or connection_id,
-            tool_use_id=_tool_use_id(params),
-            ask=_asker(ctx) if back_channel else None,
-            ask_inline=capable and not back_channel,
-            input_responses=dict(params.input_responses or {}),
-            request_state=params.request_state,
-            show_url=_url_shower(ctx) if url_mode and back_channel else None,
-            url_inline=url_mode and not back_channel,
-            progress=_progress(ctx),
-            host=_host(ctx),
-        )
+        context = _call_context(ctx, params, connection_id)
         return await tracing.serving(
             params.name,
             lambda: handle_call(gateway, upstream, params.name, params.arguments, context),

@@ -118,6 +118,8 @@ def _register_guard_tools(server: MCPServer[Any], rt: Runtime) -> None:
                 raise ToolError(decision.reason)
             return answer
 
+
+def _register_status_tools(server: MCPServer[Any], rt: Runtime) -> None:
     @server.tool(annotations=READ)
     def zerto_protection_status(vm: Vm) -> ProtectionStatus:
         """Show how Zerto protects a VM: every VPG, protected/recovery site and site type,
@@ -237,6 +239,7 @@ def build_server(
         SERVER_NAME, instructions=instructions, log_level="WARNING", lifespan=lifespan
     )
     _register_guard_tools(server, runtime)
+    _register_status_tools(server, runtime)
     _register_recovery_tools(server, runtime)
     if settings is not None and settings.allow_live_recovery:
         register_live_tools(server, runtime)
