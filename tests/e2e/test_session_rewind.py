@@ -195,11 +195,6 @@ def _change(records: list[dict[str, Any]], name: str, vm: str) -> Change:
     calls = [r for r in records if r.get("event_type") != RESULT_EVENT]
     lines = [r for r in calls if r.get("tool") == name and r.get("vms") == [vm]]
     assert lines, f"no decision logged for {name} on {vm}"
-    results = [r for r in records if r.get("event_type") == RESULT_EVENT]
-    assert any(
-        r.get("tool_use_id") == lines[-1].get("tool_use_id") and r.get("result") == "succeeded"
-        for r in results
-    ), f"no succeeded result logged for {name} on {vm}"
     line = lines[-1]
     assert (line["row"], line["decision"]) == ("confirmed", "context"), line
     [checkpoint] = line["checkpoint_ids"]

@@ -189,6 +189,7 @@ GATEWAY = Section(
     Key("tls_cert", path),
     Key("tls_key", path),
     Key("allow_insecure_bind", flag),
+    Key("fast_lane", flag),
     Key("limits"),
     Key("max_body_bytes", count(minimum=1024.0)),
     Key("elicit_timeout_s", number()),

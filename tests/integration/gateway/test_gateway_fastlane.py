@@ -48,7 +48,7 @@ def _metric(url: str, name: str, **labels: str) -> float:
 async def test_read_only_takes_the_fast_lane_and_mutating_the_full_path(
     box: Sandbox, tmp_path: Path, actions_log: Path, mode: str
 ) -> None:
-    gateway_config(box, actions_log)
+    gateway_config(box, actions_log, gateway={"fast_lane": True})
     with gateway_process(box, tmp_path) as gw:
         async with client(gw.endpoint(), TOKENS["agent-a"], mode=mode) as c:
             await c.list_tools()
@@ -80,7 +80,7 @@ async def test_an_unlisted_or_host_path_call_is_not_taken(
 ) -> None:
     """An unlisted tool prompts (no approver: refused) on the full path, and a read-only
     pattern that a host path turns mutating is not answered read-only either."""
-    gateway_config(box, actions_log)
+    gateway_config(box, actions_log, gateway={"fast_lane": True})
     with gateway_process(box, tmp_path) as gw:
         async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
             await c.list_tools()
@@ -99,7 +99,7 @@ async def test_a_tool_changed_after_review_is_refused_not_fast_laned(
     actions_log = tmp_path / "actions.jsonl"
     pins = _scan(actions_log)["catalog"]["pins"]
     actions_log.unlink(missing_ok=True)
-    _configure(box, actions_log, pins)
+    _configure(box, actions_log, pins, gateway={"fast_lane": True})
     with gateway_process(box, tmp_path) as gw:
         async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
             await c.list_tools()
@@ -124,7 +124,7 @@ async def test_a_body_with_a_duplicated_key_is_not_taken(
 ) -> None:
     """A 2026-07-28 call whose params name the tool twice: the fast lane declines it, so
     the full path decides it on its own single parse (the last name: power_off_vm)."""
-    gateway_config(box, actions_log)
+    gateway_config(box, actions_log, gateway={"fast_lane": True})
     with gateway_process(box, tmp_path) as gw:
         async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
             await c.list_tools()  # the upstream is up and listed
@@ -162,7 +162,7 @@ async def test_only_the_sessions_owner_gets_an_answer(
 ) -> None:
     """A 2025-11-25 session opened by agent-a: agent-b's token, or an id the SDK does not
     hold, gets 404 and reaches no upstream; agent-a's own call is answered by the lane."""
-    gateway_config(box, actions_log)
+    gateway_config(box, actions_log, gateway={"fast_lane": True})
     with gateway_process(box, tmp_path) as gw:
         url = gw.endpoint()
         opening = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -218,7 +218,7 @@ async def test_a_traced_read_only_call_has_the_full_paths_spans(
     """Traces on: the fast lane answers, with the SERVER span under the caller's context,
     the guard's facts on it, and a CLIENT span whose context the upstream received."""
     record = tmp_path / "traced.jsonl"
-    gateway_config(box, upstream=traced_upstream(record))
+    gateway_config(box, upstream=traced_upstream(record), gateway={"fast_lane": True})
     with otlp_receiver() as receiver:
         env = box.env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY="100")
         with gateway_process(box, tmp_path, env=env) as gw:

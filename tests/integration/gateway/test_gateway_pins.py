@@ -66,7 +66,7 @@ def _scan(actions_log: Path) -> dict[str, Any]:
     return scanned
 
 
-def _configure(box: Sandbox, actions_log: Path, pins: dict[str, str] | None) -> None:
+def _configure(box: Sandbox, actions_log: Path, pins: dict[str, str] | None, **extra: Any) -> None:
     catalog = {"pins": pins} if pins is not None else {}
     gateway_config(
         box,
@@ -79,6 +79,7 @@ def _configure(box: Sandbox, actions_log: Path, pins: dict[str, str] | None) -> 
         ],
         tools={"mcp__vsphere__power_off_vm": {"vm_arg": "name"}},
         catalog=catalog,
+        **extra,
     )
 
 
