@@ -149,3 +149,16 @@ def header(title: str, command: str) -> None:
     print(f"machine: {machine()}")
     print(f"reproduce: {command}")
     print()
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds these processes used so far (Linux /proc; 0 elsewhere)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total

@@ -15,7 +15,6 @@ as SSE), and each peer of ``_peers.py`` in the era the client negotiates with it
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -26,6 +25,7 @@ import _bench
 import _peers
 import anyio
 import httpx2
+from _bench import cpu_seconds
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -65,18 +65,6 @@ async def call(client: Client) -> None:
     result = await client.call_tool("get_vm", {"name": "jp-ubuntu"})
     if result.is_error:
         raise RuntimeError(" ".join(getattr(b, "text", "") for b in result.content)[:300])
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
 
 
 async def block(sessions: list[Client], calls_each: int) -> float:

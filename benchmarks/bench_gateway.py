@@ -42,6 +42,7 @@ import _side_by_side
 import anyio
 import anyio.to_thread
 import httpx2
+from _bench import cpu_seconds
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -149,19 +150,6 @@ def added_ms(times: dict[str, list[float]], gw: str, direct: str) -> tuple[float
 
 
 # ---------------------------------------------------------------------- 2. throughput
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds these processes used so far (Linux /proc; 0 elsewhere)."""
-    total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
 
 
 def children(pid: int) -> list[int]:
