@@ -12,7 +12,7 @@ import logging
 import os
 import secrets
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -29,6 +29,10 @@ from .upstream_probe import check_reachable
 from .upstream_user import check_upstreams
 
 if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp
+
+    from ..config.sections import GatewaySettings
     from ..config.settings import Settings
 
 __all__ = ["ApprovalChannels", "serve_http", "serve_stdio"]
@@ -110,7 +114,6 @@ async def start_approvals(
 
 
 async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port: int) -> str:
-    import uvicorn
 
     from .approvals_web import build_approvals_app
 
@@ -127,22 +130,37 @@ async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port
     app = build_approvals_app(gateway.approvals, secure_cookies=tls)
     gate = process_gate(g, gateway.metrics.registry)
     tcp = gate.listening(_tcp_listener(host, port, "--approvals-listen"), tls=tls)
+    server = _uvicorn_server(app, g, gate, lifespan="off", grace_s=2)
+    tg.start_soon(lambda: server.serve(sockets=[tcp]))
+    while not server.started:
+        await anyio.sleep(0.02)
+    shown = f"[{host}]" if ":" in host else host
+    return f"{'https' if tls else 'http'}://{shown}:{tcp.getsockname()[1]}"
+
+
+def _uvicorn_server(
+    app: ASGIApp,
+    g: GatewaySettings,
+    gate: ConnectionGate,
+    *,
+    lifespan: Literal["on", "off"],
+    grace_s: int,
+    protocol: type | None = None,
+) -> uvicorn.Server:
+    """A quiet uvicorn server for ``app`` under ``gate``, with the gateway's TLS files."""
+    import uvicorn
+
     config = uvicorn.Config(
         app,
         log_level="warning",
         access_log=False,
         ssl_certfile=g.tls_cert,
         ssl_keyfile=g.tls_key,
-        lifespan="off",
-        timeout_graceful_shutdown=2,
-        **uvicorn_options(gate),
+        lifespan=lifespan,
+        timeout_graceful_shutdown=grace_s,
+        **uvicorn_options(gate, protocol),
     )
-    server = uvicorn.Server(config)
-    tg.start_soon(lambda: server.serve(sockets=[tcp]))
-    while not server.started:
-        await anyio.sleep(0.02)
-    shown = f"[{host}]" if ":" in host else host
-    return f"{'https' if tls else 'http'}://{shown}:{tcp.getsockname()[1]}"
+    return uvicorn.Server(config)
 
 
 def _tcp_listener(host: str, port: int, option: str) -> socket.socket:
@@ -225,7 +243,6 @@ async def serve_http(
     mode decides who may connect) may each be given, or both.
     ``allow_privileged_upstream`` as for :func:`serve_stdio`.
     """
-    import uvicorn
 
     _check_http(settings, host, unix_socket, allow_privileged_upstream=allow_privileged_upstream)
     g = settings.gateway
@@ -236,17 +253,7 @@ async def serve_http(
     gate = process_gate(g, gateway.metrics.registry)  # raises the descriptor limit
     info: dict[str, object] = {"pid": os.getpid(), "limits": gate.describe()}
     sockets = _listeners(gateway, gate, info, (host, port), (unix_socket, socket_mode))
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        ssl_certfile=g.tls_cert,
-        ssl_keyfile=g.tls_key,
-        lifespan="on",
-        timeout_graceful_shutdown=5,
-        **uvicorn_options(gate, _peer_protocol()),
-    )
-    server = uvicorn.Server(config)
+    server = _uvicorn_server(app, g, gate, lifespan="on", grace_s=5, protocol=_peer_protocol())
     try:
         if unix_socket is not None:  # once bound: its group is the file system's to say
             check_trust_socket(settings, unix_socket)

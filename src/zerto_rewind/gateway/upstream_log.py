@@ -26,7 +26,6 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from types import TracebackType
 from typing import IO, TextIO
 
 from .confine import LAUNCHER_PREFIX
@@ -106,12 +105,7 @@ class UpstreamLog:
         self._thread.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.sink.close()  # the child has exited by now: the reader sees end of file
         if self._thread is not None:
             # A grandchild that kept the pipe open must not hold the gateway up.

@@ -14,7 +14,7 @@ import tempfile
 import threading
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any
 
 from zerto_rewind.errors import describe
@@ -242,12 +242,7 @@ class SimServer:
     def __enter__(self) -> SimServer:
         return self.start() if not self._running else self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     @property
