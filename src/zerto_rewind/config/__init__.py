@@ -10,33 +10,9 @@ May import only the base modules (``errors``, ``_fastjson``).
 
 from __future__ import annotations
 
+from . import settings
 from .loader import load_config, load_settings
-from .settings import (
-    CatalogSettings,
-    GuardSettings,
-    Settings,
-    ToolSpec,
-    VmMap,
-    VmPath,
-    ZvmSettings,
-    config_path,
-    default_log_path,
-    home_dir,
-    validate_patterns,
-)
+from .settings import *  # noqa: F403  # re-exported: the names of settings.__all__
 
-__all__ = [
-    "CatalogSettings",
-    "GuardSettings",
-    "Settings",
-    "ToolSpec",
-    "VmMap",
-    "VmPath",
-    "ZvmSettings",
-    "config_path",
-    "default_log_path",
-    "home_dir",
-    "load_config",
-    "load_settings",
-    "validate_patterns",
-]
+__all__ = ["load_config", "load_settings"]
+__all__ += settings.__all__

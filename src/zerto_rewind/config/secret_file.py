@@ -7,7 +7,11 @@ import stat
 
 from ..errors import ConfigError
 
-__all__ = ["read_secret_file"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["read_secret_file", "read_secret_source"]
 
 
 def read_secret_file(path: str) -> str:
@@ -28,3 +32,16 @@ def read_secret_file(path: str) -> str:
         msg = f"secret file {path} is empty"
         raise ConfigError(msg)
     return value
+
+
+def read_secret_source(source: tuple[str, str], key: str, env: Mapping[str, str] | None) -> str:
+    """The secret ``source`` names: ``("env", NAME)`` reads variable NAME of ``env`` (default
+    the process's), ``("file", PATH)`` the file; ConfigError, naming config ``key``, if unset."""
+    kind, value = source
+    if kind != "env":
+        return read_secret_file(value)
+    found = (os.environ if env is None else env).get(value, "")
+    if not found:
+        msg = f"{key} names {value}, which is empty or unset"
+        raise ConfigError(msg)
+    return found

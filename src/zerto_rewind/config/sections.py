@@ -7,11 +7,8 @@ on every call, so nothing here imports ``dataclasses`` or ``typing``.
 
 from __future__ import annotations
 
-import os
-
-from ..errors import ConfigError
 from .record import Record
-from .secret_file import read_secret_file
+from .secret_file import read_secret_source
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -215,14 +212,7 @@ class ApprovalsSettings(Record):
         """The webhook's HMAC key, or None when no notification is configured."""
         if self.notify_secret_source is None:
             return None
-        kind, value = self.notify_secret_source
-        if kind == "env":
-            found = (os.environ if env is None else env).get(value, "")
-            if not found:
-                msg = f"approvals.notify.secret_env names {value}, which is empty or unset"
-                raise ConfigError(msg)
-            return found
-        return read_secret_file(value)
+        return read_secret_source(self.notify_secret_source, "approvals.notify.secret_env", env)
 
     def __repr__(self) -> str:
         return f"ApprovalsSettings(users={self.approver_users!r}, groups={self.approver_groups!r})"
@@ -242,15 +232,7 @@ class StateRedisSettings(Record):
 
         extra: dict[str, str] = {}
         if self.password_source is not None:
-            kind, value = self.password_source
-            if kind == "env":
-                found = (os.environ if env is None else env).get(value, "")
-                if not found:
-                    msg = f"state.password_env names {value}, which is empty or unset"
-                    raise ConfigError(msg)
-                extra["password"] = found
-            else:
-                extra["password"] = read_secret_file(value)
+            extra["password"] = read_secret_source(self.password_source, "state.password_env", env)
         if self.ca_file is not None:
             extra["ssl_ca_certs"] = self.ca_file
         if not extra:

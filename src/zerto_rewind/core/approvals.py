@@ -29,66 +29,26 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..errors import StateError
+from . import approvals_model, approvals_store
 from .approvals_file import FileApprovalStore
 from .approvals_log import record_event
-from .approvals_model import (
-    APPROVED,
-    DEFAULT_EXPIRES_S,
-    DEFAULT_MAX_OPEN,
-    DENIED,
-    EXPIRED,
-    PENDING,
-    RETENTION_S,
-    USED,
-    ApprovalError,
-    ApprovalLimitError,
-    ApprovalRequest,
-    Approver,
-    join_wait,
-    new_request,
-)
-from .approvals_store import (
-    MAX_KEPT_ENDED,
-    MAX_OPEN_TOTAL,
-    ApprovalStore,
-    UsedApprovals,
-    check_open_cap,
-    open_request_record,
-    over_kept,
-)
+from .approvals_model import *  # noqa: F403  # re-exported: approvals_model.__all__
+from .approvals_model import ApprovalError, ApprovalRequest, Approver
+from .approvals_store import *  # noqa: F403  # re-exported: approvals_store.__all__
 from .decision import arguments_digest, fmt_time
 
 __all__ = [
-    "APPROVED",
-    "DEFAULT_EXPIRES_S",
-    "DEFAULT_MAX_OPEN",
-    "DENIED",
-    "EXPIRED",
-    "MAX_KEPT_ENDED",
-    "MAX_OPEN_TOTAL",
     "NO_APPROVER",
-    "PENDING",
-    "RETENTION_S",
-    "USED",
-    "ApprovalError",
-    "ApprovalLimitError",
-    "ApprovalRequest",
-    "ApprovalStore",
-    "Approver",
     "FileApprovalStore",
-    "UsedApprovals",
     "approved_context",
     "arguments_digest",
-    "check_open_cap",
-    "join_wait",
-    "new_request",
-    "open_request_record",
-    "over_kept",
     "record_event",
     "refusal_to_approve",
     "store_error",
     "waiting_reason",
 ]
+__all__ += approvals_model.__all__
+__all__ += approvals_store.__all__
 
 NO_APPROVER = (
     "It needs a person's approval, and this guard has no approver configured "

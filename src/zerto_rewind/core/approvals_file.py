@@ -12,7 +12,6 @@ from ..fsutil import atomic_write_json, ensure_private_dir, file_lock, read_json
 from .approvals_model import (
     APPROVED,
     DEFAULT_MAX_OPEN,
-    PENDING,
     USED,
     ApprovalRequest,
     join_wait,
@@ -22,6 +21,8 @@ from .approvals_store import (
     check_id,
     check_open_cap,
     decide_request,
+    latest_ended,
+    oldest_pending,
     open_request_record,
     over_kept,
 )
@@ -129,14 +130,11 @@ class FileApprovalStore:
 
     def pending(self) -> list[ApprovalRequest]:
         with self._locked():
-            found = [r for r in map(self._view, self._all()) if r.state == PENDING]
-        return sorted(found, key=lambda r: r.created)
+            return oldest_pending(map(self._view, self._all()))
 
     def recent(self, limit: int = 50) -> list[ApprovalRequest]:
         with self._locked():
-            found = [r for r in map(self._view, self._all()) if r.state != PENDING]
-        found.sort(key=lambda r: r.done_at, reverse=True)
-        return found[:limit]
+            return latest_ended(map(self._view, self._all()), limit)
 
     def decide(
         self, request_id: str, approve: bool, approver: str, note: str | None = None

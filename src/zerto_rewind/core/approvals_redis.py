@@ -61,6 +61,8 @@ from .approvals_store import (
     UsedApprovals,
     check_id,
     decide_request,
+    latest_ended,
+    oldest_pending,
     open_request_record,
     over_kept,
 )
@@ -170,14 +172,11 @@ class RedisApprovalStore:
 
     def pending(self) -> list[ApprovalRequest]:
         with self._errors("listing pending approval requests"):
-            found = [r for r in map(self._view, self._all()) if r.state == PENDING]
-        return sorted(found, key=lambda r: r.created)
+            return oldest_pending(map(self._view, self._all()))
 
     def recent(self, limit: int = 50) -> list[ApprovalRequest]:
         with self._errors("listing recent approval requests"):
-            found = [r for r in map(self._view, self._all()) if r.state != PENDING]
-        found.sort(key=lambda r: r.done_at, reverse=True)
-        return found[:limit]
+            return latest_ended(map(self._view, self._all()), limit)
 
     def decide(
         self, request_id: str, approve: bool, approver: str, note: str | None = None

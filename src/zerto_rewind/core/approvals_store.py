@@ -9,7 +9,7 @@ two cannot drift.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from .approvals_model import (
@@ -32,6 +32,8 @@ __all__ = [
     "check_id",
     "check_open_cap",
     "decide_request",
+    "latest_ended",
+    "oldest_pending",
     "open_request_record",
     "over_kept",
 ]
@@ -40,6 +42,18 @@ __all__ = [
 # ended (decided, used, expired) ones kept for the page; the oldest ended go first.
 MAX_OPEN_TOTAL = 1000
 MAX_KEPT_ENDED = 1000
+
+
+def oldest_pending(requests: Iterable[ApprovalRequest]) -> list[ApprovalRequest]:
+    """The pending requests, oldest first: what ``ApprovalStore.pending`` returns."""
+    return sorted((r for r in requests if r.state == PENDING), key=lambda r: r.created)
+
+
+def latest_ended(requests: Iterable[ApprovalRequest], limit: int) -> list[ApprovalRequest]:
+    """The ended requests, the latest done first, at most ``limit``: ``ApprovalStore.recent``."""
+    ended = [r for r in requests if r.state != PENDING]
+    ended.sort(key=lambda r: r.done_at, reverse=True)
+    return ended[:limit]
 
 
 class ApprovalStore(Protocol):

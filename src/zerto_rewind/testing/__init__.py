@@ -24,30 +24,8 @@ imports it from inside the package.
 from __future__ import annotations
 
 from ..sim import SimConfig, SimServer
-from .sandbox import (
-    DEMO_CADENCES,
-    DEMO_CATALOG,
-    FAST_CADENCES,
-    SECRET_ENV,
-    THREE_ZVMS,
-    HookRun,
-    Sandbox,
-    fast_sim_config,
-    packaged_estate,
-    secret_env,
-)
+from . import sandbox
+from .sandbox import *  # noqa: F403  # re-exported: the names of sandbox.__all__
 
-__all__ = [
-    "DEMO_CADENCES",
-    "DEMO_CATALOG",
-    "FAST_CADENCES",
-    "SECRET_ENV",
-    "THREE_ZVMS",
-    "HookRun",
-    "Sandbox",
-    "SimConfig",
-    "SimServer",
-    "fast_sim_config",
-    "packaged_estate",
-    "secret_env",
-]
+__all__ = ["SimConfig", "SimServer"]
+__all__ += sandbox.__all__
