@@ -17,7 +17,12 @@ from collections.abc import Mapping
 from ..hostconfig.install.claude_code import install
 from ..hostconfig.install.plan import InstallOptions
 from ..hostconfig.install.report import InstallReport
-from .install_options import add_hook_arguments, add_json_argument
+from .install_options import (
+    add_hook_arguments,
+    add_json_argument,
+    add_service_arguments,
+    options_from,
+)
 
 __all__ = ["main"]
 
@@ -74,28 +79,18 @@ def _add_service_arguments(parser: argparse.ArgumentParser) -> None:
     thin = parser.add_argument_group(
         "guard service", "a thin hook that asks the guard service (zerto-rewind gateway)"
     )
-    thin.add_argument(
-        "--service",
-        metavar="URL",
-        help="unix:/path/to/socket (a local service) or https://host:port (a remote gateway): "
-        "install the thin hook, which holds no ZVM credential and keeps no guard state",
-    )
-    thin.add_argument(
-        "--service-user",
-        metavar="NAME|UID",
-        help="the user the guard service runs as (default: the owner of the socket): the thin "
-        "hook sends nothing to a socket served by any other uid. With --managed --config, the "
-        "service's config is also given to it to read",
-    )
-    thin.add_argument(
-        "--agent-user",
-        metavar="NAME",
-        help="with unix:PATH: the user who runs the agent; install refuses a socket whose "
+    add_service_arguments(
+        thin,
+        required=False,
+        service="unix:/path/to/socket (a local service) or https://host:port (a remote "
+        "gateway): install the thin hook, which holds no ZVM credential and keeps no guard state",
+        service_user="the user the guard service runs as (default: the owner of the socket): "
+        "the thin hook sends nothing to a socket served by any other uid. With --managed "
+        "--config, the service's config is also given to it to read",
+        agent_user="with unix:PATH: the user who runs the agent; install refuses a socket whose "
         "directory (or any above it) that user can change, or that it serves itself (default: "
         "the user running install; as root, every user but root and the service's)",
     )
-    thin.add_argument("--token-file", metavar="F", help="with https: the bearer token's file")
-    thin.add_argument("--ca-file", metavar="F", help="with https: the CA bundle to trust")
 
 
 def _add_managed_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,31 +135,9 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     env = dict(os.environ if env is None else env)
     if args.config:
         env["ZERTO_REWIND_CONFIG"] = args.config
-    install(_options(args), env, InstallReport("claude-code", as_json=args.json))
+    report = InstallReport("claude-code", as_json=args.json)
+    install(options_from(InstallOptions, args), env, report)
     return 0
-
-
-def _options(args: argparse.Namespace) -> InstallOptions:
-    return InstallOptions(
-        project=args.project,
-        user=args.user,
-        managed=args.managed,
-        config=args.config,
-        dry_run=args.dry_run,
-        all_tools=args.all_tools,
-        timeout=args.timeout,
-        mcp_config=tuple(args.mcp_config),
-        with_mcp_server=args.with_mcp_server,
-        force=args.force,
-        service=args.service,
-        service_user=args.service_user,
-        agent_user=args.agent_user,
-        token_file=args.token_file,
-        ca_file=args.ca_file,
-        allow_managed_hooks_only=args.allow_managed_hooks_only,
-        managed_file=args.managed_file,
-        root=args.root,
-    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from ..hostconfig.hooks import HOOK_HOSTS
 from ..hostconfig.install.host_hook import HostHookOptions, install_host_hook
 from ..hostconfig.install.report import InstallReport
-from .install_options import add_json_argument
+from .install_options import add_json_argument, add_service_arguments, options_from
 
 __all__ = ["main"]
 
@@ -65,24 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_service_arguments(parser: argparse.ArgumentParser) -> None:
     """The guard service the hook asks, and how it trusts it."""
-    parser.add_argument(
-        "--service",
+    add_service_arguments(
+        parser,
         required=True,
-        metavar="URL",
-        help="the guard service: unix:/path/to/socket or https://host:port",
+        service="the guard service: unix:/path/to/socket or https://host:port",
+        service_user="the user the guard service runs as (default: the socket's owner)",
+        agent_user="the user the agent runs as, when install runs as another",
     )
-    parser.add_argument(
-        "--service-user",
-        metavar="NAME|UID",
-        help="the user the guard service runs as (default: the socket's owner)",
-    )
-    parser.add_argument(
-        "--agent-user",
-        metavar="NAME",
-        help="the user the agent runs as, when install runs as another",
-    )
-    parser.add_argument("--token-file", metavar="F", help="with https: the bearer token's file")
-    parser.add_argument("--ca-file", metavar="F", help="with https: the CA bundle to trust")
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -90,26 +79,6 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     args = build_parser().parse_args(argv)
     env = os.environ if env is None else env
     report = InstallReport("host-hook", as_json=args.json)
-    install_host_hook(_options(args), env, report)
+    install_host_hook(options_from(HostHookOptions, args), env, report)
     report.finish()
     return 0
-
-
-def _options(args: argparse.Namespace) -> HostHookOptions:
-    return HostHookOptions(
-        host=args.host,
-        service=args.service,
-        service_user=args.service_user,
-        agent_user=args.agent_user,
-        token_file=args.token_file,
-        ca_file=args.ca_file,
-        user=args.user,
-        project=args.project,
-        file=args.file,
-        servers=args.servers,
-        prompt_as=args.prompt_as,
-        protect=tuple(args.protect),
-        python=args.python,
-        force=args.force,
-        dry_run=args.dry_run,
-    )

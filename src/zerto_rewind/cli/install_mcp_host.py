@@ -16,7 +16,7 @@ from ..errors import UsageError
 from ..hostconfig.install.mcp_host import McpHostOptions, install_mcp_host
 from ..hostconfig.install.report import InstallReport
 from ..hostconfig.specs import HOSTS, default_paths
-from .install_options import add_json_argument
+from .install_options import add_json_argument, options_from
 
 __all__ = ["main"]
 
@@ -123,26 +123,9 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         )
         raise UsageError(msg)
     report = InstallReport("mcp-host", as_json=args.json)
-    code = install_mcp_host(_options(args), env, report)
+    code = install_mcp_host(options_from(McpHostOptions, args), env, report)
     report.finish()
     return code
-
-
-def _options(args: argparse.Namespace) -> McpHostOptions:
-    return McpHostOptions(
-        host=args.host,
-        server=args.server,
-        project=args.project,
-        user=args.user,
-        file=args.file,
-        url=args.url,
-        client=args.client,
-        upstream_user=args.upstream_user,
-        allow_privileged_upstream=args.allow_privileged_upstream,
-        dry_run=args.dry_run,
-        systemd_unit=args.systemd_unit,
-        force=args.force,
-    )
 
 
 if __name__ == "__main__":
