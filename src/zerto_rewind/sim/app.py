@@ -337,15 +337,38 @@ def _parser() -> argparse.ArgumentParser:
     add("--ready-file", type=Path, help="write url and credentials here once serving")
     add(
         "--estate",
+        dest="estate_file",
+        metavar="ESTATE",
         type=Path,
         help="estate JSON file, or a packaged one by name (three-sites); default: built-in",
     )
     add("--vms", type=int, default=0, help="add N generated VMs vm-00001...")
     add("--vms-per-vpg", type=int, default=1, help="generated VMs per VPG (default 1)")
     add("--cadence", type=_cadence, action="append", default=[], metavar="KIND=SECONDS")
-    add("--tag-lag", type=float, default=1.0, help="seconds after a boundary a tag lands")
-    add("--task-duration", type=float, default=0.3, help="seconds a task runs")
-    add("--token-ttl", type=int, default=300, help="access token lifetime in seconds")
+    add(
+        "--tag-lag",
+        dest="tag_lag_s",
+        metavar="TAG_LAG",
+        type=float,
+        default=1.0,
+        help="seconds after a boundary a tag lands",
+    )
+    add(
+        "--task-duration",
+        dest="task_duration_s",
+        metavar="TASK_DURATION",
+        type=float,
+        default=0.3,
+        help="seconds a task runs",
+    )
+    add(
+        "--token-ttl",
+        dest="token_ttl_s",
+        metavar="TOKEN_TTL",
+        type=int,
+        default=300,
+        help="access token lifetime in seconds",
+    )
     add("--jitter", type=float, default=0.03, help="cadence jitter fraction (0: none)")
     add("--history-minutes", type=int, default=60, help="journal history (default 60)")
     add("--status-numbering", choices=("docs", "community"), default="docs")
@@ -358,26 +381,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# the options whose parsed value is the SimConfig field of the same name, as it is
+_SAME_AS_CONFIG = (
+    "host", "port", "cert_dir", "estate_file", "vms", "vms_per_vpg", "jitter", "tag_lag_s",
+    "task_duration_s", "token_ttl_s", "history_minutes", "status_numbering", "seed",
+    "client_id", "username",
+)  # fmt: skip
+
+
 def config_from_args(args: argparse.Namespace) -> SimConfig:
     """A SimConfig from parsed command-line arguments."""
+    same = {name: getattr(args, name) for name in _SAME_AS_CONFIG}
     config = SimConfig(
-        host=args.host,
-        port=args.port,
+        **same,
         tls=not args.plain_http,
-        cert_dir=args.cert_dir,
-        estate_file=args.estate,
-        vms=args.vms,
-        vms_per_vpg=args.vms_per_vpg,
         cadences=dict(args.cadence),
-        jitter=args.jitter,
-        tag_lag_s=args.tag_lag,
-        task_duration_s=args.task_duration,
-        token_ttl_s=args.token_ttl,
-        history_minutes=args.history_minutes,
-        status_numbering=args.status_numbering,
-        seed=args.seed,
-        client_id=args.client_id,
-        username=args.username,
         vcenter=vsphere.spec_from_args(args),
     )
     if args.client_secret:

@@ -119,11 +119,7 @@ def failover(backend: Backend, vpg: Vpg, body: dict[str, Any]) -> Task:
 
 def failover_commit(backend: Backend, vpg: Vpg, body: dict[str, Any]) -> Task:
     """Commit: Recovered, or protecting the other way round with reverse protection."""
-    _require_side(backend, vpg)
-    if vpg.failover is None:
-        msg = f"VPG '{vpg.name}' has no failover waiting for commit"
-        raise bad_request(msg)
-    vpg.failover = None
+    _end_failover(backend, vpg)
     if _flag(body, "isReverseProtection"):
         vpg.protected, vpg.recovery = vpg.recovery, vpg.protected
         backend.set_state(vpg, enums.MEETING_SLA, enums.SUB_NONE)
@@ -135,14 +131,19 @@ def failover_commit(backend: Backend, vpg: Vpg, body: dict[str, Any]) -> Task:
 
 def failover_rollback(backend: Backend, vpg: Vpg, body: dict[str, Any]) -> Task:
     """Roll back: the VPG returns to the state it had before the failover."""
+    status, sub_status = _end_failover(backend, vpg).previous
+    backend.set_state(vpg, status, sub_status)
+    return backend.new_task("FailoverRollback", vpg)
+
+
+def _end_failover(backend: Backend, vpg: Vpg) -> Failover:
+    """The live failover waiting for commit on ``vpg``, taken off it (400 if there is none)."""
     _require_side(backend, vpg)
     if vpg.failover is None:
         msg = f"VPG '{vpg.name}' has no failover waiting for commit"
         raise bad_request(msg)
-    status, sub_status = vpg.failover.previous
-    vpg.failover = None
-    backend.set_state(vpg, status, sub_status)
-    return backend.new_task("FailoverRollback", vpg)
+    ended, vpg.failover = vpg.failover, None
+    return ended
 
 
 def restore(backend: Backend, vm_id: str, body: dict[str, Any]) -> Task:
