@@ -48,6 +48,7 @@ from typing import Any, BinaryIO
 from ..errors import KeyFileError
 from .keys import read_key_file
 from .record_mac import MAC_FIELD, RecordMac, state_key_path
+from .sessions import log_record  # a line's record, read as the sessions read it
 
 __all__ = ["SESSION", "VM", "VPG", "LogIndex", "index_path", "open_index", "state_mac"]
 
@@ -215,7 +216,7 @@ class LogIndex:
             records.update(_read(fh, sorted(more)))
             fh.seek(self.through)  # lines written since the index was brought up to date
             for number, line in enumerate(fh, start=self.lines + 1):
-                if (record := _record(line)) is not None:
+                if (record := log_record(line)) is not None:
                     records[number] = record
         return sorted(records.items())
 
@@ -387,22 +388,13 @@ def _extend(
 def _read(fh: BinaryIO, lines: Lines) -> Iterator[tuple[int, dict[str, Any]]]:
     for offset, number in lines:
         fh.seek(offset)
-        if (record := _record(fh.readline())) is not None:
+        if (record := log_record(fh.readline())) is not None:
             yield number, record
 
 
 def _line_at(fh: BinaryIO, offset: int) -> bytes:
     fh.seek(offset)
     return fh.readline()
-
-
-def _record(line: bytes) -> dict[str, Any] | None:
-    """A line's record, read as :mod:`.sessions` reads it; None for a damaged line."""
-    try:
-        record = json.loads(line.decode("utf-8", "replace"))
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def _whole_lines(fd: int, start: int, size: int, before: int) -> Iterator[tuple[int, int, bytes]]:
@@ -424,7 +416,7 @@ def _whole_lines(fd: int, start: int, size: int, before: int) -> Iterator[tuple[
 
 def _keys_of(line: bytes) -> set[tuple[str, bytes]]:
     """The session and VM keys a line is filed under (the readers' own reading of it)."""
-    record = _record(line)
+    record = log_record(line)
     if record is None:
         return set()
     keys: set[tuple[str, bytes]] = set()

@@ -83,12 +83,8 @@ def _write(
     line = decision.log_record(call)
     if decision.answer is not None:  # the approvals step answered a prompt row
         line["decision"], line["reason"] = Outcome.PROMPT, decision.asked
-    line.update(_approval_fields(decision))
-    line.update({key: value for key, value in extra.items() if value is not None})
-    if stamp is not None:
-        stamp(line)
     try:
-        write_record(log_path, line)
+        write_record(log_path, _completed(line, decision, extra, stamp))
     except (StateError, OSError) as exc:
         log.warning("decision not logged: %s", exc)
         if runs:
@@ -120,14 +116,25 @@ def record_result(
     line = result_record(call, decision.vms, result)
     line["vpgs"] = [v.vpg_name for v in decision.vpgs]
     line["checkpoint_ids"] = [v.checkpoint_id for v in decision.vpgs if v.checkpoint_id]
-    line.update(_approval_fields(decision))
-    line.update({key: value for key, value in (extra or {}).items() if value is not None})
-    if stamp is not None:
-        stamp(line)
     try:
-        write_record(log_path, line)
+        write_record(log_path, _completed(line, decision, extra or {}, stamp))
     except (StateError, OSError) as exc:
         log.warning("call result not logged: %s", exc)
+
+
+def _completed(
+    line: dict[str, Any],
+    decision: Decision,
+    extra: Mapping[str, Any],
+    stamp: Callable[[dict[str, Any]], None] | None,
+) -> dict[str, Any]:
+    """``line`` with the approval's fields and the door's ``extra`` (None values left out),
+    then stamped: what a decision line and a result line both add."""
+    line.update(_approval_fields(decision))
+    line.update({key: value for key, value in extra.items() if value is not None})
+    if stamp is not None:
+        stamp(line)
+    return line
 
 
 def _approval_fields(decision: Decision) -> dict[str, Any]:

@@ -47,6 +47,7 @@ __all__ = [
     "Timeline",
     "kind_of",
     "list_sessions",
+    "log_record",
     "parse_since",
     "read_timeline",
 ]
@@ -236,8 +237,8 @@ def _open(path: str) -> BinaryIO | None:
         raise StateError(msg) from exc
 
 
-def _record(line: bytes) -> dict[str, Any] | None:
-    """A line's record; None for a damaged line (not JSON, or not an object)."""
+def log_record(line: bytes) -> dict[str, Any] | None:
+    """A log line's record; None for a damaged line (not JSON, or not an object)."""
     try:
         record = json.loads(line.decode("utf-8", "replace"))
     except ValueError:
@@ -252,7 +253,7 @@ def _lines(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
         return
     with fh:
         for number, line in enumerate(fh, start=1):
-            record = _record(line)
+            record = log_record(line)
             if record is not None:
                 yield number, record
 
@@ -297,7 +298,7 @@ def _in_chunk(
         stop = len(chunk) if stop < 0 else stop + 1
         number += chunk.count(b"\n", counted, start)
         counted, position = start, stop
-        record = _record(chunk[start:stop])
+        record = log_record(chunk[start:stop])
         if record is not None:
             yield number + 1, record
 

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from ..config.settings import GuardSettings
 from ..zvm.client import ZvmClient
 from ..zvm.models import Checkpoint, Vpg
+from . import tag_rules
 from .cadence import observed_cadence, resolve_cadence
 from .decision import Row, ToolCall, VpgOutcome
 from .state import GuardStateLike, TagRecord, VpgRecord, remember
@@ -49,60 +50,24 @@ from .tag_actions import (
     TagFacts,
 )
 from .tag_plan import TagPlan, apply_to_plan, apply_to_record, mark_landed, writes_record
+from .tag_rules import *  # noqa: F403
 from .tag_rules import (
-    FAIL_OVERDUE,
-    JOIN_PENDING,
-    REQUEST_NEW,
-    REUSE_LANDED,
-    TAG_MAX,
     after_poll,
     cadence_window_start,
     consume_rule,
-    covers,
     exceeds_budget,
-    is_overdue,
-    journal_confirms,
     known_cadence,
-    landing_due,
-    landing_lag,
     landing_look,
     learned_lag,
     on_task,
     on_vpg,
-    overdue_reason,
-    plan_action,
     plan_tag,
-    planned_landing,
     poll_interval,
-    tag_bound_reason,
-    tag_name,
-    task_failure,
 )
 
-__all__ = [
-    "FAIL_OVERDUE",
-    "JOIN_PENDING",
-    "REQUEST_NEW",
-    "REUSE_LANDED",
-    "TAG_MAX",
-    "TagPlan",
-    "Tagger",
-    "covers",
-    "exceeds_budget",
-    "is_overdue",
-    "journal_confirms",
-    "known_cadence",
-    "landing_due",
-    "landing_lag",
-    "look_for_landing",
-    "overdue_reason",
-    "plan_action",
-    "planned_landing",
-    "tag_bound_reason",
-    "tag_in_journal",
-    "tag_name",
-    "task_failure",
-]
+# the tagger, and the rules it carries out (re-exported: tag_rules.__all__)
+__all__ = ["TagPlan", "Tagger", "look_for_landing", "tag_in_journal"]
+__all__ += tag_rules.__all__
 
 # Tolerance when matching a landing against the request time (clock skew).
 _SKEW_S = 5.0
