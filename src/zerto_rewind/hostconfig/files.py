@@ -8,11 +8,12 @@ atomically after backing it up. Messages name files and keys, never a value.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +31,11 @@ __all__ = [
     "read_host_config",
     "render_host_config",
     "render_host_text",
+    "replace_with_backup",
     "servers_of",
     "write_gateway_config",
     "write_host_config",
+    "writing",
 ]
 
 
@@ -199,7 +202,7 @@ def write_host_config(
     path = config.file.path
     backup = None
     owner = None
-    try:
+    with writing(path):
         mode = 0o600
         if config.text is not None:
             info = os.stat(path)
@@ -214,12 +217,34 @@ def write_host_config(
             mode &= 0o700
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic_write_text(path, text, mode=mode, owner=owner)
+    return backup
+
+
+def replace_with_backup(path: str, text: str, *, original: str | None) -> str | None:
+    """Back ``original`` (the file as it was; None: there was none) up beside ``path``, then
+    replace ``path`` atomically, keeping its mode (0644 when new); returns the backup's path."""
+    backup = None
+    with writing(path):
+        mode = 0o644
+        if original is not None:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+            backup = backup_name(path)
+            atomic_write_text(backup, original, mode=mode)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        atomic_write_text(path, text, mode=mode)
+    return backup
+
+
+@contextlib.contextmanager
+def writing(path: str) -> Iterator[None]:
+    """A failed write of the host file ``path`` as the one ConfigError every install shows."""
+    try:
+        yield
     except OSError as exc:
-        msg = f"cannot write it ({exc.strerror})"
+        msg = f"cannot write it: {exc.strerror or exc}"
         raise ConfigError(msg, path=path) from None
     except StateError as exc:
         raise ConfigError(str(exc)) from None
-    return backup
 
 
 def locate_server(candidates: Sequence[HostFile], server: str) -> HostConfig:

@@ -33,14 +33,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..config.settings import home_dir
 from ..errors import ConfigError
-from ..fsutil import atomic_write_text, backup_name
+from .files import replace_with_backup, writing
 from .formats import edit_json_servers, parse_jsonc
 from .objectfile import read_object_file
 
@@ -176,21 +175,11 @@ def write_hook_file(plan: HookPlan) -> str | None:
     """Write the plan (atomically, keeping the file's mode); the backup's path, if any."""
     if plan.text is None:
         return None
-    backup = None
-    try:
-        mode = 0o644
-        if plan.existed:
-            mode = stat.S_IMODE(os.stat(plan.path).st_mode)
-            with open(plan.path, encoding="utf-8") as fh:
-                old = fh.read()
-            backup = backup_name(plan.path)
-            atomic_write_text(backup, old, mode=mode)
-        os.makedirs(os.path.dirname(plan.path), exist_ok=True)
-        atomic_write_text(plan.path, plan.text, mode=mode)
-    except OSError as exc:
-        msg = f"cannot write it ({exc.strerror})"
-        raise ConfigError(msg, path=plan.path) from None
-    return backup
+    original = None
+    if plan.existed:
+        with writing(plan.path), open(plan.path, encoding="utf-8") as fh:
+            original = fh.read()
+    return replace_with_backup(plan.path, plan.text, original=original)
 
 
 def _read(path: str) -> tuple[dict[str, Any], str, bool]:

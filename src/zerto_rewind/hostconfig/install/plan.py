@@ -146,9 +146,7 @@ def plan_hook(
     """
     timeout, note = plan_timeout(options.timeout, settings.guard.timeout_s)
     matcher = _config_matcher(options, settings, config)
-    undefined = _undefined_servers(sources, covered_servers(settings.catalog))
-    if undefined and not options.force:
-        raise InstallRefused(undefined + _FORCE_HINT)
+    _refuse_undefined(sources, covered_servers(settings.catalog), options)
     # The rewind hint names zerto-rewind's MCP tool only where the host has that server.
     server = MCP_SERVER_NAME if options.with_mcp_server else _installed_server(sources)
     entry = build_entry(
@@ -265,9 +263,7 @@ def plan_thin_hook(
         msg = f"the service's catalog: {exc.detail}"
         raise InstallRefused(msg) from None
     if sources is not None:
-        undefined = _undefined_servers(sources, covered_servers(remote.catalog))
-        if undefined and not options.force:
-            raise InstallRefused(undefined + _FORCE_HINT)
+        _refuse_undefined(sources, covered_servers(remote.catalog), options)
     entry = build_thin_entry(
         python=python,
         service=service,
@@ -385,6 +381,16 @@ def _installed_server(sources: list[McpSource]) -> str | None:
             if zerto_rewind_role(entry) == "serve":
                 return name
     return None
+
+
+def _refuse_undefined(
+    sources: list[McpSource], servers: list[str], options: InstallOptions
+) -> None:
+    """InstallRefused when the matcher would guard servers no MCP config defines (unless
+    ``--force``)."""
+    undefined = _undefined_servers(sources, servers)
+    if undefined and not options.force:
+        raise InstallRefused(undefined + _FORCE_HINT)
 
 
 def _undefined_servers(sources: list[McpSource], servers: list[str]) -> str:

@@ -128,23 +128,11 @@ Check it with `claude plugin validate <this directory>` and
 """
 
 
-def build_plugin(
-    out_dir: str,
-    settings: Settings,
-    *,
-    python: str,
-    config: str,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    all_tools: bool = False,
-    name: str = PLUGIN_NAME,
-) -> list[str]:
-    """Write the plugin into ``out_dir`` (created if needed); returns the notes.
+def build_plugin(out_dir: str, files: Mapping[str, Any]) -> None:
+    """Write :func:`plugin_files`' ``files`` into ``out_dir`` (created if needed).
 
     StateError when a file cannot be written.
     """
-    files, notes = plugin_files(
-        settings, python=python, config=config, timeout_s=timeout_s, all_tools=all_tools, name=name
-    )
     for relative, content in files.items():
         path = os.path.join(out_dir, relative)
         text = content if isinstance(content, str) else json.dumps(content, indent=2) + "\n"
@@ -155,7 +143,6 @@ def build_plugin(
         except OSError as exc:
             msg = f"cannot write {path}: {exc.strerror or exc}; check --out and its permissions"
             raise StateError(msg) from None
-    return notes
 
 
 def install_plugin(
@@ -180,15 +167,10 @@ def install_plugin(
         raise ConfigError(msg, path=exc.path, key=exc.key) from None
     out = os.path.abspath(os.path.expanduser(out))
     python = os.path.abspath(sys.executable)
-    notes = build_plugin(
-        out,
-        settings,
-        python=python,
-        config=config,
-        timeout_s=timeout_s,
-        all_tools=all_tools,
-        name=name,
+    files, notes = plugin_files(
+        settings, python=python, config=config, timeout_s=timeout_s, all_tools=all_tools, name=name
     )
+    build_plugin(out, files)
     report.wrote(out)
     lines = [f"generated the {name} plugin in {out}", *(f"note: {n}" for n in notes)]
     lines.append(f"use it with: claude --plugin-dir {shlex.quote(out)}")

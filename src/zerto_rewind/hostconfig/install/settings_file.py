@@ -15,8 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import ConfigError, StateError
-from ...fsutil import atomic_write_text, backup_name
+from ...errors import ConfigError
+from ..files import replace_with_backup
 from ..hook_command import HookCommand
 from ..objectfile import read_object_file
 
@@ -356,18 +356,4 @@ def read_settings(path: str) -> tuple[dict[str, Any], str | None]:
 
 def write_settings(path: str, text: str, *, original: str | None) -> str | None:
     """Back up the old file (if any), then replace it atomically; returns the backup path."""
-    backup = None
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        mode = 0o644
-        if original is not None:
-            mode = os.stat(path).st_mode & 0o777
-            backup = backup_name(path)
-            atomic_write_text(backup, original, mode=mode)
-        atomic_write_text(path, text, mode=mode)
-    except OSError as exc:
-        msg = f"cannot write it: {exc.strerror or exc}"
-        raise ConfigError(msg, path=path) from None
-    except StateError as exc:
-        raise ConfigError(str(exc)) from None
-    return backup
+    return replace_with_backup(path, text, original=original)
