@@ -26,6 +26,7 @@ __all__ = [
     "backup_name",
     "ensure_private_dir",
     "file_lock",
+    "read_if_present",
     "read_json",
 ]
 
@@ -84,20 +85,30 @@ def backup_name(path: str) -> str:
     return candidate
 
 
+def read_if_present(
+    path: str, what: str = "", fix: str = "check the state directory's permissions"
+) -> bytes | None:
+    """The bytes of ``path``, or None if it is missing; StateError if it cannot be read,
+    naming the file (``what`` it is) and how to ``fix`` that."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        msg = f"cannot read {what}{' ' if what else ''}{path}: {exc.strerror}; {fix}"
+        raise StateError(msg) from exc
+
+
 def read_json(path: str) -> Any | None:
     """Return the JSON in ``path``, or ``None`` if it is missing.
 
     A file that is not valid JSON is renamed to ``<path>.corrupt-<time>`` so the
     caller can rebuild it; the bad copy is kept for inspection.
     """
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except FileNotFoundError:
+    data = read_if_present(path)
+    if data is None:
         return None
-    except OSError as exc:
-        msg = f"cannot read {path}: {exc.strerror}; check the state directory's permissions"
-        raise StateError(msg) from exc
     try:
         return json.loads(data)
     except ValueError:

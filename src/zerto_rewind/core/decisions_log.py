@@ -40,6 +40,7 @@ __all__ = [
     "anchor_now",
     "audit_record",
     "iter_records",
+    "line_seq",
     "register_anchor",
     "tail",
     "verify",
@@ -125,7 +126,7 @@ def write_record(path: str, record: dict[str, Any]) -> None:
         if last is None:
             seq, prev = 1, GENESIS
         else:
-            seq, prev = _seq_of(last) + 1, sha256_hex(last)
+            seq, prev = line_seq(last) + 1, sha256_hex(last)
         line = json.dumps(
             {**audit_record(record), "seq": seq, "prev": prev},
             ensure_ascii=False,
@@ -184,7 +185,7 @@ def anchor_now(policy: AnchorPolicy) -> dict[str, Any] | None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         last, _ = _last_line(fd)
-        seq = _seq_of(last) if last is not None else 0
+        seq = line_seq(last) if last is not None else 0
         current = log_anchor.load_anchor(policy.anchor_path)
         if last is None or seq == 0 or (current is not None and current["seq"] == seq):
             return None
@@ -288,7 +289,7 @@ def _last_line(fd: int) -> tuple[bytes | None, bool]:
     return b"".join(reversed(chunks)), ends_with_newline
 
 
-def _seq_of(line: bytes) -> int:
+def line_seq(line: bytes) -> int:
     """The line's ``seq``, or 0 if it has none (an unchained or damaged line)."""
     try:
         record = json.loads(line)
@@ -417,7 +418,7 @@ def _gap_or_reordered(
     later = gap.line
     for raw in rest:
         later += 1
-        found = _seq_of(raw.removesuffix(b"\n"))
+        found = line_seq(raw.removesuffix(b"\n"))
         if first_missing <= found <= last_missing:
             what = f"seq {seq} comes before seq {found} (line {later}): lines were reordered"
             todo = "the log was edited; compare with a backup of the log"

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..errors import StateError
+from ..fsutil import read_if_present
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -275,15 +276,8 @@ def _key_id(key: Ed25519PublicKey) -> str:
 
 def load_anchor(path: str) -> dict[str, Any] | None:
     """The anchor at ``path``; None if there is no file; StateError if it is not an anchor."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        msg = f"cannot read the log anchor {path}: {exc.strerror}; run as the guard's user"
-        raise StateError(msg) from exc
-    return parse_anchor(raw, path)
+    raw = read_if_present(path, "the log anchor", "run as the guard's user")
+    return None if raw is None else parse_anchor(raw, path)
 
 
 def parse_anchor(raw: bytes | str, where: str) -> dict[str, Any]:
@@ -367,13 +361,14 @@ def _signature_holds(anchor: dict[str, Any], key: Ed25519PublicKey) -> bool:
 
 def _against(log_path: str, anchor: dict[str, Any]) -> AnchorCheck:
     from ..config.loader import sha256_hex
+    from .decisions_log import line_seq
 
     seq, when = int(anchor["seq"]), anchor.get("at")
     last_seq = 0
     with open(log_path, "rb") as fh:
         for raw in fh:
             line = raw.removesuffix(b"\n")
-            last_seq = _seq(line) or last_seq
+            last_seq = line_seq(line) or last_seq
             if last_seq == seq:
                 if sha256_hex(line) == anchor["hash"]:
                     return AnchorCheck("ok", f"anchored at seq {seq} ({when})", anchor)
@@ -388,15 +383,6 @@ def _against(log_path: str, anchor: dict[str, Any]) -> AnchorCheck:
         f"{missing} line{'s' if missing != 1 else ''} cut from its end"
     )
     return AnchorCheck("cut", what, anchor)
-
-
-def _seq(line: bytes) -> int:
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return 0
-    seq = record.get("seq") if isinstance(record, dict) else None
-    return seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
 
 
 def _unanchored(log_path: str, policy: AnchorPolicy) -> AnchorCheck:

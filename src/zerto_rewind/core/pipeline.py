@@ -35,7 +35,7 @@ None to leave it. Until a deciding step answers, the decision so far is
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict, Unpack
 
 from ..errors import ConfigError
 from .catalog import Classification, classify
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ORDER",
     "Policy",
+    "Start",
     "StepResult",
     "Table",
     "classify_call",
@@ -59,6 +60,15 @@ __all__ = [
 ORDER = ("pins", "self_protection", "table", "vm_identity", "execute_once", "approvals")
 
 StepResult = Decision | None | Awaitable[Decision | None]
+
+
+class Start(TypedDict, total=False):
+    """Where :func:`decide` and :func:`decide_async` start: the ``catalog`` to classify the
+    call with, or the door's own classification (``verdict``), or a decision so far."""
+
+    catalog: CatalogSettings | None
+    verdict: Classification | None
+    start: Decision | None
 
 
 class Policy(Protocol):
@@ -93,20 +103,13 @@ def undecided(call: ToolCall, verdict: Classification | None) -> Decision:
     )
 
 
-def decide(
-    call: ToolCall,
-    policies: Sequence[Policy],
-    *,
-    catalog: CatalogSettings | None = None,
-    verdict: Classification | None = None,
-    start: Decision | None = None,
-) -> Decision:
+def decide(call: ToolCall, policies: Sequence[Policy], **begin: Unpack[Start]) -> Decision:
     """Classify once (unless the door did, ``verdict``) and run each policy in :data:`ORDER`.
 
     ``start``: the decision so far when the door has one already (a test's, or a door
     that decided part of the call before); it keeps its classification.
     """
-    decision = _first(call, catalog, verdict, start)
+    decision = _first(call, **begin)
     for policy in ordered(policies):
         step = policy.apply(call, decision)
         if isinstance(step, Awaitable):
@@ -117,15 +120,10 @@ def decide(
 
 
 async def decide_async(
-    call: ToolCall,
-    policies: Sequence[Policy],
-    *,
-    catalog: CatalogSettings | None = None,
-    verdict: Classification | None = None,
-    start: Decision | None = None,
+    call: ToolCall, policies: Sequence[Policy], **begin: Unpack[Start]
 ) -> Decision:
     """:func:`decide` for a door on an event loop: a step may return an awaitable."""
-    decision = _first(call, catalog, verdict, start)
+    decision = _first(call, **begin)
     for policy in ordered(policies):
         step = policy.apply(call, decision)
         if isinstance(step, Awaitable):
@@ -145,9 +143,10 @@ def ordered(policies: Sequence[Policy]) -> list[Policy]:
 
 def _first(
     call: ToolCall,
-    catalog: CatalogSettings | None,
-    verdict: Classification | None,
-    start: Decision | None,
+    *,
+    catalog: CatalogSettings | None = None,
+    verdict: Classification | None = None,
+    start: Decision | None = None,
 ) -> Decision:
     if start is not None:
         return start

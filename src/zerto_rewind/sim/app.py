@@ -248,18 +248,18 @@ class SimServer:
     @property
     def port(self) -> int:
         """The bound port (of the first ZVM)."""
-        if not self._running:
-            msg = "the simulator is not running"
-            raise RuntimeError(msg)
-        return self.first.port
+        return self._running_first().port
 
     @property
     def url(self) -> str:
         """Base URL of the first ZVM, e.g. ``https://127.0.0.1:54321``."""
+        return self._running_first().url
+
+    def _running_first(self) -> SimSite:
         if not self._running:
             msg = "the simulator is not running"
             raise RuntimeError(msg)
-        return self.first.url
+        return self.first
 
     @property
     def ca_bundle(self) -> str | None:

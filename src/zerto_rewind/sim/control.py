@@ -17,16 +17,6 @@ from zerto_rewind.sim.state import TAG_TASK_FAILURE
 _MODES = ("normal", "late", "never", "fail")
 
 
-def _object(req: Request) -> dict[str, Any]:
-    body = req.json()
-    if body is None:
-        return {}
-    if not isinstance(body, dict):
-        msg = "body must be a JSON object"
-        raise bad_request(msg)
-    return body
-
-
 def _vpg(ctx: Context, req: Request) -> Vpg:
     return ctx.backend.vpg_named(req.params["name"])
 
@@ -87,7 +77,7 @@ def tokens_expire(ctx: Context, req: Request) -> Response:
 
 def tag_behaviour(ctx: Context, req: Request) -> Response:
     """POST /_sim/vpgs/{name}/tag-behaviour {"mode", "extra_delay_s", "count", "reason"}."""
-    body = _object(req)
+    body = req.object()
     mode = body.get("mode", "normal")
     if mode not in _MODES:
         msg = f"mode must be one of {', '.join(_MODES)}"
@@ -110,7 +100,7 @@ def tag_behaviour(ctx: Context, req: Request) -> Response:
 
 def vpg_status(ctx: Context, req: Request) -> Response:
     """POST /_sim/vpgs/{name}/status {"status", "sub_status"}."""
-    body = _object(req)
+    body = req.object()
     vpg = _vpg(ctx, req)
     status, sub = body.get("status", vpg.status), body.get("sub_status", 0)
     if not isinstance(status, int) or not isinstance(sub, int) or status < 0 or sub < 0:
@@ -122,7 +112,7 @@ def vpg_status(ctx: Context, req: Request) -> Response:
 
 def vpg_cadence(ctx: Context, req: Request) -> Response:
     """POST /_sim/vpgs/{name}/cadence {"seconds"}: the cadence from now on."""
-    seconds = _number(_object(req), "seconds")
+    seconds = _number(req.object(), "seconds")
     if seconds <= 0:
         msg = "seconds must be positive"
         raise bad_request(msg)
@@ -132,7 +122,7 @@ def vpg_cadence(ctx: Context, req: Request) -> Response:
 
 def vm_actions_add(ctx: Context, req: Request) -> Response:
     """POST /_sim/vm-actions {"vm", "action", "tool"}: record a VM change."""
-    body = _object(req)
+    body = req.object()
     if not isinstance(body.get("vm"), str) or not isinstance(body.get("action"), str):
         msg = "vm and action are required strings"
         raise bad_request(msg)

@@ -44,13 +44,17 @@ class Request:
 
     def fields(self) -> dict[str, Any]:
         """A JSON object body with lowercased keys (any casing is accepted)."""
+        return {str(k).lower(): v for k, v in self.object().items()}
+
+    def object(self) -> dict[str, Any]:
+        """A JSON object body ({} when there is none); 400 for any other JSON."""
         body = self.json()
         if body is None:
             return {}
         if not isinstance(body, dict):
             msg = "The request body must be a JSON object"
             raise bad_request(msg)
-        return {str(k).lower(): v for k, v in body.items()}
+        return body
 
     def form(self) -> dict[str, str]:
         """A form-encoded body."""

@@ -181,11 +181,14 @@ class World:
 
     def vpg_named(self, name: str) -> Vpg:
         """A VPG of the estate by name (case-insensitive), or 404."""
-        found = self.vpgs_by_name.get(name.lower())
-        if found is None:
-            msg = f"VPG named {name!r} was not found"
-            raise not_found(msg)
-        return found
+        return _found(self.vpgs_by_name.get(name.lower()), f"VPG named {name!r} was not found")
+
+
+def _found(vpg: Vpg | None, missing: str) -> Vpg:
+    """``vpg``, or a 404 that says ``missing``."""
+    if vpg is None:
+        raise not_found(missing)
+    return vpg
 
 
 def load_config_estate(config: SimConfig) -> Estate:
@@ -300,10 +303,7 @@ class Backend:
     def vpg(self, identifier: str) -> Vpg:
         """A VPG by identifier, or 404."""
         found = self.vpgs.get(identifier.lower())
-        if found is None:
-            msg = f"VPG with identifier {identifier} was not found"
-            raise not_found(msg)
-        return found
+        return _found(found, f"VPG with identifier {identifier} was not found")
 
     def vpg_named(self, name: str) -> Vpg:
         """A VPG of the estate by name, whichever ZVM shows it (control plane, tests); or 404."""

@@ -164,10 +164,7 @@ def build_entry(
     package_dir: str | None = None,
 ) -> dict[str, Any]:
     """One ``hooks.PreToolUse`` entry that runs the guard for tools ``matcher`` selects."""
-    for what, path in (("interpreter", python), ("config", config), ("settings", settings)):
-        if path is not None and not os.path.isabs(path):
-            msg = f"the hook's {what} path must be absolute, not {path!r}"
-            raise ValueError(msg)
+    _require_absolute(("interpreter", python), ("config", config), ("settings", settings))
     command = hook_command(
         python,
         config,
@@ -178,6 +175,14 @@ def build_entry(
         package_dir=package_dir,
     )
     return _entry(matcher, command, timeout_s)
+
+
+def _require_absolute(*paths: tuple[str, str | None]) -> None:
+    """ValueError naming the first of the hook's ``paths`` (what, path) that is relative."""
+    for what, path in paths:
+        if path is not None and not os.path.isabs(path):
+            msg = f"the hook's {what} path must be absolute, not {path!r}"
+            raise ValueError(msg)
 
 
 def thin_hook_command(
@@ -220,10 +225,7 @@ def build_thin_entry(
     service_user: str | None = None,
 ) -> dict[str, Any]:
     """The ``hooks.PreToolUse`` entry of a thin hook (``install claude-code --service``)."""
-    for what, path in (("interpreter", python), ("token file", token_file), ("CA file", ca_file)):
-        if path is not None and not os.path.isabs(path):
-            msg = f"the hook's {what} path must be absolute, not {path!r}"
-            raise ValueError(msg)
+    _require_absolute(("interpreter", python), ("token file", token_file), ("CA file", ca_file))
     command = thin_hook_command(
         python,
         service,
