@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import StateError
-from ..zvm.redis_conn import DEFAULT_PREFIX, connect, redacted_url, redis_errors_as_state_errors
+from ..zvm.redis_conn import RedisStore, redis_errors_as_state_errors
 from .approvals_model import (
     APPROVED,
     DEFAULT_MAX_OPEN,
@@ -82,7 +82,7 @@ _MGET_CHUNK = 200
 _T = TypeVar("_T")
 
 
-class RedisApprovalStore:
+class RedisApprovalStore(RedisStore):
     """Approval requests in one Redis database; safe for many replicas and threads."""
 
     def __init__(
@@ -94,13 +94,10 @@ class RedisApprovalStore:
         clock: Callable[[], float] = time.time,
         client: redis.Redis | None = None,
     ) -> None:
-        self.url = url
-        self.location = redacted_url(url)
-        self.prefix = DEFAULT_PREFIX if prefix is None else prefix
+        super().__init__(url, prefix, client)
         self._clock = clock
         self.mac = mac
         self._used = UsedApprovals()
-        self._redis = client if client is not None else connect(url)
 
     # ------------------------------------------------------------------ the protocol
 
@@ -266,10 +263,6 @@ class RedisApprovalStore:
         """Raise StateError unless Redis answers a PING."""
         with self._errors("checking the approval requests' store"):
             self._redis.ping()
-
-    def close(self) -> None:
-        """Close the connections to Redis."""
-        self._redis.close()
 
     # ------------------------------------------------------------------ helpers
 

@@ -37,7 +37,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StateError
-from ..zvm.redis_conn import DEFAULT_PREFIX, connect, redacted_url, redis_errors_as_state_errors
+from ..zvm.redis_conn import RedisStore, redis_errors_as_state_errors
 from .record_mac import RecordMac
 from .state import LOCK_TIMEOUT_S, VpgRecord, _safe_name, cache_value
 
@@ -57,7 +57,7 @@ _CACHE_KEEP_S = 2 * 86_400
 _LOCK_POLL_S = 0.02
 
 
-class RedisGuardState:
+class RedisGuardState(RedisStore):
     """The guard's state in one Redis database; safe for many replicas and threads."""
 
     def __init__(
@@ -70,13 +70,10 @@ class RedisGuardState:
         lock_lease_s: float = LOCK_LEASE_S,
         client: redis.Redis | None = None,
     ) -> None:
-        self.url = url
-        self.location = redacted_url(url)
-        self.prefix = DEFAULT_PREFIX if prefix is None else prefix
+        super().__init__(url, prefix, client)
         self.lock_timeout_s = lock_timeout_s
         self.lock_lease_s = lock_lease_s
         self.mac = mac
-        self._redis = client if client is not None else connect(url)
 
     # ---- VPG records
 
@@ -169,10 +166,6 @@ class RedisGuardState:
         """Raise StateError unless Redis answers a PING."""
         with redis_errors_as_state_errors(self.url):
             self._redis.ping()
-
-    def close(self) -> None:
-        """Close the connections to Redis."""
-        self._redis.close()
 
     def _key(self, kind: str, vpg_id: str) -> str:
         return f"{self.prefix}{kind}:{_safe_name(vpg_id)}"

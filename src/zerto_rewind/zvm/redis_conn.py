@@ -19,13 +19,34 @@ from ..errors import ConfigError, StateError
 if TYPE_CHECKING:
     import redis
 
-__all__ = ["DEFAULT_PREFIX", "connect", "redacted_url", "redis_errors_as_state_errors"]
+__all__ = [
+    "DEFAULT_PREFIX",
+    "RedisStore",
+    "connect",
+    "redacted_url",
+    "redis_errors_as_state_errors",
+]
 
 DEFAULT_PREFIX = "zerto-rewind:"
 # A Redis that does not answer within these is as good as down: the guard
 # must still answer (deny, with the reason) well within its budget.
 CONNECT_TIMEOUT_S = 2.0
 COMMAND_TIMEOUT_S = 3.0
+
+
+class RedisStore:
+    """What every store in a Redis database holds: its URL (``location``, the URL fit for
+    messages), its keys' prefix, and its client (``client``: a test's, else one for ``url``)."""
+
+    def __init__(self, url: str, prefix: str | None, client: redis.Redis | None) -> None:
+        self.url = url
+        self.location = redacted_url(url)
+        self.prefix = DEFAULT_PREFIX if prefix is None else prefix
+        self._redis = client if client is not None else connect(url)
+
+    def close(self) -> None:
+        """Close the connections to Redis."""
+        self._redis.close()
 
 
 def redacted_url(url: str) -> str:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ZvmTimeout
 from .auth import CachedToken
-from .redis_conn import DEFAULT_PREFIX, connect, redacted_url, redis_errors_as_state_errors
+from .redis_conn import RedisStore, redis_errors_as_state_errors
 
 if TYPE_CHECKING:
     import redis
@@ -38,7 +38,7 @@ TOKEN_LOCK_LEASE_S = 30.0
 _LOCK_POLL_S = 0.02
 
 
-class RedisTokenCache:
+class RedisTokenCache(RedisStore):
     """Tokens in Redis: one key per identity, expiring with the token."""
 
     def __init__(
@@ -49,10 +49,8 @@ class RedisTokenCache:
         wall_clock: Callable[[], float] = time.time,
         client: redis.Redis | None = None,
     ) -> None:
-        self.url = url
-        self.prefix = DEFAULT_PREFIX if prefix is None else prefix
+        super().__init__(url, prefix, client)
         self.wall_clock = wall_clock
-        self._redis = client if client is not None else connect(url)
 
     def load(self, key: str) -> CachedToken | None:
         """The cached token for ``key`` if it is still fresh."""
@@ -93,7 +91,7 @@ class RedisTokenCache:
         if not acquired:
             msg = (
                 "timed out waiting for another replica to fetch a ZVM token "
-                f"(the shared state at {redacted_url(self.url)})"
+                f"(the shared state at {self.location})"
             )
             raise ZvmTimeout(msg)
         try:

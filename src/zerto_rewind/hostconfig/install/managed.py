@@ -20,7 +20,7 @@ from typing import Any
 from ...config.settings import Settings
 from ...errors import ConfigError, StateError
 from ...fsaccess import group_name_of, user_name_of
-from ...fsutil import atomic_write_text, backup_name
+from ...fsutil import atomic_write_text, backup_name, read_if_present
 
 __all__ = [
     "CONFIG_DIR",
@@ -162,13 +162,9 @@ def _create(path: str, mode: int) -> str:
 
 def _read_bytes(path: str) -> bytes | None:
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        msg = f"cannot read it: {exc.strerror or exc}"
-        raise ConfigError(msg, path=path) from None
+        return read_if_present(path, fix="a managed install runs as root")
+    except StateError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _owner_mode(path: str) -> tuple[int, int, int] | None:
