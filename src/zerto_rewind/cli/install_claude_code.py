@@ -21,6 +21,7 @@ from .install_options import (
     add_hook_arguments,
     add_json_argument,
     add_service_arguments,
+    add_target_arguments,
     options_from,
 )
 
@@ -36,9 +37,12 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Other targets: `zerto-rewind install --help`.",
     )
     parser.add_argument("host", choices=["claude-code"], help="the agent host")
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--project", metavar="DIR", help="write DIR/.claude/settings.json")
-    where.add_argument("--user", action="store_true", help="write ~/.claude/settings.json")
+    where = add_target_arguments(
+        parser,
+        required=True,
+        project="write DIR/.claude/settings.json",
+        user="write ~/.claude/settings.json",
+    )
     where.add_argument(
         "--managed",
         action="store_true",

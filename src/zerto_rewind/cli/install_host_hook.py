@@ -13,7 +13,12 @@ from collections.abc import Mapping
 from ..hostconfig.hooks import HOOK_HOSTS
 from ..hostconfig.install.host_hook import HostHookOptions, install_host_hook
 from ..hostconfig.install.report import InstallReport
-from .install_options import add_json_argument, add_service_arguments, options_from
+from .install_options import (
+    add_json_argument,
+    add_service_arguments,
+    add_target_arguments,
+    options_from,
+)
 
 __all__ = ["main"]
 
@@ -28,9 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("host", choices=HOOK_HOSTS, help="the agent host")
     _add_service_arguments(parser)
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--user", action="store_true", help="the user's hook file")
-    where.add_argument("--project", metavar="DIR", help="the project's hook file")
+    where = add_target_arguments(
+        parser, required=True, project="the project's hook file", user="the user's hook file"
+    )
     where.add_argument("--file", metavar="F", help="another hook file of the host's format")
     parser.add_argument(
         "--servers",

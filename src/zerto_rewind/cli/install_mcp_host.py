@@ -16,7 +16,7 @@ from ..errors import UsageError
 from ..hostconfig.install.mcp_host import McpHostOptions, install_mcp_host
 from ..hostconfig.install.report import InstallReport
 from ..hostconfig.specs import HOSTS, default_paths
-from .install_options import add_json_argument, options_from
+from .install_options import add_json_argument, add_target_arguments, options_from
 
 __all__ = ["main"]
 
@@ -50,9 +50,12 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
     parser.add_argument(
         "--server", required=True, metavar="NAME", help="the VM server entry to move"
     )
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--project", metavar="DIR", help="the host's project config in DIR")
-    where.add_argument("--user", action="store_true", help="the host's user config")
+    where = add_target_arguments(
+        parser,
+        required=False,
+        project="the host's project config in DIR",
+        user="the host's user config",
+    )
     where.add_argument(
         "--file", metavar="PATH", help="this host config file (where the default path is wrong)"
     )

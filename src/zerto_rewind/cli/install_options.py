@@ -12,7 +12,13 @@ from ..hostconfig.install.settings_file import DEFAULT_TIMEOUT_S
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-__all__ = ["add_hook_arguments", "add_json_argument", "add_service_arguments", "options_from"]
+__all__ = [
+    "add_hook_arguments",
+    "add_json_argument",
+    "add_service_arguments",
+    "add_target_arguments",
+    "options_from",
+]
 
 _Options = TypeVar("_Options", bound="DataclassInstance")
 
@@ -67,3 +73,14 @@ def add_service_arguments(
     target.add_argument("--agent-user", metavar="NAME", help=agent_user)
     target.add_argument("--token-file", metavar="F", help="with https: the bearer token's file")
     target.add_argument("--ca-file", metavar="F", help="with https: the CA bundle to trust")
+
+
+def add_target_arguments(
+    parser: argparse.ArgumentParser, *, required: bool, project: str, user: str
+) -> argparse._MutuallyExclusiveGroup:
+    """Which file an installer writes: ``--project DIR`` or ``--user`` (the helps are each
+    installer's own); the caller adds its other choices (``--file``, ``--managed``)."""
+    where = parser.add_mutually_exclusive_group(required=required)
+    where.add_argument("--project", metavar="DIR", help=project)
+    where.add_argument("--user", action="store_true", help=user)
+    return where
