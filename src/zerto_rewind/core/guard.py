@@ -79,8 +79,7 @@ def classified_decision(
 ) -> Decision | None:
     """The rows the classification alone decides, with no IO: read-only, unlisted, a host
     path, no VM. None for a mutating call whose VMs (or VPGs) the estate must be asked
-    about. The guard and its preview (recovery.preview, which asks the estate without
-    tagging) both start here."""
+    about."""
     if verdict.kind == READ_ONLY:
         return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
     if verdict.kind != MUTATING:
