@@ -121,7 +121,13 @@ class _Resolved:
 
 
 class Guard(GuardEstate):
-    """The decision table, over the estate's ZVMs (one per site) and one state directory."""
+    """The decision table, over the estate's ZVMs (one per site) and one state directory.
+
+    The preview runs this very class, planning only (``recovery/preview_guard.py``): it
+    watches ``_decide``, ``_resolve`` and ``_inspect``, gives ``_tagger`` an executor that
+    sends no tag request, and witnesses only landed tags in ``_witness``. Keep those
+    steps' signatures, or change the planning guard with them.
+    """
 
     # ------------------------------------------------------------------ entry points
 

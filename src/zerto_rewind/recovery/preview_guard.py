@@ -5,7 +5,9 @@ no tag requested, no wait, and no record, cache or mark written.
 same messages), over two stand-ins that keep it from changing anything:
 
 * :class:`ReadOnlyState`: the shared state as it is; a VPG record the plan changes is a
-  copy that is dropped, and nothing is cached or marked;
+  copy that is dropped, and the plan caches nothing. (Beside a running guard the ZVM
+  clients are that guard's own, so a site whose ZVM fails is marked down as any of its
+  requests would mark it.)
 * :class:`PlanningTagger`: the tag rules' executor (``core.tag_rules``) that reads what
   the rules ask to read (the journal, a joined tag's task) and sends no tag request. A tag
   the guard would wait for (within its budget) is taken as landing; one beyond the budget
@@ -76,7 +78,7 @@ class ReadOnlyState:
         return self._state.cached(kind, key, ttl_s)
 
     def store(self, kind: str, key: str, value: Any) -> None:
-        """Plan, don't execute: caches and site-down marks are left as they are."""
+        """Plan, don't execute: the plan's lookups and site-down marks are not cached."""
 
     def token_cache(self) -> TokenCacheLike:
         return self._state.token_cache()
