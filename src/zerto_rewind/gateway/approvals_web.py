@@ -200,6 +200,14 @@ def _page(text: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(text, status_code=status)
 
 
+async def _form_or_refusal(request: Request) -> dict[str, str] | Response:
+    """The POST's form, or the answer that refuses it (nothing was changed)."""
+    try:
+        return await _form(request)
+    except _FormError as exc:
+        return _page(message_page(None, "Not accepted", exc.text), exc.status)
+
+
 async def _read(fn: Callable[..., _T], *args: object) -> _T:
     """A store read, off the event loop (the file store does blocking IO)."""
     return await anyio.to_thread.run_sync(fn, *args)
@@ -242,9 +250,10 @@ class _Routes:
         ]
 
     def _rewind_routes(self) -> list[Route]:
-        from .rewind_web import RewindRoutes  # it reads this module's form and page helpers
+        from .rewind_web import PageKit, RewindRoutes
 
-        return RewindRoutes(self.service, self.auth, self.zvms).routes()
+        kit = PageKit(form=_form_or_refusal, go=_go, to_login=_to_login)
+        return RewindRoutes(self.service, self.auth, kit, self.zvms).routes()
 
     # ------------------------------------------------------------------ login
 

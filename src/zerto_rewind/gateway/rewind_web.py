@@ -19,16 +19,18 @@ the approver (``web:NAME``).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, cast
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar, cast
 
+import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import StateError, UsageError, ZertoRewindError
 from .approvals_auth import PageAuth, Session, approver
 from .approvals_pages import message_page, not_accepted_page
-from .approvals_web import _form, _FormError, _go, _page, _read, _to_login
 from .rewind_page import plan_page, rewind_path, run_json, run_page
 from .rewind_runs import MODES, PageRuns
 
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from .approvals import ApprovalsService
     from .rewind_page import Earlier
 
-__all__ = ["RewindRoutes"]
+__all__ = ["PageKit", "RewindRoutes"]
 
 log = logging.getLogger("zerto_rewind.gateway")
 
@@ -51,14 +53,42 @@ _NOT_SERVED = (
 )
 
 
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class PageKit:
+    """The page's own HTTP plumbing, handed over by ``approvals_web`` (which imports this
+    module; this one does not import it back)."""
+
+    # The POST's form, or the answer refusing it (too large, not urlencoded…).
+    form: Callable[[Request], Awaitable[dict[str, str] | Response]]
+    go: Callable[[str], Response]  # 303 to an app-local path
+    to_login: Callable[[Request], Response]  # to the login, coming back here
+
+
+def _page(text: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(text, status_code=status)
+
+
+async def _read(fn: Callable[..., _T], *args: object) -> _T:
+    """A read of the state, the log or the ZVM, off the event loop."""
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
 class RewindRoutes:
     """The rewind pages, over the page's logins and the gateway's ZVMs (None: not served)."""
 
     def __init__(
-        self, service: ApprovalsService, auth: PageAuth, zvms: Guard | ZvmClient | None
+        self,
+        service: ApprovalsService,
+        auth: PageAuth,
+        kit: PageKit,
+        zvms: Guard | ZvmClient | None,
     ) -> None:
         self.service = service
         self.auth = auth
+        self.kit = kit
         self.runs = PageRuns(service.settings, zvms) if zvms is not None else None
 
     def routes(self) -> list[Route]:
@@ -84,7 +114,7 @@ class RewindRoutes:
         """The approver asking, or the answer that sends anyone else away."""
         _, session = self.auth.current(request)
         if session is None:
-            return _to_login(request)
+            return self.kit.to_login(request)
         refused = self._refusal(session)
         if refused is not None:
             return _page(message_page(session, "Not an approver", refused), 403)
@@ -142,10 +172,9 @@ class RewindRoutes:
 
     async def start(self, request: Request) -> Response:
         """Start a saved plan: an approver's POST with the page's CSRF token; else 403."""
-        try:
-            form = await _form(request)
-        except _FormError as exc:
-            return _page(message_page(None, "Not accepted", exc.text), exc.status)
+        form = await self.kit.form(request)
+        if isinstance(form, Response):
+            return form
         session = self.auth.checked(request, form)
         if session is None:
             return _page(not_accepted_page(self.auth.current(request)[1]), 403)
@@ -184,7 +213,7 @@ class RewindRoutes:
         if busy is not None:
             return _page(message_page(session, "Already running", busy), 409)
         log.info("approvals page: %s started rewind %s (%s)", who, plan.plan_id, mode)
-        return _go(rewind_path(plan.plan_id))
+        return self.kit.go(rewind_path(plan.plan_id))
 
     # ------------------------------------------------------------------ reads (in a thread)
 
