@@ -227,24 +227,34 @@ def run_page(
     session: Session, plan_id: str, run: PageRun | None, plan: RewindPlan | None, earlier: Earlier
 ) -> str:
     """``/rewinds/<id>``: the run's progress, then its report; a resume where a VM is not done."""
-    live = _live(run) if run is not None else (
-        '<p class="empty">No run of this plan since the gateway started.</p>'
-    )  # fmt: skip
-    more = _earlier(plan, earlier, run, session.csrf) if plan is not None else ""
-    again = _back(plan) if plan is not None else ""
-    if run is not None and run.state == "refused" and plan is not None:
-        scope = plan.scope.get("session_id")
-        if scope is not None:
-            link = _e(_url(session_plan_path(scope)))
-            again = f'<p><a href="{link}" id="plan-again">Build the plan again</a></p>' + again
-    body = (
-        f"{flash(session)}"
-        f'<h2>Rewind <span class="mono">{_e(plan_id)}</span></h2>'
-        f'<section id="live" data-version="{_e(run.version if run else "none")}" '
-        f'data-plan="{_e(plan_id)}" data-active="{"1" if run and run.active else "0"}">'
-        f'{live}</section><p id="status"></p>{more}{again}'
+    parts = [
+        flash(session),
+        f'<h2>Rewind <span class="mono">{_e(plan_id)}</span></h2>',
+        _live_section(plan_id, run),
+        '<p id="status"></p>',
+    ]
+    if plan is not None:
+        parts.append(_earlier(plan, earlier, run, session.csrf))
+        session_id = plan.scope.get("session_id")
+        if run is not None and run.state == "refused" and session_id is not None:
+            link = _e(_url(session_plan_path(session_id)))
+            parts.append(f'<p><a href="{link}" id="plan-again">Build the plan again</a></p>')
+        parts.append(_back(plan))
+    return document(f"Rewind {plan_id} — zerto-rewind", "rewind-run", "".join(parts), who=session)
+
+
+def _live_section(plan_id: str, run: PageRun | None) -> str:
+    """The part the page's script redraws while the run is active."""
+    if run is None:
+        return (
+            f'<section id="live" data-version="none" data-plan="{_e(plan_id)}" data-active="0">'
+            '<p class="empty">No run of this plan since the gateway started.</p></section>'
+        )
+    active = "1" if run.active else "0"
+    return (
+        f'<section id="live" data-version="{_e(run.version)}" data-plan="{_e(plan_id)}" '
+        f'data-active="{active}">{_live(run)}</section>'
     )
-    return document(f"Rewind {plan_id} — zerto-rewind", "rewind-run", body, who=session)
 
 
 def _live(run: PageRun) -> str:
@@ -292,16 +302,10 @@ def _report(run: PageRun) -> str:
 
 def run_json(run: PageRun) -> dict[str, Any]:
     """The run as the page's script polls it (``/api/rewinds/<id>``)."""
-    return {
-        "plan_id": run.plan_id,
-        "mode": run.mode,
-        "approver": run.approver,
-        "state": run.state,
-        "active": run.active,
-        "version": run.version,
-        "error": run.error,
-        "progress": [
-            {"label": s.label, "phase": s.phase, "percent": s.percent} for s in run.steps.values()
-        ],
-        "report": run.report.to_json() if run.report is not None else None,
-    }
+    shown = {name: getattr(run, name) for name in ("plan_id", "mode", "approver", "state")}
+    shown.update(active=run.active, version=run.version, error=run.error)
+    shown["progress"] = [
+        {"label": s.label, "phase": s.phase, "percent": s.percent} for s in run.steps.values()
+    ]
+    shown["report"] = run.report.to_json() if run.report is not None else None
+    return shown

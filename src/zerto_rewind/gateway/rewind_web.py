@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, cast
 
 import anyio.to_thread
 from starlette.requests import Request
@@ -53,9 +53,6 @@ _NOT_SERVED = (
 )
 
 
-_T = TypeVar("_T")
-
-
 @dataclass(frozen=True)
 class PageKit:
     """The page's own HTTP plumbing, handed over by ``approvals_web`` (which imports this
@@ -67,13 +64,9 @@ class PageKit:
     to_login: Callable[[Request], Response]  # to the login, coming back here
 
 
-def _page(text: str, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(text, status_code=status)
-
-
-async def _read(fn: Callable[..., _T], *args: object) -> _T:
-    """A read of the state, the log or the ZVM, off the event loop."""
-    return await anyio.to_thread.run_sync(fn, *args)
+def _message(session: Session | None, title: str, text: str, status: int) -> HTMLResponse:
+    """A page saying why nothing was done."""
+    return HTMLResponse(message_page(session, title, text), status_code=status)
 
 
 class RewindRoutes:
@@ -117,9 +110,9 @@ class RewindRoutes:
             return self.kit.to_login(request)
         refused = self._refusal(session)
         if refused is not None:
-            return _page(message_page(session, "Not an approver", refused), 403)
+            return _message(session, "Not an approver", refused, 403)
         if self.runs is None:
-            return _page(message_page(session, "Rewinds not served here", _NOT_SERVED), 503)
+            return _message(session, "Rewinds not served here", _NOT_SERVED, 503)
         return session
 
     # ------------------------------------------------------------------ pages
@@ -129,16 +122,12 @@ class RewindRoutes:
         session = await self._viewer(request)
         if isinstance(session, Response):
             return session
-        wanted = request.path_params["session_id"]
-        try:
-            plan = await _read(self._build, wanted)
-            earlier = await _read(self._earlier, plan.plan_id)
-        except UsageError as exc:
-            return _page(message_page(session, "No plan", str(exc)), 404)
-        except ZertoRewindError as exc:  # the ZVM, the log or the state did not answer
-            return _page(message_page(session, "Plan not built", str(exc)), 503)
+        found = await self._read_plan(session, self._build, request.path_params["session_id"])
+        if isinstance(found, Response):
+            return found
+        plan, earlier = found
         runs = cast("PageRuns", self.runs)
-        return _page(plan_page(session, plan, earlier, runs.get(plan.plan_id)))
+        return HTMLResponse(plan_page(session, plan, earlier, runs.get(plan.plan_id)))
 
     async def run(self, request: Request) -> Response:
         """A plan's run: progress, then the report; a resume where a VM is not done."""
@@ -146,15 +135,24 @@ class RewindRoutes:
         if isinstance(session, Response):
             return session
         plan_id = request.path_params["plan_id"]
-        try:
-            plan = await _read(self._load, plan_id)
-            earlier = await _read(self._earlier, plan_id)
-        except UsageError as exc:
-            return _page(message_page(session, "No such plan", str(exc)), 404)
-        except StateError as exc:
-            return _page(message_page(session, "State unavailable", str(exc)), 503)
+        found = await self._read_plan(session, self._load, plan_id)
+        if isinstance(found, Response):
+            return found
         runs = cast("PageRuns", self.runs)
-        return _page(run_page(session, plan_id, runs.get(plan_id), plan, earlier))
+        return HTMLResponse(run_page(session, plan_id, runs.get(plan_id), *found))
+
+    async def _read_plan(
+        self, session: Session, read: Callable[[str], RewindPlan], key: str
+    ) -> tuple[RewindPlan, Earlier] | Response:
+        """A plan (built, or saved) and its earlier runs, off the event loop; else why not."""
+        try:
+            plan = await anyio.to_thread.run_sync(read, key)
+            earlier = await anyio.to_thread.run_sync(self._earlier, plan.plan_id)
+        except UsageError as exc:
+            return _message(session, "No such plan", str(exc), 404)
+        except ZertoRewindError as exc:  # the ZVM, the log or the state did not answer
+            return _message(session, "Plan not read", str(exc), 503)
+        return plan, earlier
 
     async def api_run(self, request: Request) -> Response:
         _, session = self.auth.current(request, touch=False)
@@ -177,23 +175,23 @@ class RewindRoutes:
             return form
         session = self.auth.checked(request, form)
         if session is None:
-            return _page(not_accepted_page(self.auth.current(request)[1]), 403)
+            return HTMLResponse(not_accepted_page(self.auth.current(request)[1]), status_code=403)
         refused = self._refusal(session)
         if refused is not None:
             log.warning("approvals page: rewind refused to %s", approver(session.name).label)
-            return _page(message_page(session, "Not an approver", refused), 403)
+            return _message(session, "Not an approver", refused, 403)
         if self.runs is None:
-            return _page(message_page(session, "Rewinds not served here", _NOT_SERVED), 503)
+            return _message(session, "Rewinds not served here", _NOT_SERVED, 503)
         mode = form.get("mode", "restore")
         if mode not in MODES:
             text = f"no rewind mode {mode[:40]!r}: restore, test or failover. Nothing was run."
-            return _page(message_page(session, "Not accepted", text), 400)
+            return _message(session, "Not accepted", text, 400)
         try:
-            plan = await _read(self._load, form.get("plan", ""))
+            plan = await anyio.to_thread.run_sync(self._load, form.get("plan", ""))
         except UsageError as exc:
-            return _page(message_page(session, "No such plan", f"{exc}. Nothing was run."), 404)
+            return _message(session, "No such plan", f"{exc}. Nothing was run.", 404)
         except StateError as exc:
-            return _page(message_page(session, "State unavailable", str(exc)), 503)
+            return _message(session, "State unavailable", str(exc), 503)
         return self._started(session, plan, mode, form)
 
     def _started(
@@ -206,12 +204,12 @@ class RewindRoutes:
                 "A live failover moves every VM of each VPG: type the name of each VPG to fail "
                 "over in its box. No VPG name matched; nothing was run."
             )
-            return _page(message_page(session, "Not confirmed", text), 400)
+            return _message(session, "Not confirmed", text, 400)
         runs = cast("PageRuns", self.runs)
         who = approver(session.name).label
         busy = runs.start(plan, mode, who, confirmed, resume=form.get("resume") == "1")
         if busy is not None:
-            return _page(message_page(session, "Already running", busy), 409)
+            return _message(session, "Already running", busy, 409)
         log.info("approvals page: %s started rewind %s (%s)", who, plan.plan_id, mode)
         return self.kit.go(rewind_path(plan.plan_id))
 

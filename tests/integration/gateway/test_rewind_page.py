@@ -26,9 +26,10 @@ from integration.gateway.gateway_helpers import (
     gateway_config,
     gateway_process,
 )
+from integration.recovery.test_rewind_sim import log_change as log_change_to
+from integration.recovery.test_rewind_sim import sim_requests
 from support.sim import sim_config, sim_settings
-from zerto_rewind.core.decision import fmt_time
-from zerto_rewind.core.decisions_log import iter_records, write_record
+from zerto_rewind.core.decisions_log import iter_records
 from zerto_rewind.gateway.approvals_web import hash_password
 from zerto_rewind.sim import recovery as sim_recovery
 from zerto_rewind.sim.certs import write_certs
@@ -60,14 +61,18 @@ def zvm(box: Sandbox) -> Iterator[ZvmClient]:
 def restores(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     """(VM id, checkpoint id) of each restore the simulator was asked to start."""
     asked: list[tuple[str, str]] = []
-    real = sim_recovery.restore
-
-    def restore(backend: Any, vm_id: str, body: dict[str, Any]) -> Any:
-        asked.append((vm_id, str(body.get("checkpointidentifier"))))
-        return real(backend, vm_id, body)
-
-    monkeypatch.setattr(sim_recovery, "restore", restore)
+    monkeypatch.setattr(sim_recovery, "restore", recording(sim_recovery.restore, asked))
     return asked
+
+
+def recording(restore: Any, asked: list[tuple[str, str]]) -> Any:
+    """The simulator's restore, noting first the VM and the checkpoint it was asked for."""
+
+    def noted(backend: Any, vm_id: str, body: dict[str, Any]) -> Any:
+        asked.append((vm_id, str(body.get("checkpointidentifier"))))
+        return restore(backend, vm_id, body)
+
+    return noted
 
 
 @pytest.fixture
@@ -108,31 +113,9 @@ def logged_in(gw: GatewayProcess) -> Iterator[httpx.Client]:
         yield http
 
 
-def tagged(zvm: ZvmClient, vpg_id: str, name: str) -> str:
-    zvm.tag_checkpoint(vpg_id, name)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        found = [c for c in zvm.list_checkpoints(vpg_id) if c.tag == name]
-        if found:
-            return found[0].cp_id
-        time.sleep(0.2)
-    raise AssertionError(f"tag {name!r} did not land")
-
-
 def log_change(box: Sandbox, zvm: ZvmClient, session: str, vm: str) -> tuple[str, str]:
     """A change to ``vm`` by ``session`` after a tagged checkpoint: (VM id, checkpoint id)."""
-    (ref,) = zvm.find_vms(vm)
-    checkpoint = tagged(zvm, ref.vpg_id, f"zr {session} {vm}")
-    write_record(
-        box.log_path,
-        {
-            "time": fmt_time(time.time()), "session_id": session, "tool": "vm_reconfigure",
-            "row": "mutating", "decision": "context", "vms": [vm], "vpgs": [ref.vpg_name],
-            "vpg_ids": [ref.vpg_id], "checkpoint_ids": [checkpoint],
-            "tags": [f"zr {session} {vm}"],
-        },
-    )  # fmt: skip
-    return ref.vm_id, checkpoint
+    return log_change_to(Path(box.log_path), zvm, session, vm)
 
 
 def open_plan(http: httpx.Client, session: str) -> tuple[str, str, str]:
@@ -157,13 +140,6 @@ def finished(http: httpx.Client, plan_id: str) -> dict[str, Any]:
     raise AssertionError(f"rewind {plan_id} still running")
 
 
-def sim_requests(box: Sandbox) -> dict[str, int]:
-    context = ssl.create_default_context(cafile=box.sim.ca_bundle)
-    with httpx.Client(verify=context) as http:
-        counters: dict[str, int] = http.get(f"{box.sim.url}/_sim/stats").json()["requests"]
-    return counters
-
-
 def steps(box: Sandbox) -> list[dict[str, Any]]:
     return [r for r in iter_records(box.log_path) if r.get("event_type") == "rewind.step"]
 
@@ -180,7 +156,7 @@ def test_an_approver_runs_the_plan_on_the_page(
         text, plan_id, csrf = open_plan(http, "s1")
         assert f"checkpoint {first[1]} tagged zr s1 vm-00001" in text
         assert "vm-00002" in text  # what a failover of vpg-00001 would also move
-        assert sim_requests(box).get("POST vms.restore", 0) == 0  # the plan changed nothing
+        assert sim_requests(box.sim).get("POST vms.restore", 0) == 0  # the plan changed nothing
         started = http.post("/rewind/start", data={"csrf": csrf, "plan": plan_id})
         assert started.status_code == 303
         assert started.headers["location"].endswith(f"/rewinds/{plan_id}")
@@ -199,7 +175,7 @@ def test_an_approver_runs_the_plan_on_the_page(
         assert again.status_code == 303
         replay = finished(http, plan_id)
     assert restores == [first, third]
-    assert sim_requests(box)["POST vms.restore_commit"] == 2
+    assert sim_requests(box.sim)["POST vms.restore_commit"] == 2
     assert all(not v.restores for v in box.sim.world.vpgs.values())
     assert replay["state"] == "refused"
     assert "was already run (restore)" in replay["error"]
@@ -236,8 +212,8 @@ def test_no_session_no_csrf_an_agent_or_an_unknown_plan_runs_nothing(
         assert agent.status_code == 403  # an agent token's name never logs in
         assert anonymous.post("/rewind/start", data=form).status_code == 403
     assert restores == []
-    assert sim_requests(box).get("POST vms.restore", 0) == 0
-    assert sim_requests(box).get("POST vpgs.failover", 0) == 0
+    assert sim_requests(box.sim).get("POST vms.restore", 0) == 0
+    assert sim_requests(box.sim).get("POST vpgs.failover", 0) == 0
     assert steps(box) == []
 
 
@@ -257,7 +233,7 @@ def test_a_plan_that_moved_is_refused_naming_what_moved(
     assert "Nothing was changed" in run["error"]
     assert 'id="plan-again"' in shown
     assert restores == []
-    assert sim_requests(box).get("POST vms.restore", 0) == 0
+    assert sim_requests(box.sim).get("POST vms.restore", 0) == 0
     assert [s["step"] for s in steps(box)] == ["refused"]
 
 
@@ -285,5 +261,5 @@ def test_a_fault_partway_then_resume_on_the_page(
         resumed = finished(http, plan_id)
     assert resumed["state"] == "finished", resumed
     assert [r[0] for r in restores] == [restores[0][0], third, third]  # vm-00001 not again
-    assert sim_requests(box)["POST vms.restore_rollback"] == 1
+    assert sim_requests(box.sim)["POST vms.restore_rollback"] == 1
     assert all(not v.restores for v in box.sim.world.vpgs.values())
