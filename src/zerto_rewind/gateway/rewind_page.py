@@ -170,22 +170,30 @@ def _start_form(plan: RewindPlan, csrf: str, run: PageRun | None) -> str:
     )
 
 
-def _earlier(plan: RewindPlan, earlier: Earlier, run: PageRun | None, csrf: str) -> str:
-    """An earlier run's states, and a resume for its VMs not done."""
+def _earlier(
+    plan: RewindPlan, earlier: Earlier, run: PageRun | None, csrf: str, *, tables: bool = True
+) -> str:
+    """An earlier run's states (``tables``: unless the run's own report shows them), and a
+    resume for its VMs not done."""
     out = []
     for mode, states in sorted(earlier.items()):
-        rows = "".join(
-            f"<tr><td>{_e(vm)}</td><td>{_e(s.get('state'))}</td><td>{_e(s.get('why'))}</td></tr>"
-            for vm, s in sorted(states.items())
-        )
-        out.append(
-            f'<h3>An earlier run of this plan ({_e(mode)})</h3><table class="recent report">'
-            f"<thead><tr><th>VM</th><th>State</th><th>Why</th></tr></thead><tbody>{rows}"
-            f"</tbody></table>"
-        )
+        if tables:
+            out.append(_states_table(mode, states))
         if (run is None or not run.active) and _unfinished(states):
             out.append(resume_form(plan, mode, csrf))
     return "".join(out)
+
+
+def _states_table(mode: str, states: Mapping[str, Mapping[str, str]]) -> str:
+    rows = "".join(
+        f"<tr><td>{_e(vm)}</td><td>{_e(s.get('state'))}</td><td>{_e(s.get('why'))}</td></tr>"
+        for vm, s in sorted(states.items())
+    )
+    return (
+        f'<h3>An earlier run of this plan ({_e(mode)})</h3><table class="recent report">'
+        f"<thead><tr><th>VM</th><th>State</th><th>Why</th></tr></thead><tbody>{rows}"
+        "</tbody></table>"
+    )
 
 
 def _unfinished(states: Mapping[str, Mapping[str, str]]) -> bool:
@@ -234,7 +242,8 @@ def run_page(
         '<p id="status"></p>',
     ]
     if plan is not None:
-        parts.append(_earlier(plan, earlier, run, session.csrf))
+        shown = run is not None and run.report is not None  # the report says the same
+        parts.append(_earlier(plan, earlier, run, session.csrf, tables=not shown))
         session_id = plan.scope.get("session_id")
         if run is not None and run.state == "refused" and session_id is not None:
             link = _e(_url(session_plan_path(session_id)))

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from selenium.webdriver.common.by import By
 
 from integration.gateway.gateway_helpers import (
     TOKENS,
@@ -28,6 +29,7 @@ from integration.gateway.gateway_helpers import (
 )
 from integration.recovery.test_rewind_sim import log_change as log_change_to
 from integration.recovery.test_rewind_sim import sim_requests
+from support.browser import browser_errors, chrome, login, missing_browser, wait_until
 from support.sim import sim_config, sim_settings
 from zerto_rewind.core.decisions_log import iter_records
 from zerto_rewind.gateway.approvals_web import hash_password
@@ -75,14 +77,15 @@ def recording(restore: Any, asked: list[tuple[str, str]]) -> Any:
     return noted
 
 
-@pytest.fixture
-def gw(box: Sandbox, tmp_path: Path) -> Iterator[GatewayProcess]:
-    """The gateway with its approvals page over TLS; ``agent-a`` is a token's name too."""
+@contextmanager
+def page_gateway(box: Sandbox, tmp_path: Path, *, tls: bool) -> Iterator[GatewayProcess]:
+    """The gateway with its approvals page (over TLS, or plain HTTP on loopback for the
+    browser); ``agent-a`` is a token's name and a page login too."""
     certs = write_certs(tmp_path / "tls")
     gateway_config(
         box,
         tmp_path / "actions.jsonl",
-        gateway={"tls_cert": str(certs.cert), "tls_key": str(certs.key)},
+        gateway={"tls_cert": str(certs.cert), "tls_key": str(certs.key)} if tls else {},
         approvals={
             "approvers": {"users": ["root"]},
             "web_approvers": {
@@ -94,6 +97,15 @@ def gw(box: Sandbox, tmp_path: Path) -> Iterator[GatewayProcess]:
     args = ("--approvals-listen", "127.0.0.1:0")
     with gateway_process(box, tmp_path, extra_args=args) as process:
         process.info = {**(process.info or {}), "ca": str(certs.ca)}
+        yield process
+
+
+@pytest.fixture
+def gw(box: Sandbox, tmp_path: Path) -> Iterator[GatewayProcess]:
+    """The gateway serving its page over TLS."""
+    with page_gateway(box, tmp_path, tls=True) as process:
+        assert process.info is not None
+        assert process.info["approvals_url"].startswith("https://127.0.0.1:")
         yield process
 
 
@@ -263,3 +275,48 @@ def test_a_fault_partway_then_resume_on_the_page(
     assert [r[0] for r in restores] == [restores[0][0], third, third]  # vm-00001 not again
     assert sim_requests(box.sim)["POST vms.restore_rollback"] == 1
     assert all(not v.restores for v in box.sim.world.vpgs.values())
+
+
+def test_test_mode_starts_a_failover_test_and_restores_nothing(
+    box: Sandbox, zvm: ZvmClient, gw: GatewayProcess, restores: list[Any]
+) -> None:
+    """``test``: a failover test of the VPG from the same checkpoint; production untouched."""
+    vm_id, checkpoint = log_change(box, zvm, "s1", "vm-00001")
+    with logged_in(gw) as http:
+        _, plan_id, csrf = open_plan(http, "s1")
+        http.post("/rewind/start", data={"csrf": csrf, "plan": plan_id, "mode": "test"})
+        run = finished(http, plan_id)
+    assert run["state"] == "finished", run
+    assert run["report"]["results"][0]["vm_state"] == "test running"
+    test = box.sim.world.vpgs_by_name["vpg-00001"].test
+    assert test is not None
+    assert (test.checkpoint_id, test.vm_ids) == (checkpoint, (vm_id,))
+    assert restores == []
+    assert {s["mode"] for s in steps(box)} == {"test"}
+
+
+@pytest.mark.skipif(missing_browser() is not None, reason=missing_browser() or "")
+def test_in_the_browser_the_run_is_followed_under_the_page_csp(
+    box: Sandbox, zvm: ZvmClient, tmp_path: Path, restores: list[Any]
+) -> None:
+    """Headless Chromium: session, plan, Run; the page's script follows the run to its
+    report with no reload by hand, and the CSP reports no violation."""
+    log_change(box, zvm, "s1", "vm-00001")
+    with page_gateway(box, tmp_path, tls=False) as process, chrome() as driver:
+        assert process.info is not None
+        base = process.info["approvals_url"]
+        login(driver, base, WEB, PASSWORD, next_path="/sessions")
+        driver.get(f"{base}/sessions/s1")
+        driver.find_element(By.ID, "plan-rewind").click()
+        wait_until(lambda: driver.find_elements(By.ID, "plan-id"), 20, "the plan page")
+        driver.find_element(By.ID, "rewind-start").click()
+        verdict = wait_until(
+            lambda: driver.find_elements(By.ID, "run-verdict"), 60, "the run's report"
+        )
+        assert verdict[0].text == "Every VM is done."
+        rows = driver.find_elements(By.CSS_SELECTOR, "#live table.report tbody tr")
+        assert [r.get_attribute("data-vm") for r in rows] == ["vm-00001"]
+        bars = driver.find_elements(By.CSS_SELECTOR, "table.progress-table progress")
+        assert [b.get_attribute("value") for b in bars] == ["100"]
+        assert browser_errors(driver) == []
+    assert len(restores) == 1
