@@ -246,14 +246,7 @@ class _Routes:
             Route("/api/session", self.api_session, methods=["GET"]),
             Route("/static/app.css", self.static_css, methods=["GET"]),
             Route("/static/app.js", self.static_js, methods=["GET"]),
-            *self._rewind_routes(),
         ]
-
-    def _rewind_routes(self) -> list[Route]:
-        from .rewind_web import PageKit, RewindRoutes
-
-        kit = PageKit(form=_form_or_refusal, go=_go, to_login=_to_login)
-        return RewindRoutes(self.service, self.auth, kit, self.zvms).routes()
 
     # ------------------------------------------------------------------ login
 
@@ -454,6 +447,15 @@ class _Routes:
     async def static_js(self, request: Request) -> Response:
         return Response(self.js, media_type="text/javascript")
 
+    # ------------------------------------------------------------------ the rewind
+
+    def rewind_routes(self) -> list[Route]:
+        """The rewind's pages (``rewind_web``), over this page's logins and form helpers."""
+        from .rewind_web import PageKit, RewindRoutes
+
+        kit = PageKit(form=_form_or_refusal, go=_go, to_login=_to_login)
+        return RewindRoutes(self.service, self.auth, kit, self.zvms).routes()
+
 
 def build_approvals_app(
     service: ApprovalsService, *, secure_cookies: bool, zvms: Guard | ZvmClient | None = None
@@ -465,5 +467,6 @@ def build_approvals_app(
     ``zvms``: the guard's ZVMs, which an approver's rewind runs against (None: the page
     shows sessions but runs no rewind).
     """
-    routes = _Routes(service, secure_cookies=secure_cookies, zvms=zvms).routes()
+    pages = _Routes(service, secure_cookies=secure_cookies, zvms=zvms)
+    routes = [*pages.routes(), *pages.rewind_routes()]
     return _SecurityHeaders(Starlette(routes=routes), hsts=secure_cookies)

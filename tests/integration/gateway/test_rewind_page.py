@@ -320,3 +320,29 @@ def test_in_the_browser_the_run_is_followed_under_the_page_csp(
         assert [b.get_attribute("value") for b in bars] == ["100"]
         assert browser_errors(driver) == []
     assert len(restores) == 1
+
+
+def test_failover_runs_only_for_the_vpg_typed(
+    box: Sandbox, zvm: ZvmClient, gw: GatewayProcess, restores: list[Any]
+) -> None:
+    """``failover``: a wrong VPG name runs nothing; the name typed fails the whole VPG over,
+    committed with reverse protection, and the report names the other VM it moved."""
+    log_change(box, zvm, "s1", "vm-00001")
+    vpg = box.sim.world.vpgs_by_name["vpg-00001"]
+    protected = vpg.protected.name
+    with logged_in(gw) as http:
+        text, plan_id, csrf = open_plan(http, "s1")
+        assert "type its name to fail it over" in text
+        form = {"csrf": csrf, "plan": plan_id, "mode": "failover"}
+        wrong = http.post("/rewind/start", data={**form, "confirm-0": "vpg-0000"})
+        assert wrong.status_code == 400
+        assert sim_requests(box.sim).get("POST vpgs.failover", 0) == 0
+        assert (
+            http.post("/rewind/start", data={**form, "confirm-0": "vpg-00001"}).status_code == 303
+        )
+        run = finished(http, plan_id)
+    assert run["state"] == "finished", run
+    assert "also moved vm-00002" in run["report"]["results"][0]["why"]
+    assert vpg.protected.name != protected
+    assert sim_requests(box.sim)["POST vpgs.failover_commit"] == 1
+    assert restores == []
