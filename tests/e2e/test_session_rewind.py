@@ -1,15 +1,16 @@
 """An agent session's changes to three real VMs, put back by a person with ``zerto-rewind rewind``.
 
 The real Claude Code CLI (a scripted model on loopback) has one VM server: ``zerto-rewind
-gateway`` over HTTP, in front of the real mcvsphere against govmomi's vCenter simulator
-(``gateway_e2e.GatewayRig``). The ZVM simulator is linked to the same vcsim (``--vcenter``):
-its protected VMs are vcsim's, their state is kept at each checkpoint, and a journal
-restore's commit puts the vcsim VM back to the state of the restored checkpoint (the
-simulator's stand-in for Zerto's replica, docs/simulator.md).
+gateway`` over stdio (Claude Code starts it), in front of the real mcvsphere against
+govmomi's vCenter simulator (``gateway_e2e.GatewayRig``). The ZVM simulator is linked to
+the same vcsim (``--vcenter``): its protected VMs are vcsim's, their state is kept at each
+checkpoint, and a journal restore's commit puts the vcsim VM back to the state of the
+restored checkpoint (the simulator's stand-in for Zerto's replica, docs/simulator.md).
 
 - Session 1 (one ``claude -p`` run) reconfigures ``RECONF`` (CPUs, memory), powers ``OFF``
   off and removes ``DISK``'s disk (mcvsphere's ``remove_disk``, its file deleted), each
-  call allowed on a tagged checkpoint.
+  call allowed on a tagged checkpoint, and each forwarded call's result line says it
+  succeeded.
 - Session 2 (a second run) later reconfigures ``RECONF`` again.
 - The approver's dry run names session 2's change before anything runs; the agent's unix
   user running the saved plan is refused and nothing changes; the approver's run brings all
@@ -43,7 +44,6 @@ from e2e.gateway_e2e import PYTHON, GatewayRig, tool
 from e2e.harness import E2ESession
 from support.realvm import change_vm, vm_states
 from support.users import namespace_command
-from zerto_rewind.core.call_result import RESULT_EVENT
 
 RECONF, OFF, DISK = "DC0_H0_VM0", "DC0_H0_VM1", "DC0_H1_VM0"
 DISK_LABEL = "disk-202-0"  # vcsim's label for its VMs' one disk (mcvsphere's list_disks)
@@ -189,14 +189,16 @@ class Change:
     checkpoint: str
 
 
-def _change(records: list[dict[str, Any]], name: str, vm: str) -> Change:
-    """The last decision line of ``name`` on ``vm``: allowed on a landed checkpoint."""
-    # The call's decision line, not the result line the gateway writes after forwarding it.
-    calls = [r for r in records if r.get("event_type") != RESULT_EVENT]
-    lines = [r for r in calls if r.get("tool") == name and r.get("vms") == [vm]]
+def _change(rig: GatewayRig, name: str, vm: str) -> Change:
+    """The last decision line of ``name`` on ``vm``: allowed on a landed checkpoint, and
+    the gateway's result line for that call says it succeeded."""
+    lines = [r for r in rig.log() if r.get("tool") == name and r.get("vms") == [vm]]
     assert lines, f"no decision logged for {name} on {vm}"
     line = lines[-1]
     assert (line["row"], line["decision"]) == ("confirmed", "context"), line
+    joined = ("session_id", "tool_use_id")
+    outcomes = [r["result"] for r in rig.results() if all(r[k] == line[k] for k in joined)]
+    assert outcomes == ["succeeded"], (name, vm, outcomes, rig.results())
     [checkpoint] = line["checkpoint_ids"]
     return Change(str(line["session_id"]), str(checkpoint))
 
@@ -228,11 +230,10 @@ def _first_session(world: World, e2e: E2ESession) -> dict[str, Change]:
     assert (changed[RECONF]["num_cpu"], changed[RECONF]["memory_mb"]) == (4, 2048)
     assert changed[OFF]["power_state"] == "poweredOff"
     assert changed[DISK]["disks"] == []
-    log = world.rig.log()
     changes = {
-        RECONF: _change(log, RECONFIGURE, RECONF),
-        OFF: _change(log, POWER_OFF, OFF),
-        DISK: _change(log, REMOVE_DISK, DISK),
+        RECONF: _change(world.rig, RECONFIGURE, RECONF),
+        OFF: _change(world.rig, POWER_OFF, OFF),
+        DISK: _change(world.rig, REMOVE_DISK, DISK),
     }
     assert len({c.session for c in changes.values()}) == 1, changes
     # Each checkpoint is a real tagged checkpoint in its VPG's journal (the ZVM's API).
@@ -244,7 +245,7 @@ def _first_session(world: World, e2e: E2ESession) -> dict[str, Change]:
 def _second_session(world: World, e2e: E2ESession, first: str) -> str:
     """A later change to RECONF by another session; that session's id."""
     _run(e2e, [[call(RECONFIGURE, name=RECONF, cpu=2, annotation="second session")], "ok"])
-    other = _change(world.rig.log(), RECONFIGURE, RECONF).session
+    other = _change(world.rig, RECONFIGURE, RECONF).session
     assert other != first
     now = world.three()[RECONF]
     assert (now["num_cpu"], now["annotation"]) == (2, "second session")

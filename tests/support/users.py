@@ -15,6 +15,7 @@ import os
 import pwd
 import secrets
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -24,7 +25,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["as_user", "namespace_command", "reachable_command", "stage_mounts"]
+__all__ = [
+    "as_user",
+    "namespace_command",
+    "reachable_command",
+    "reachable_dir",
+    "stage_mounts",
+    "unix_user",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,3 +146,20 @@ def unix_user(prefix: str) -> Iterator[pwd.struct_passwd]:
         yield pwd.getpwnam(name)
     finally:
         subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+@contextmanager
+def reachable_dir(prefix: str) -> Iterator[Path]:
+    """A root-owned 0755 directory straight under /tmp, which every user may search;
+    removed afterwards.
+
+    Not under pytest's own temporary root, which is root's and 0700 (and whose mode
+    another pytest run may restore at any moment): another user could reach nothing
+    there, and a test of what that user can reach would pass falsely.
+    """
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -8,8 +8,9 @@ as Claude Code runs it, with ``zvms`` naming the four ZVMs — one call per row 
 decision table, and the estate's own rows: a VM of another site tagged on its protected
 site's ZVM, a VM in two VPGs getting both checkpoints, and one site dark (its VM denied
 naming it; another site's VM asked of a person, naming the dark site, since that site
-may hold a VM of the same name). Exits non-zero if any row did not get the
-decision the table promises.
+may hold a VM of the same name). Last, one agent session changes three VMs and a
+person rewinds it (:mod:`.demo_rewind`). Exits non-zero if any row did not get the
+decision the table promises, or a VM the session changed is not back.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..testing import HookRun, Sandbox, fast_sim_config, packaged_estate
+from . import demo_rewind
 
 __all__ = ["main"]
 
@@ -38,7 +40,7 @@ DARK_SITE = "dr"
 
 def demo_estate() -> dict[str, Any]:
     """``three-sites`` (ZVMs hq, dr, azure, aws) plus a VPG protected from AWS, whose slow
-    journal gives the pending row."""
+    journal gives the pending row, and the VPGs of the rewind act."""
     estate = packaged_estate("three-sites")
     estate["vpgs"].append(
         {
@@ -49,6 +51,7 @@ def demo_estate() -> dict[str, Any]:
             "vms": ["win2019-1"],
         }
     )
+    estate["vpgs"] += demo_rewind.REWIND_VPGS
     return estate
 
 
@@ -70,7 +73,7 @@ class Step:
 POWER_OFF = "mcp__vsphere__power_off"
 DEMO_CATALOG: dict[str, Any] = {
     "read_only_tools": ["mcp__vsphere__list_vms", "mcp__vsphere__get_*"],
-    "tools": {POWER_OFF: {"vm_arg": "name"}},
+    "tools": {POWER_OFF: {"vm_arg": "name"}, **demo_rewind.REWIND_TOOLS},
     "vm_map": {"strip_domain": ["lab.local"]},
 }
 STEPS = [
@@ -97,12 +100,15 @@ RETRY = Step("pending, retried", POWER_OFF, {"name": "win2019-1"}, "context")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the demo; 0 when every row got the decision the table promises."""
+    """Run the demo; 0 when every row got the decision the table promises and every VM
+    the rewind act's session changed is back."""
     args = _parser().parse_args(argv)
     # Piped output (CI logs) gets a width the summary table fits in.
     console = Console() if Console().is_terminal else Console(width=120)
+    vcenter = demo_rewind.memory_vcenter()
     sim_config = fast_sim_config(
-        cadences={"vcenter": 2.0, "hyperv": 2.0, "vcd": 2.0, "azure": 6.0, "aws": args.aws_cadence}
+        cadences={"vcenter": 2.0, "hyperv": 2.0, "vcd": 2.0, "azure": 6.0, "aws": args.aws_cadence},
+        vcenter_link=vcenter,
     )
     # A dark site is remembered as down this long; the retry waits it out once dr is back.
     guard = {"timeout_s": args.budget, "site_down_s": SITE_DOWN_S}
@@ -115,15 +121,17 @@ def main(argv: list[str] | None = None) -> int:
             root, sim_config=sim_config, guard=guard, estate=estate, zvm=zvm, catalog=DEMO_CATALOG
         ) as box,
     ):
+        box.write_config(approvals=demo_rewind.approvals())
         console.print(
             "[bold]zerto-rewind demo[/bold]: a simulated estate, one ZVM per site (TLS, CA pinned)"
         )
         for site, fields in box.sites.items():
             console.print(f"  site {site} ({fields['kind']}): ZVM at {fields['url']}")
         rows = _play(console, box)
-        tags = box.tag_counts()
-    _print_table(console, rows)
-    return _verdict(console, rows, tags)
+        _print_table(console, rows)
+        code = _verdict(console, rows, box.tag_counts())
+        rewound = demo_rewind.play(console, box, vcenter)
+    return code if rewound else 1
 
 
 def _parser() -> argparse.ArgumentParser:

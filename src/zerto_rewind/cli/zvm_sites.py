@@ -21,7 +21,8 @@ from typing import Any
 from ..config.loader import load_settings
 from ..config.settings import Settings
 from ..core.guard import Guard
-from ..errors import NotFound, ZvmError
+from ..errors import ZvmError
+from ..recovery.sites import unknown_in_estate
 from ..zvm.auth import TokenCache
 from ..zvm.client import ZvmClient
 from ..zvm.estate import EstateVpg
@@ -157,7 +158,6 @@ def _probe(guard: Guard, sites: list[str], deadline: float) -> dict[str, str]:
 
 
 def _nothing(vm: str, found: Places, guard: Guard) -> None:
-    estate = guard.estate()
     if found.dark or found.unshown:
         why = "; ".join([*(d.line() for d in found.dark), *found.unshown])
         msg = (
@@ -165,9 +165,4 @@ def _nothing(vm: str, found: Places, guard: Guard) -> None:
             "check the sites with `zerto-rewind doctor`, then retry"
         )
         raise ZvmError(msg)
-    where = ", ".join(f"site {s} ({estate.url(s)})" for s in estate.names)
-    msg = (
-        f"no VPG protects a VM named {vm!r} on any ZVM of the estate ({where}); check "
-        "the name as the Zerto UI shows it (names match exactly: case and spaces count)"
-    )
-    raise NotFound(msg, method="GET", url=f"{estate.url(estate.first)}/v1/vms", status=None)
+    raise unknown_in_estate(guard, vm)

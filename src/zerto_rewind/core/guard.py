@@ -79,8 +79,7 @@ def classified_decision(
 ) -> Decision | None:
     """The rows the classification alone decides, with no IO: read-only, unlisted, a host
     path, no VM. None for a mutating call whose VMs (or VPGs) the estate must be asked
-    about. The guard and its preview (recovery.preview, which asks the estate without
-    tagging) both start here."""
+    about."""
     if verdict.kind == READ_ONLY:
         return Decision(Row.READ_ONLY, Outcome.NONE, call.tool_name)
     if verdict.kind != MUTATING:
@@ -122,7 +121,13 @@ class _Resolved:
 
 
 class Guard(GuardEstate):
-    """The decision table, over the estate's ZVMs (one per site) and one state directory."""
+    """The decision table, over the estate's ZVMs (one per site) and one state directory.
+
+    The preview runs this very class, planning only (``recovery/preview_guard.py``): it
+    watches ``_decide``, ``_resolve`` and ``_inspect``, gives ``_tagger`` an executor that
+    sends no tag request, and witnesses only landed tags in ``_witness``. Keep those
+    steps' signatures, or change the planning guard with them.
+    """
 
     # ------------------------------------------------------------------ entry points
 

@@ -136,10 +136,11 @@ class GuardEstate:
             self._state = open_state(self.settings.state_connection_url(), self.settings.state_dir)
         return self._state
 
-    def _tagger(self) -> Tagger:
+    def _tagger(self, kind: type[Tagger] | None = None) -> Tagger:
+        """The tag rules' executor; ``kind``: another one (the preview's, which plans only)."""
         from .tagging import Tagger
 
-        return Tagger(
+        return (kind or Tagger)(
             self.client(),
             self.state(),
             self.settings.guard,

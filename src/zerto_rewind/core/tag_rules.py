@@ -8,9 +8,10 @@ look at the journal), :func:`on_task` and :func:`on_vpg` (the ZVM's answers) and
 (:data:`TagAction`): look in the journal, request a tag, adopt the recorded one,
 ask its task, mark it landed or failed, poll again at a time, fail the plan with a
 reason. The executor does the ZVM calls and the record's writes those actions name,
-and feeds what it learns back in. ``recovery/preview.py`` predicts with the same
-rule functions (no side effects), so there is one copy of the rules. The rules
-themselves are told in ``tagging``'s docstring.
+and feeds what it learns back in. The preview (``recovery/preview_guard.py``) runs
+the same rules through a planning executor that sends no tag request and writes
+nothing, so there is one copy of the rules. The rules themselves are told in
+``tagging``'s docstring.
 """
 
 from __future__ import annotations

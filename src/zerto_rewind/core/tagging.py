@@ -219,7 +219,7 @@ class Tagger:
     def _request(
         self, plan: TagPlan, record: VpgRecord, request: RequestTag, deadline: float
     ) -> None:
-        task_id = _client(self, plan).tag_checkpoint(record.vpg_id, request.name, deadline=deadline)
+        task_id = self._send(plan, record, request, deadline)
         if record.tag is not None:
             remember(record, _summary(record.tag))
         record.tag = TagRecord(
@@ -235,6 +235,12 @@ class Tagger:
         record.allowed_since_landing = 0
         self._adopt(plan, record, record.tag)
         plan.outcome.new_tag = True
+
+    def _send(
+        self, plan: TagPlan, record: VpgRecord, request: RequestTag, deadline: float
+    ) -> str | None:
+        """Ask the ZVM for the tag: its task's id (a planning executor sends nothing)."""
+        return _client(self, plan).tag_checkpoint(record.vpg_id, request.name, deadline=deadline)
 
     def _adopt(self, plan: TagPlan, record: VpgRecord, tag: TagRecord) -> None:
         out = plan.outcome

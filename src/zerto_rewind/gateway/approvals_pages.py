@@ -46,12 +46,15 @@ __all__ = [
 POLL_MS = 2000
 MAX_NAME = 100
 
-_NEXT = re.compile(r"/(?:requests/[0-9A-Za-z-]{1,64}|sessions(?:/[0-9A-Za-z._%-]{1,200})?)?")
+_NEXT = re.compile(
+    r"/(?:requests/[0-9A-Za-z-]{1,64}|sessions(?:/[0-9A-Za-z._%-]{1,200})?"
+    r"|rewind/session/[0-9A-Za-z._%-]{1,200}|rewinds/[0-9a-f]{16})?"
+)
 
 
 def safe_next(raw: str | None) -> str:
-    """A local path to go to after login: ``/``, ``/requests/<id>``, ``/sessions`` or
-    ``/sessions/<id>``; ``/`` otherwise."""
+    """A local path to go to after login: ``/``, ``/requests/<id>``, ``/sessions``,
+    ``/sessions/<id>``, a session's rewind plan or a plan's run; ``/`` otherwise."""
     if raw and _NEXT.fullmatch(raw):
         return raw
     return "/"

@@ -8,7 +8,9 @@ on every answer, and form reading. The rest of the page:
 - ``approvals_login``: the login limit (slows guessing, never locks out);
 - ``approvals_pages``: the pages around the request cards, and the style and
   script files (``static/approvals.css``, ``static/approvals.js``);
-- ``approvals_html``: the request cards and the recent decisions.
+- ``approvals_html``: the request cards and the recent decisions;
+- ``rewind_web``: a session's rewind plan, run by an approver (``rewind_page``
+  draws it, ``rewind_runs`` runs it in the background).
 
 Nothing here is reachable with an agent's bearer token, and an agent's token name
 cannot log in: approver logins are ``approvals.web_approvers`` only (name ->
@@ -85,6 +87,8 @@ from .sessions_page import session_page, sessions_page
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+    from ..core.guard import Guard
+    from ..zvm.client import ZvmClient
     from .approvals import ApprovalsService
 
 # The passwords and safe_next keep their names here too: the page's tests and the
@@ -196,6 +200,14 @@ def _page(text: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(text, status_code=status)
 
 
+async def _form_or_refusal(request: Request) -> dict[str, str] | Response:
+    """The POST's form, or the answer that refuses it (nothing was changed)."""
+    try:
+        return await _form(request)
+    except _FormError as exc:
+        return _page(message_page(None, "Not accepted", exc.text), exc.status)
+
+
 async def _read(fn: Callable[..., _T], *args: object) -> _T:
     """A store read, off the event loop (the file store does blocking IO)."""
     return await anyio.to_thread.run_sync(fn, *args)
@@ -204,9 +216,16 @@ async def _read(fn: Callable[..., _T], *args: object) -> _T:
 class _Routes:
     """The page's request handlers, over one ApprovalsService and one PageAuth."""
 
-    def __init__(self, service: ApprovalsService, *, secure_cookies: bool) -> None:
+    def __init__(
+        self,
+        service: ApprovalsService,
+        *,
+        secure_cookies: bool,
+        zvms: Guard | ZvmClient | None = None,
+    ) -> None:
         self.service = service
         self.auth = PageAuth(service)
+        self.zvms = zvms
         self.secure = "; Secure" if secure_cookies else ""
         # Read at start-up: a missing file stops the listener now, not at the first visit.
         self.css = stylesheet()
@@ -428,12 +447,26 @@ class _Routes:
     async def static_js(self, request: Request) -> Response:
         return Response(self.js, media_type="text/javascript")
 
+    # ------------------------------------------------------------------ the rewind
 
-def build_approvals_app(service: ApprovalsService, *, secure_cookies: bool) -> ASGIApp:
+    def rewind_routes(self) -> list[Route]:
+        """The rewind's pages (``rewind_web``), over this page's logins and form helpers."""
+        from .rewind_web import PageKit, RewindRoutes
+
+        kit = PageKit(form=_form_or_refusal, go=_go, to_login=_to_login)
+        return RewindRoutes(self.service, self.auth, kit, self.zvms).routes()
+
+
+def build_approvals_app(
+    service: ApprovalsService, *, secure_cookies: bool, zvms: Guard | ZvmClient | None = None
+) -> ASGIApp:
     """The approvals page as an ASGI app, for the gateway's approvals listener.
 
     ``secure_cookies``: mark the session cookie ``Secure`` (the page is served over
     TLS, directly or behind a proxy); False only for a loopback listener over HTTP.
+    ``zvms``: the guard's ZVMs, which an approver's rewind runs against (None: the page
+    shows sessions but runs no rewind).
     """
-    routes = _Routes(service, secure_cookies=secure_cookies).routes()
+    pages = _Routes(service, secure_cookies=secure_cookies, zvms=zvms)
+    routes = [*pages.routes(), *pages.rewind_routes()]
     return _SecurityHeaders(Starlette(routes=routes), hsts=secure_cookies)

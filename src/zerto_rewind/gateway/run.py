@@ -127,7 +127,7 @@ async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port
             "(`zerto-rewind approvals hash-password`)"
         )
         raise ConfigError(msg, path=gateway.settings.path, key="approvals.web_approvers")
-    app = build_approvals_app(gateway.approvals, secure_cookies=tls)
+    app = build_approvals_app(gateway.approvals, secure_cookies=tls, zvms=gateway.guard)
     gate = process_gate(g, gateway.metrics.registry)
     tcp = gate.listening(_tcp_listener(host, port, "--approvals-listen"), tls=tls)
     server = _uvicorn_server(app, g, gate, lifespan="off", grace_s=2)

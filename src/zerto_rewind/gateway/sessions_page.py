@@ -24,7 +24,7 @@ from .approvals_html import esc as _e
 from .approvals_html import url as _url
 from .approvals_pages import document, flash
 
-__all__ = ["session_page", "session_path", "sessions_page", "timeline_svg"]
+__all__ = ["session_page", "session_path", "session_plan_path", "sessions_page", "timeline_svg"]
 
 _WIDTH = 960
 _LABEL = 200  # the lane names' column
@@ -39,6 +39,11 @@ NO_VM = "(no VM named)"
 def session_path(session_id: str) -> str:
     """The app-local path of one session's page."""
     return f"/sessions/{quote(session_id, safe='')}"
+
+
+def session_plan_path(session_id: str) -> str:
+    """The app-local path of a session's rewind plan (``rewind_page``)."""
+    return f"/rewind/session/{quote(session_id, safe='')}"
 
 
 def sessions_page(session: Session, found: list[SessionSummary], log_path: str) -> str:
@@ -83,6 +88,9 @@ def session_page(session: Session, timeline: Timeline) -> str:
         "can be rewound to, ▲ a later change by another session. Hover a mark for "
         "details.</figcaption></figure>"
         f"{_entries_table(timeline)}"
+        f'<p><a href="{_e(_url(session_plan_path(timeline.session_id)))}" id="plan-rewind">'
+        "Plan a rewind of this session</a> (approvers: the plan is shown in full before "
+        "anything runs)</p>"
         f'<p><a href="{_e(_url("/sessions"))}">All sessions</a></p>'
     )
     title = f"Session {timeline.session_id} — zerto-rewind"

@@ -89,14 +89,8 @@ def _register_guard_tools(server: MCPServer[Any], rt: Runtime) -> None:
         budget. Requests no tag and changes nothing. Use it before planning a change.
         """
         with reported():
-            return preview_call(
-                rt.settings(),
-                rt.guard(),
-                rt.state(),
-                tool_name,
-                tool_input,
-                deadline=read_deadline(),
-            )
+            # Bounded by the guard's own budget (guard.timeout_s), as the decision it predicts.
+            return preview_call(rt.settings(), rt.guard(), rt.state(), tool_name, tool_input)
 
     @server.tool(annotations=TAG)
     def zerto_guard_before_mutate(tool_name: ToolName, tool_input: ToolInput) -> GuardAnswer:

@@ -95,14 +95,20 @@ def _record_path(settings: Settings, kind: str, key: str) -> str:
     return os.path.join(settings.state_dir, "recovery", f"{kind}-{digest}.json")
 
 
-def _remember(settings: Settings, kind: str, key: str, target: Target, checkpoint: str) -> None:
+def _record_key(kind: str, target: Target) -> str:
+    """The in-progress record's key: a failover is its VPG's, a restore one VM's of it."""
+    vpg_id = target.vpg.vpg_id
+    return vpg_id if kind == "failover" else f"{target.ref.vm_id}|{vpg_id}"
+
+
+def _remember(settings: Settings, kind: str, target: Target, checkpoint: str) -> None:
     from ..fsutil import atomic_write_json, ensure_private_dir
 
     ensure_private_dir(os.path.join(settings.state_dir, "recovery"))
     record = {"vm": target.vm, "checkpoint_id": checkpoint, "started_at": time.time()}
     if target.site is not None:
         record["site"] = target.site  # its commit and rollback go to the same site's ZVM
-    atomic_write_json(_record_path(settings, kind, key), record)
+    atomic_write_json(_record_path(settings, kind, _record_key(kind, target)), record)
 
 
 def _recalled(settings: Settings, kind: str, key: str) -> tuple[str | None, str | None]:
@@ -119,17 +125,34 @@ def _recalled(settings: Settings, kind: str, key: str) -> tuple[str | None, str 
     )
 
 
-def _forget(settings: Settings, kind: str, key: str) -> None:
+def _forget(settings: Settings, kind: str, target: Target) -> None:
     import contextlib
 
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(_record_path(settings, kind, key))
+        os.unlink(_record_path(settings, kind, _record_key(kind, target)))
 
 
-def _confirm_finish(settings: Settings, target: Target, confirm: str, kind: str, key: str) -> str:
+def _finishing(
+    zvms: Guard | ZvmClient,
+    settings: Settings,
+    vm: str,
+    confirm: str,
+    kind: str,
+    vpg: str | None,
+    wait_s: float,
+    deadline: float | None,
+) -> tuple[Target, str]:
+    """Before a commit or rollback of ``kind``: enabled, then the target and the checkpoint
+    the operation started from, which ``confirm`` must name."""
+    _require_live(settings)
+    target = Target(zvms, vm, vpg, deadline, wait_s, settings=settings)
+    return target, _confirm_finish(settings, target, confirm, kind)
+
+
+def _confirm_finish(settings: Settings, target: Target, confirm: str, kind: str) -> str:
     """Check ``confirm`` for a commit/rollback; returns the operation's checkpoint id."""
     operation = f"{kind} commit/rollback"
-    recorded, started_at = _recalled(settings, kind, key)
+    recorded, started_at = _recalled(settings, kind, _record_key(kind, target))
     if started_at is not None and target.site is not None and started_at != target.site:
         msg = (
             f"the {kind} of VPG {target.vpg.name!r} was started through the ZVM of site "
@@ -179,7 +202,7 @@ def failover(
         reverse_protection=reverse_protection,
         deadline=deadline,
     )
-    _remember(settings, "failover", v.vpg_id, target, found.cp_id)
+    _remember(settings, "failover", target, found.cp_id)
     summary = (
         f"Live failover of VPG {v.name!r} to checkpoint {found.cp_id} started (commit policy "
         f"{commit_policy}, shutdown policy {shutdown_policy}): its VMs come up at "
@@ -202,10 +225,8 @@ def finish_failover(
     deadline: float | None = None,
 ) -> OperationResult:
     """Commit (``commit=True``) or roll back the failover waiting before commit on ``vm``'s VPG."""
-    _require_live(settings)
-    target = Target(zvms, vm, vpg, deadline, wait_s, settings=settings)
+    target, checkpoint = _finishing(zvms, settings, vm, confirm, "failover", vpg, wait_s, deadline)
     key = target.vpg.vpg_id
-    checkpoint = _confirm_finish(settings, target, confirm, "failover", key)
     if commit:
         task_id = target.client.failover_commit(key, reverse_protection, deadline=deadline)
         protection = "with" if reverse_protection else "without"
@@ -213,7 +234,7 @@ def finish_failover(
     else:
         task_id = target.client.failover_rollback(key, deadline=deadline)
         what = "rolled back: the recovered VMs are removed and the VPG returns to protecting"
-    _forget(settings, "failover", key)
+    _forget(settings, "failover", target)
     summary = f"Failover of VPG {target.vpg.name!r} to checkpoint {checkpoint} {what}."
     operation = "failover_commit" if commit else "failover_rollback"
     return target.result(operation, task_id, None, summary)
@@ -240,7 +261,7 @@ def restore_vm(
     task_id = target.client.restore_vm(
         vm_id, v.vpg_id, found.cp_id, restored_vm_name=restored_vm_name, deadline=deadline
     )
-    _remember(settings, "restore", f"{vm_id}|{v.vpg_id}", target, found.cp_id)
+    _remember(settings, "restore", target, found.cp_id)
     name = restored_vm_name or "the ZVM's default name"
     summary = (
         f"Journal restore of {vm} from checkpoint {found.cp_id} started as {name}. It waits for "
@@ -262,15 +283,12 @@ def finish_restore(
     deadline: float | None = None,
 ) -> OperationResult:
     """Commit (``commit=True``: the restored VM stays) or roll back ``vm``'s journal restore."""
-    _require_live(settings)
-    target = Target(zvms, vm, vpg, deadline, wait_s, settings=settings)
+    target, checkpoint = _finishing(zvms, settings, vm, confirm, "restore", vpg, wait_s, deadline)
     vm_id, vpg_id = target.ref.vm_id, target.vpg.vpg_id
-    key = f"{vm_id}|{vpg_id}"
-    checkpoint = _confirm_finish(settings, target, confirm, "restore", key)
     client = target.client
     end = client.restore_commit if commit else client.restore_rollback
     task_id = end(vm_id, vpg_id, deadline=deadline)
-    _forget(settings, "restore", key)
+    _forget(settings, "restore", target)
     what = "committed: the restored VM stays" if commit else "rolled back: the restored VM is gone"
     summary = f"Journal restore of {vm} from checkpoint {checkpoint} {what}."
     return target.result("restore_commit" if commit else "restore_rollback", task_id, None, summary)

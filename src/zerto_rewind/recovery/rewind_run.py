@@ -44,6 +44,8 @@ EVENT = "rewind.step"
 Mode = Literal["restore", "failover", "test"]
 # (VM or VPG, phase, percent): what a progress display shows.
 Progress = Callable[[str, str, int], None]
+# The VMs about to be run, once the plan was checked again and the start logged.
+Started = Callable[[list[str]], None]
 _POLL_S = 0.25
 _COMMIT_NONE, _SHUTDOWN = 2, 1  # failover: wait for our commit; shut the VMs down cleanly
 
@@ -123,8 +125,12 @@ def run_plan(
     progress: Progress | None = None,
     log_path: str | None = None,
     task_wait_s: float = 600.0,
+    started: Started | None = None,
 ) -> RunReport:
-    """Run ``saved`` (see the module docstring); RecoveryError, with nothing done, if it moved."""
+    """Run ``saved`` (see the module docstring); RecoveryError, with nothing done, if it moved.
+
+    ``started(vms)`` is told the VMs to run once the check passed (the page shows them).
+    """
     run = _Run(zvms, settings, saved, mode, approver, log_path or settings.log_path)
     run.progress, run.task_wait_s = progress, task_wait_s
     states = load_run(settings.state_dir, saved.plan_id, mode)
@@ -137,6 +143,8 @@ def run_plan(
     todo = {v.vm for v in saved.vms if states.get(v.vm, {}).get("state") != "done"}
     fresh = run.check(todo, resume)
     run.event("start", {"vms": sorted(todo)})
+    if started is not None:
+        started(sorted(todo))
     report = RunReport(saved.plan_id, mode)
     report.results += [_kept(vm, s) for vm, s in states.items() if vm not in todo]
     groups = _groups([v for v in fresh.vms if v.vm in todo], mode)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..zvm.estate import EstateVpg
     from ..zvm.models import VmRef
 
-__all__ = ["Located", "Place", "Purpose", "locate", "vm_refs"]
+__all__ = ["Located", "Place", "Purpose", "locate", "unknown_in_estate", "vm_refs"]
 
 Purpose = Literal["read", "recover"]
 
@@ -195,12 +195,18 @@ def _nothing(located: Located, guard: Guard, vpgs: dict[str, EstateVpg], purpose
             + ". Zerto may well protect it: check the sites with `zerto-rewind doctor`, then retry"
         )
         raise ZvmError(msg)
+    raise unknown_in_estate(guard, located.vm)
+
+
+def unknown_in_estate(guard: Guard, vm: str) -> NotFound:
+    """Every ZVM of the estate answered, and none knows VM ``vm``."""
+    estate = guard.estate()
     where = ", ".join(f"site {s} ({estate.url(s)})" for s in estate.names)
     msg = (
-        f"no VPG protects a VM named {located.vm!r} on any ZVM of the estate ({where}); check "
+        f"no VPG protects a VM named {vm!r} on any ZVM of the estate ({where}); check "
         "the name as the Zerto UI shows it (names match exactly: case and spaces count)"
     )
-    raise NotFound(msg, method="GET", url=f"{estate.url(estate.first)}/v1/vms", status=None)
+    return NotFound(msg, method="GET", url=f"{estate.url(estate.first)}/v1/vms", status=None)
 
 
 def _unambiguous(located: Located) -> None:

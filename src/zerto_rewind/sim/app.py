@@ -15,7 +15,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zerto_rewind.errors import describe
 from zerto_rewind.sim import vsphere
@@ -29,6 +29,9 @@ from zerto_rewind.sim.faults import FaultTable
 from zerto_rewind.sim.handlers import Context
 from zerto_rewind.sim.replica import Replica, attach, link_estate
 from zerto_rewind.sim.state import Backend, World, load_config_estate
+
+if TYPE_CHECKING:
+    from zerto_rewind.sim.vmstate import VcenterLink
 
 
 def _free_host(host: str) -> str:
@@ -288,9 +291,13 @@ class SimServer:
 
 def _world(config: SimConfig) -> tuple[World, Replica | None]:
     """The estate, its VMs given their vCenter identity when ``config.vcenter`` links one."""
-    if config.vcenter is None:
+    if config.vcenter_link is not None:
+        link: VcenterLink = config.vcenter_link
+        where = "in memory"
+    elif config.vcenter is not None:
+        link, where = vsphere.connect(config.vcenter), config.vcenter.display
+    else:
         return World(config), None
-    link = vsphere.connect(config.vcenter)
     try:
         estate, linked = link_estate(load_config_estate(config), link)
         world = World(config, estate)
@@ -300,7 +307,7 @@ def _world(config: SimConfig) -> tuple[World, Replica | None]:
     world.replica = attach(world.vpgs.values(), world.clock, link)
     names = ", ".join(sorted(linked)) or "none"
     print(
-        f"zerto-rewind sim: linked to vCenter {config.vcenter.display}; VMs: {names}",
+        f"zerto-rewind sim: linked to vCenter {where}; VMs: {names}",
         file=sys.stderr,
         flush=True,
     )

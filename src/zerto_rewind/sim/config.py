@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from zerto_rewind.sim.enums import DEFAULT_CADENCE_S
 
 if TYPE_CHECKING:
+    from zerto_rewind.sim.vmstate import VcenterLink
     from zerto_rewind.sim.vsphere import VcenterSpec
 
 
@@ -51,6 +52,8 @@ class SimConfig:
     clock: Callable[[], float] = time.time
     # A vCenter to link to (``--vcenter``): VM identities from it, VM states kept and restored.
     vcenter: VcenterSpec | None = None
+    # Or a link already made, used instead of ``vcenter`` (the demo's in-memory vCenter).
+    vcenter_link: VcenterLink | None = None
 
     def cadence_for(self, kind: str) -> float:
         """The checkpoint cadence of a protected-site kind, after overrides."""

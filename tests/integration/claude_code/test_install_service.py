@@ -7,12 +7,10 @@ import os
 import pwd
 import re
 import shlex
-import shutil
 import socket
 import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 import pytest
 
 from support.service import served, served_box, served_url  # noqa: F401  (fixtures)
-from support.users import unix_user
+from support.users import reachable_dir, unix_user
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli import install_claude_code
 from zerto_rewind.cli import run_command as cli_edge
@@ -213,12 +211,8 @@ def agent() -> Iterator[pwd.struct_passwd]:
 @pytest.fixture
 def base() -> Iterator[Path]:
     """A root-owned 0755 directory straight under /tmp, which the agent can search."""
-    path = Path(tempfile.mkdtemp(prefix="zr-install-socket-"))
-    path.chmod(0o755)
-    try:
+    with reachable_dir("zr-install-socket-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def listening(path: Path, owner: int = 0) -> socket.socket:

@@ -11,18 +11,16 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.users import unix_user
+from support.users import reachable_dir, unix_user
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli.doctor import Check, main, run_checks
 from zerto_rewind.cli.doctor.access import User, lookup_user
@@ -46,12 +44,8 @@ def base() -> Iterator[Path]:
     Not under pytest's own temporary root, whose 0700 mode another pytest run may
     restore at any moment (the agent could then reach nothing, and pass falsely).
     """
-    path = Path(tempfile.mkdtemp(prefix="zr-as-user-"))
-    path.chmod(0o755)
-    try:
+    with reachable_dir("zr-as-user-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -12,29 +12,23 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import socket
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.users import unix_user
+from support.users import reachable_dir, unix_user
 from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli.doctor import Check, run_checks
 
 
 @pytest.fixture
 def base() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="zr-doc-sock-"))
-    path.chmod(0o755)
-    try:
+    with reachable_dir("zr-doc-sock-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

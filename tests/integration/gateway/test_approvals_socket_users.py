@@ -11,10 +11,8 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,7 +27,7 @@ from integration.gateway.gateway_helpers import (
     gateway_config,
     gateway_process,
 )
-from support.users import as_user
+from support.users import as_user, reachable_dir
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -56,12 +54,8 @@ def users() -> Iterator[None]:
 
 @pytest.fixture
 def open_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="zr-approvals-"))
-    path.chmod(0o755)
-    try:
+    with reachable_dir("zr-approvals-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from integration.gateway.gateway_helpers import (
     gateway_process,
     text_of,
 )
-from support.users import namespace_command, unix_user
+from support.users import namespace_command, reachable_dir, unix_user
 from zerto_rewind.gateway.approvals_web import hash_password
 from zerto_rewind.testing import Sandbox
 
@@ -69,12 +68,8 @@ def approver() -> Iterator[str]:
 @pytest.fixture
 def open_dir() -> Iterator[Path]:
     """A directory every user can reach, for the approvals socket (mode 0666 inside)."""
-    path = Path(tempfile.mkdtemp(prefix="zr-whole-"))
-    path.chmod(0o755)
-    try:
+    with reachable_dir("zr-whole-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

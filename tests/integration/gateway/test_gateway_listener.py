@@ -62,6 +62,25 @@ def read_until_closed(sock: socket.socket, seconds: float) -> tuple[bytes, bool]
     return data, False
 
 
+def drip(sock: socket.socket, byte: bytes) -> tuple[bytes, bool, float]:
+    """Send ``byte`` every quarter second, 20 times at most (5 s), until the gateway closes
+    the connection: what it sent last, whether it closed, and the seconds that took."""
+    started = time.monotonic()
+    data, closed = b"", False
+    for _ in range(20):
+        try:
+            sock.sendall(byte)
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+            break
+        data, closed = read_until_closed(sock, 0.25)
+        if closed:
+            break
+    elapsed = time.monotonic() - started
+    sock.close()
+    return data, closed, elapsed
+
+
 def closed_by_gateway(socks: list[socket.socket], seconds: float) -> dict[int, bytes]:
     """Which of ``socks`` (by index) the gateway closed within ``seconds``, and what it sent."""
     poller = select.poll()
@@ -248,21 +267,8 @@ def test_a_head_sent_a_byte_at_a_time_is_cut_off_at_the_header_timeout(
 ) -> None:
     """Bytes keep arriving, but the header deadline is for the whole head: 408, closed."""
     sock = connect(quick)
-    started = time.monotonic()
     sock.sendall(b"GET /healthz HTTP/1.1\r\n")
-    closed = False
-    data = b""
-    for _ in range(20):  # 5 s at most
-        try:
-            sock.sendall(b"x")
-        except (BrokenPipeError, ConnectionResetError):
-            closed = True
-            break
-        data, closed = read_until_closed(sock, 0.25)
-        if closed:
-            break
-    elapsed = time.monotonic() - started
-    sock.close()
+    data, closed, elapsed = drip(sock, b"x")
     assert closed
     assert 1.2 < elapsed < 3.5
     assert data == b"" or data.startswith(b"HTTP/1.1 408 ")
@@ -279,19 +285,7 @@ def test_a_body_sent_a_byte_at_a_time_is_cut_off_at_the_body_timeout(
         "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
     )
     sock.sendall(head.encode())
-    started = time.monotonic()
-    closed = False
-    for _ in range(20):  # 5 s at most, 20 of the 1,000 bytes
-        try:
-            sock.sendall(b" ")
-        except (BrokenPipeError, ConnectionResetError):
-            closed = True
-            break
-        _, closed = read_until_closed(sock, 0.25)
-        if closed:
-            break
-    elapsed = time.monotonic() - started
-    sock.close()
+    _data, closed, elapsed = drip(sock, b" ")  # 20 of the 1,000 bytes at most
     assert closed
     assert 1.2 < elapsed < 3.5
 

@@ -12,6 +12,7 @@ from integration.gateway.gateway_helpers import (
     actions,
     decisions,
     gateway_config,
+    results,
     stdio_gateway,
     text_of,
 )
@@ -89,3 +90,22 @@ async def test_an_unknown_upstream_name_stops_with_the_reason(box: Sandbox, tmp_
     assert proc.returncode == 1
     assert "no upstream named 'nope'" in proc.stderr
     assert "vsphere" in proc.stderr
+
+
+async def test_a_change_over_stdio_logs_its_result_line(box: Sandbox, tmp_path: Path) -> None:
+    """A forwarded change's result line is in the log before its answer reaches the host
+    (a host that kills the gateway at once loses none), joined to its decision line by
+    session and tool-use id; a read-only call logs none."""
+    actions_log = tmp_path / "actions.jsonl"
+    gateway_config(box, actions_log)
+    async with stdio_gateway(box) as c:
+        assert not (await c.call_tool("list_vms", {})).is_error
+        done = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
+        assert [r["result"] for r in results(box)] == ["succeeded"]  # the session still open
+    assert not done.is_error, text_of(done)
+    assert [a["vm"] for a in actions(actions_log)] == ["jp-ubuntu"]
+    (decision,) = decisions(box)
+    (result,) = results(box)
+    assert (result["vms"], result["result"]) == (["jp-ubuntu"], "succeeded")
+    joined = ("tool", "session_id", "tool_use_id", "client", "host")
+    assert {k: result[k] for k in joined} == {k: decision[k] for k in joined}

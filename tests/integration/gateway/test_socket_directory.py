@@ -11,11 +11,9 @@ directory is accepted, and both sockets are born with their modes.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,19 +21,15 @@ from typing import Any
 import pytest
 
 from integration.gateway.gateway_helpers import gateway_config, gateway_process
-from support.users import unix_user
+from support.users import reachable_dir, unix_user
 from zerto_rewind.testing import Sandbox
 
 
 @pytest.fixture
 def base() -> Iterator[Path]:
     """Root's 0755 directory straight under /tmp, which every user may search."""
-    path = Path(tempfile.mkdtemp(prefix="zr-sockdir-"))
-    path.chmod(0o755)
-    try:
+    with reachable_dir("zr-sockdir-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -10,11 +10,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +30,7 @@ from integration.gateway.gateway_helpers import (
     gateway_process,
     text_of,
 )
-from support.users import reachable_command, unix_user
+from support.users import reachable_command, reachable_dir, unix_user
 from zerto_rewind.testing import SECRET_ENV, Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -42,12 +40,8 @@ PROBE = Path(__file__).with_name("confined_server.py")
 @pytest.fixture
 def base() -> Iterator[Path]:
     """A directory every user may enter (pytest's own tmp is root's, 0700)."""
-    root = Path(tempfile.mkdtemp(prefix="zr-confine-"))
-    root.chmod(0o755)
-    try:
+    with reachable_dir("zr-confine-") as root:
         yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

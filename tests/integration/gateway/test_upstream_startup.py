@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +26,7 @@ from integration.gateway.gateway_helpers import (
     gateway_config,
     gateway_process,
 )
-from support.users import reachable_command, unix_user
+from support.users import reachable_command, reachable_dir, unix_user
 from zerto_rewind.cli.doctor.gateway_health import gateway_health_checks
 from zerto_rewind.cli.doctor.upstreams import upstream_start_checks
 from zerto_rewind.config.loader import load_config
@@ -42,12 +40,8 @@ PROBE = Path(__file__).with_name("confined_server.py")
 @pytest.fixture
 def base() -> Iterator[Path]:
     """A directory every user may enter (pytest's own tmp is root's, 0700)."""
-    root = Path(tempfile.mkdtemp(prefix="zr-startup-"))
-    root.chmod(0o755)
-    try:
+    with reachable_dir("zr-startup-") as root:
         yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -154,12 +154,22 @@ def test_worst_vpg_wins_for_several_vms(tmp_path, zvm, state):
 def test_unused_landed_tag_is_reused(tmp_path, zvm, state):
     """A landed tag no change has used covers the call: no wait, no new tag."""
     seed_tag(state, "id-jp-local", state="landed", checkpoint_id="1059", landed_at=NOW - 24)
+    zvm.journals["id-jp-local"].append(cp("1059", NOW - 24, tag="t1"))  # the journal bears it out
     check = preview(make_settings(tmp_path), zvm, state)
     vpg = check.vpgs[0]
     assert (vpg.action, vpg.row, vpg.expected_wait_s) == ("reuse_landed", "confirmed", 0.0)
     assert vpg.existing_tag is not None
     assert vpg.existing_tag.checkpoint_id == "1059"
     assert check.would_request_tag is False
+
+
+def test_a_landed_tag_the_journal_does_not_bear_out_is_not_reused(tmp_path, zvm, state):
+    """As the guard: a record the journal does not confirm (the state is the agent's to
+    write) is failed and a new tag requested; the preview writes neither."""
+    seed_tag(state, "id-jp-local", state="landed", checkpoint_id="1059", landed_at=NOW - 24)
+    check = preview(make_settings(tmp_path), zvm, state)
+    assert (check.vpgs[0].action, check.row) == ("request_new", "confirmed")
+    assert state.peek_vpg("id-jp-local").tag.state == "landed"
 
 
 def test_used_landed_tag_means_a_new_tag(tmp_path, zvm, state):
@@ -272,7 +282,7 @@ def test_a_name_zerto_lists_for_two_vms_previews_as_ambiguous(tmp_path: Path, zv
                        VmRef("s.vm-43", "web", "id-web-b", "web-b")]  # fmt: skip
     check = preview(make_settings(tmp_path), zvm, state, "web")
     assert (check.row, check.outcome) == (Row.VM_AMBIGUOUS, Outcome.PROMPT)
-    assert "several VMs named 'web'" in check.summary
+    assert "several VMs of the name 'web' (2 VMs: s.vm-42, s.vm-43)" in check.summary
     assert check.vpgs == []
 
 

@@ -4,18 +4,21 @@ identities taken into the estate, and the ``--vcenter`` URL."""
 
 from __future__ import annotations
 
+import json
 import ssl
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from zerto_rewind.sim import recovery
+from zerto_rewind.sim import SimServer, recovery
 from zerto_rewind.sim.config import SimConfig
 from zerto_rewind.sim.enums import TASK_COMPLETED, TASK_FAILED, TASK_IN_PROGRESS
 from zerto_rewind.sim.errors import SimError
 from zerto_rewind.sim.estate import Estate, EstateError, SiteSpec, VpgSpec
 from zerto_rewind.sim.replica import Replica, attach, link_estate
 from zerto_rewind.sim.state import Backend, World
+from zerto_rewind.sim.vcenter_memory import MemoryVcenter, apply_step
 from zerto_rewind.sim.vmstate import (
     POWERED_OFF,
     POWERED_ON,
@@ -70,27 +73,9 @@ class FakeLink:
         self.vms[vm.moref] = (name, state)
 
     def _step(self, state: VmState, step: Step) -> VmState:
-        power = {"power_off": POWERED_OFF, "power_on": POWERED_ON, "suspend": SUSPENDED}
-        if step.action in power:
-            return replace(state, power_state=power[step.action])
         if step.action == "reconfigure":
-            changes = {
-                key: value
-                for key, value in (
-                    ("num_cpu", step.num_cpu),
-                    ("memory_mb", step.memory_mb),
-                    ("annotation", step.annotation),
-                )
-                if value is not None and key not in self.ignores
-            }
-            return replace(state, **changes)
-        if step.nic is not None:
-            nics = tuple(n for n in state.nics if n != step.nic)
-            return replace(state, nics=(*nics, step.nic) if step.action == "add_nic" else nics)
-        assert step.disk is not None
-        if step.action == "remove_disk":
-            return replace(state, disks=tuple(d for d in state.disks if d != step.disk))
-        return replace(state, disks=(*state.disks, step.disk))
+            step = replace(step, **dict.fromkeys(self.ignores))
+        return apply_step(state, step)
 
     def close(self) -> None:
         self.closed = True
@@ -449,3 +434,55 @@ def test_verification_stays_on_unless_asked_off() -> None:
     assert strict.check_hostname
     loose = parse_vcenter("https://u:p@vc/sdk", {}, insecure=True).tls_context()
     assert loose.verify_mode == ssl.CERT_NONE
+
+
+# -- the in-memory vCenter (the demo's stand-in for --vcenter) --------------------------
+
+
+def test_the_in_memory_vcenter_finds_vms_by_name_or_moref() -> None:
+    vc = MemoryVcenter({"web": WEB, "db": replace(WEB, annotation="db")})
+    (web,) = vc.find("web", None)
+    (db,) = vc.find(None, "vm-1002")
+    assert (web.moref, db.name) == ("vm-1001", "db")
+    assert web.instance_uuid != db.instance_uuid
+    assert vc.find("nope", None) == []
+    assert vc.server_id == MemoryVcenter({}).server_id  # one vCenter, whoever makes it
+    with pytest.raises(KeyError, match="no VM named 'nope'"):
+        vc.put("nope", WEB)
+
+
+def test_the_in_memory_vcenter_takes_the_steps_back_to_a_kept_state() -> None:
+    vc = MemoryVcenter({"web": WEB})
+    (ref,) = vc.find("web", None)
+    changed = replace(WEB, power_state=SUSPENDED, num_cpu=8, disks=(), annotation="agent")
+    vc.put("web", changed)
+    assert vc.snapshot(ref) == changed
+    vc.apply(ref, restore_steps(changed, WEB))
+    assert vc.state("web") == WEB
+
+
+def test_a_config_s_vcenter_link_is_used_instead_of_a_vcenter_url(tmp_path: Path) -> None:
+    """SimConfig.vcenter_link: the VMs take their identity from it, and a journal
+    restore's commit puts the VM back to the state of the restored checkpoint."""
+    vc = MemoryVcenter({"web": WEB})
+    estate = tmp_path / "estate.json"
+    vpgs = [{"name": "web-vpg", "site_kind": "vcenter", "vms": ["web", "ghost"]}]
+    estate.write_text(json.dumps({"local_site": {"name": "hq", "kind": "vcenter"}, "vpgs": vpgs}))
+    clock = Clock()
+    server = SimServer(SimConfig(estate_file=estate, clock=clock, seed=3, vcenter_link=vc))
+    backend, replica = server.state, server.replica
+    assert replica is not None
+    vm_id = f"{vc.server_id}.vm-1001"
+    assert list(replica.vms) == [vm_id]  # ghost is not in the vCenter: not linked
+    replica.observe()
+    vpg = backend.vpg_named("web-vpg")
+    clock.now += 30
+    checkpoint = vpg.journal.latest()
+    assert checkpoint is not None
+    vc.put("web", replace(WEB, power_state=POWERED_OFF))
+    replica.observe()
+    body = {"vpgidentifier": vpg.identifier, "checkpointidentifier": checkpoint.identifier}
+    recovery.restore(backend, vm_id, body)
+    recovery.restore_end(backend, vm_id, vpg.identifier, commit=True)
+    replica.run_job(replica._jobs.get())
+    assert vc.state("web") == WEB

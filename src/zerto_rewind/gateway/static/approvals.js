@@ -41,14 +41,43 @@
     return;
   }
 
-  if (page === "sessions" || page === "session") {
+  if (page === "sessions" || page === "session" || page === "rewind-plan") {
     return; // read from the log when asked for; not redrawn by the approvals poll
+  }
+
+  if (page === "rewind-run") {
+    // A rewind runs in the gateway: follow its JSON, redraw the live part when it
+    // moved, and load the whole page once it ended (its report, a resume).
+    var FOLLOW_MS = 1000;
+    var follow = function () {
+      var live = document.getElementById("live");
+      if (!live || live.getAttribute("data-active") !== "1") { return; }
+      var plan = encodeURIComponent(live.getAttribute("data-plan") || "");
+      fetch(base + "/api/rewinds/" + plan, {
+        credentials: "same-origin", cache: "no-store", headers: {"X-Zr-Background": "1"}
+      })
+        .then(function (r) {
+          if (!r.ok) { throw new Error("status " + r.status); }
+          return r.json();
+        })
+        .then(function (data) {
+          if (!data.active) { location.reload(); return null; }
+          status("Following the run; this page updates itself every second.");
+          if (data.version !== live.getAttribute("data-version")) { return redraw(); }
+          return null;
+        })
+        .catch(function () { status("Cannot reach the gateway; retrying\u2026"); })
+        .then(function () { setTimeout(follow, FOLLOW_MS); });
+    };
+    setTimeout(follow, FOLLOW_MS);
+    return;
   }
 
   function version() {
     var live = document.getElementById("live");
     return live ? live.getAttribute("data-version") : null;
   }
+  // Declared below the pages that return early, and hoisted: the rewind's page uses it too.
   function redraw() {
     return fetch(location.pathname, {
       credentials: "same-origin", cache: "no-store", headers: {"X-Zr-Background": "1"}
