@@ -17,13 +17,7 @@ from collections.abc import Mapping
 from ..hostconfig.install.claude_code import install
 from ..hostconfig.install.plan import InstallOptions
 from ..hostconfig.install.report import InstallReport
-from .install_options import (
-    add_hook_arguments,
-    add_json_argument,
-    add_service_arguments,
-    add_target_arguments,
-    options_from,
-)
+from . import install_options as shared
 
 __all__ = ["main"]
 
@@ -37,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Other targets: `zerto-rewind install --help`.",
     )
     parser.add_argument("host", choices=["claude-code"], help="the agent host")
-    where = add_target_arguments(
+    where = shared.add_target_arguments(
         parser,
         required=True,
         project="write DIR/.claude/settings.json",
@@ -50,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
         "managed-settings.json), which users and projects cannot override, and a root-owned "
         "config under /etc/zerto-rewind/",
     )
-    add_hook_arguments(parser)
+    shared.add_hook_arguments(parser)
     parser.add_argument(
         "--dry-run", action="store_true", help="print the resulting settings, write nothing"
     )
@@ -74,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_service_arguments(parser)
     _add_managed_arguments(parser)
-    add_json_argument(parser)
+    shared.add_json_argument(parser)
     return parser
 
 
@@ -83,7 +77,7 @@ def _add_service_arguments(parser: argparse.ArgumentParser) -> None:
     thin = parser.add_argument_group(
         "guard service", "a thin hook that asks the guard service (zerto-rewind gateway)"
     )
-    add_service_arguments(
+    shared.add_service_arguments(
         thin,
         required=False,
         service="unix:/path/to/socket (a local service) or https://host:port (a remote "
@@ -140,7 +134,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     if args.config:
         env["ZERTO_REWIND_CONFIG"] = args.config
     report = InstallReport("claude-code", as_json=args.json)
-    install(options_from(InstallOptions, args), env, report)
+    install(shared.options_from(InstallOptions, args), env, report)
     return 0
 
 

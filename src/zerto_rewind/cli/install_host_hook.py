@@ -13,12 +13,7 @@ from collections.abc import Mapping
 from ..hostconfig.hooks import HOOK_HOSTS
 from ..hostconfig.install.host_hook import HostHookOptions, install_host_hook
 from ..hostconfig.install.report import InstallReport
-from .install_options import (
-    add_json_argument,
-    add_service_arguments,
-    add_target_arguments,
-    options_from,
-)
+from . import install_options as shared
 
 __all__ = ["main"]
 
@@ -33,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("host", choices=HOOK_HOSTS, help="the agent host")
     _add_service_arguments(parser)
-    where = add_target_arguments(
+    where = shared.add_target_arguments(
         parser, required=True, project="the project's hook file", user="the user's hook file"
     )
     where.add_argument("--file", metavar="F", help="another hook file of the host's format")
@@ -64,13 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="rewrite a hook file whose comments a rewrite drops"
     )
     parser.add_argument("--dry-run", action="store_true", help="print the file, write nothing")
-    add_json_argument(parser)
+    shared.add_json_argument(parser)
     return parser
 
 
 def _add_service_arguments(parser: argparse.ArgumentParser) -> None:
     """The guard service the hook asks, and how it trusts it."""
-    add_service_arguments(
+    shared.add_service_arguments(
         parser,
         required=True,
         service="the guard service: unix:/path/to/socket or https://host:port",
@@ -84,6 +79,6 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     args = build_parser().parse_args(argv)
     env = os.environ if env is None else env
     report = InstallReport("host-hook", as_json=args.json)
-    install_host_hook(options_from(HostHookOptions, args), env, report)
+    install_host_hook(shared.options_from(HostHookOptions, args), env, report)
     report.finish()
     return 0

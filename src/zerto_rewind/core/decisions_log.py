@@ -26,9 +26,10 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeGuard
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..errors import StateError
+from .log_line import is_seq, line_seq
 
 if TYPE_CHECKING:
     from .log_anchor import AnchorPolicy
@@ -40,7 +41,6 @@ __all__ = [
     "anchor_now",
     "audit_record",
     "iter_records",
-    "line_seq",
     "register_anchor",
     "tail",
     "verify",
@@ -289,20 +289,6 @@ def _last_line(fd: int) -> tuple[bytes | None, bool]:
     return b"".join(reversed(chunks)), ends_with_newline
 
 
-def line_seq(line: bytes) -> int:
-    """The line's ``seq``, or 0 if it has none (an unchained or damaged line)."""
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return 0
-    seq = record.get("seq") if isinstance(record, dict) else None
-    return seq if _is_seq(seq) else 0
-
-
-def _is_seq(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
 def _is_hash(value: Any) -> bool:
     return (
         isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
@@ -384,7 +370,7 @@ def _check(
         todo = "it was inserted by hand, or written by an older zerto-rewind; upgrade every hook"
         return ChainProblem(number, "unchained", what, todo), 0
     seq, prev = record.get("seq"), record.get("prev")
-    if not _is_seq(seq) or not _is_hash(prev):
+    if not is_seq(seq) or not _is_hash(prev):
         what = f"seq {seq!r} / prev {prev!r} are not a sequence number and a SHA-256"
         todo = "the line was edited or forged; compare with a backup of the log"
         return ChainProblem(number, "malformed", what, todo), 0

@@ -361,7 +361,7 @@ def _signature_holds(anchor: dict[str, Any], key: Ed25519PublicKey) -> bool:
 
 def _against(log_path: str, anchor: dict[str, Any]) -> AnchorCheck:
     from ..config.loader import sha256_hex
-    from .decisions_log import line_seq
+    from .log_line import line_seq
 
     seq, when = int(anchor["seq"]), anchor.get("at")
     last_seq = 0

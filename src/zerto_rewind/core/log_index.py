@@ -47,8 +47,8 @@ from typing import Any, BinaryIO
 
 from ..errors import KeyFileError
 from .keys import read_key_file
+from .log_line import log_record  # a line's record, read as the sessions read it
 from .record_mac import MAC_FIELD, RecordMac, state_key_path
-from .sessions import log_record  # a line's record, read as the sessions read it
 
 __all__ = ["SESSION", "VM", "VPG", "LogIndex", "index_path", "open_index", "state_mac"]
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import StateError, UsageError
 from .call_result import RESULT_EVENT
+from .log_line import log_record
 
 if TYPE_CHECKING:
     from .record_mac import RecordMac
@@ -47,7 +48,6 @@ __all__ = [
     "Timeline",
     "kind_of",
     "list_sessions",
-    "log_record",
     "parse_since",
     "read_timeline",
 ]
@@ -235,15 +235,6 @@ def _open(path: str) -> BinaryIO | None:
     except OSError as exc:
         msg = f"cannot read log {path}: {exc.strerror}; run as the user that owns it"
         raise StateError(msg) from exc
-
-
-def log_record(line: bytes) -> dict[str, Any] | None:
-    """A log line's record; None for a damaged line (not JSON, or not an object)."""
-    try:
-        record = json.loads(line.decode("utf-8", "replace"))
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def _lines(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
