@@ -23,7 +23,7 @@ from ..hooks import HookPlan, build_entry, hook_file, matcher_for, plan_hook_fil
 from .catalog_client import thin_budget
 from .claude_code import reach_service
 from .matcher import covered_servers
-from .plan import InstallRefused, check_service_url
+from .plan import InstallRefused, InstallTarget, ServiceTrust, check_service_url
 from .report import InstallReport
 
 __all__ = ["TRUST_STEPS", "HostHookOptions", "hook_command", "install_host_hook"]
@@ -52,18 +52,12 @@ TRUST_STEPS = {
 }
 
 
-@dataclass(frozen=True)
-class HostHookOptions:
+@dataclass(frozen=True, kw_only=True)
+class HostHookOptions(InstallTarget, ServiceTrust):
     """What ``install host-hook`` was asked to do (the command line's options)."""
 
     host: str
     service: str
-    service_user: str | None = None
-    agent_user: str | None = None
-    token_file: str | None = None
-    ca_file: str | None = None
-    user: bool = False
-    project: str | None = None
     file: str | None = None
     servers: str | None = None
     prompt_as: str | None = None

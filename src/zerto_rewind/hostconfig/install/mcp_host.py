@@ -42,19 +42,18 @@ from ..move import (
 )
 from ..specs import HOSTS, candidate_files
 from .next_steps import next_steps
+from .plan import InstallTarget
 from .report import InstallReport
 
 __all__ = ["McpHostOptions", "install_mcp_host"]
 
 
-@dataclass(frozen=True)
-class McpHostOptions:
+@dataclass(frozen=True, kw_only=True)
+class McpHostOptions(InstallTarget):
     """What ``install mcp-host`` was asked to do (the command line's options, checked)."""
 
     host: str
     server: str
-    project: str | None = None
-    user: bool = False
     file: str | None = None
     url: str | None = None
     client: str | None = None

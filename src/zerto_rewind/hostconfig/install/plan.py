@@ -40,6 +40,8 @@ __all__ = [
     "InstallOptions",
     "InstallPlan",
     "InstallRefused",
+    "InstallTarget",
+    "ServiceTrust",
     "check_service_options",
     "check_service_url",
     "plan_hook",
@@ -53,12 +55,30 @@ class InstallRefused(UsageError):
     ``zerto-rewind install:`` and exits 1."""
 
 
-@dataclass(frozen=True)
-class InstallOptions:
-    """``install claude-code``'s options, as the command parsed them."""
+@dataclass(frozen=True, kw_only=True)
+class InstallTarget:
+    """Which of the host's files an installer writes: a project's (``project``, its
+    directory) or the user's (``cli.install_options.add_target_arguments``)."""
 
     project: str | None = None
     user: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceTrust:
+    """How a thin hook trusts the guard service it asks: the flags that go with ``--service``
+    (``cli.install_options.add_service_arguments``), which both hook installers take."""
+
+    service_user: str | None = None
+    agent_user: str | None = None
+    token_file: str | None = None
+    ca_file: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstallOptions(InstallTarget, ServiceTrust):
+    """``install claude-code``'s options, as the command parsed them."""
+
     managed: bool = False
     config: str | None = None
     dry_run: bool = False
@@ -68,10 +88,6 @@ class InstallOptions:
     with_mcp_server: bool = False
     force: bool = False
     service: str | None = None
-    service_user: str | None = None
-    agent_user: str | None = None
-    token_file: str | None = None
-    ca_file: str | None = None
     allow_managed_hooks_only: bool = False
     managed_file: str | None = None
     root: str | None = None
