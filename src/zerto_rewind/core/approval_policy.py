@@ -25,15 +25,14 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import StateError
 from .approvals import (
     NO_APPROVER,
     ApprovalLimitError,
     ApprovalRequest,
     ApprovalStore,
     approved_context,
+    log_event,
     new_request,
-    record_event,
     waiting_reason,
 )
 from .decision import Decision, Outcome, ToolCall, VpgOutcome
@@ -147,10 +146,7 @@ class Approvals:
         )
 
     def _log(self, request: ApprovalRequest, answer: str) -> None:
-        try:
-            record_event(self.log_path, request, answer)
-        except StateError as exc:  # the request's own line; the call's line follows
-            log.warning("approval not logged: %s", exc)
+        log_event(self.log_path, request, answer)  # the call's own line follows
 
 
 def _refused(so_far: Decision, answer: str, ending: str) -> Decision:

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from ..errors import StateError
 from . import approvals_model, approvals_store
 from .approvals_file import FileApprovalStore
-from .approvals_log import record_event
+from .approvals_log import log_event, record_event
 from .approvals_model import *  # noqa: F403  # re-exported: approvals_model.__all__
 from .approvals_model import ApprovalError, ApprovalRequest, Approver
 from .approvals_store import *  # noqa: F403  # re-exported: approvals_store.__all__
@@ -42,6 +42,7 @@ __all__ = [
     "FileApprovalStore",
     "approved_context",
     "arguments_digest",
+    "log_event",
     "record_event",
     "refusal_to_approve",
     "store_error",

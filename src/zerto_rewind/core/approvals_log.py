@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from typing import Any
 
 from ..errors import StateError
 from .approvals_model import ApprovalRequest
 
-__all__ = ["record_event"]
+__all__ = ["log_event", "record_event"]
+
+log = logging.getLogger("zerto_rewind.approvals")
 
 
 def record_event(
@@ -50,6 +53,15 @@ def record_event(
     except OSError as exc:
         msg = f"cannot write the decision log {log_path}: {exc.strerror}"
         raise StateError(msg) from exc
+
+
+def log_event(log_path: str, request: ApprovalRequest, answer: str, **event: str | None) -> None:
+    """:func:`record_event` (``event``: its ``approver`` and ``note``) for a door whose answer
+    matters more than the line: a log that cannot be written is a warning."""
+    try:
+        record_event(log_path, request, answer, **event)
+    except StateError as exc:
+        log.warning("approval not logged: %s", exc)
 
 
 def _quiet_record(log_path: str, request: ApprovalRequest, answer: str) -> None:

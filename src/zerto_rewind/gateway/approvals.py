@@ -27,12 +27,11 @@ from ..core.approvals import (
     ApprovalRequest,
     ApprovalStore,
     Approver,
-    record_event,
+    log_event,
     refusal_to_approve,
 )
 from ..core.decision import Decision, Outcome, ToolCall
 from ..core.state_store import open_approvals
-from ..errors import StateError
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -155,7 +154,7 @@ class ApprovalsService:
             self.store.consume, request.principal, request.tool, request.args_digest, request.id
         )
         if used is not None:
-            self._log(used, "used")
+            log_event(self.settings.log_path, used, "used")
         return used
 
     # ------------------------------------------------------------------ the approver side
@@ -171,10 +170,14 @@ class ApprovalsService:
         why_not = self.refusal(approver, current)
         if why_not is not None:
             log.warning("approval refused: %s on request %s", why_not, request_id)
-            self._log(current, "refused", approver=approver.label, note=why_not)
+            log_event(
+                self.settings.log_path, current, "refused", approver=approver.label, note=why_not
+            )
             raise ApprovalError(why_not)
         decided = self.store.decide(request_id, approve, approver.label, note)
-        self._log(decided, "approved" if decided.state == APPROVED else "denied")
+        log_event(
+            self.settings.log_path, decided, "approved" if decided.state == APPROVED else "denied"
+        )
         return decided
 
     async def answer(
@@ -204,7 +207,7 @@ class ApprovalsService:
             log.warning("approval sweep failed: %s", type(exc).__name__)
             return []
         for request in expired:
-            self._log(request, "expired")
+            log_event(self.settings.log_path, request, "expired")
             await self._notify("expired", request)
         return expired
 
@@ -221,19 +224,6 @@ class ApprovalsService:
             await self.notifier(event, request)
         except Exception as exc:  # a notification is a courtesy: the request stands
             log.warning("approval notification failed: %s", type(exc).__name__)
-
-    def _log(
-        self,
-        request: ApprovalRequest,
-        answer: str,
-        *,
-        approver: str | None = None,
-        note: str | None = None,
-    ) -> None:
-        try:
-            record_event(self.settings.log_path, request, answer, approver=approver, note=note)
-        except StateError as exc:
-            log.warning("approval not logged: %s", exc)
 
 
 class ServiceApprovals:
