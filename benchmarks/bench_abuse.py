@@ -431,7 +431,7 @@ async def run(args: argparse.Namespace) -> int:
                 fds_after, rss_after = peaks.sample()
             report(args, phases, full_collections(gc_log), load_before)
             if args.stalls:
-                print(f"loop callbacks over 3 ms: {tmp}/stalls.log")
+                stalls(os.path.join(tmp, "stalls.log"), phases)
             rss = (rss_start / 1024, peaks.rss_kb / 1024, rss_after / 1024)
             print(f"gateway RSS: {rss[0]:.0f} MB warm, peak {rss[1]:.0f} MB, {rss[2]:.0f} MB "
                   f"after; fds: peak {peaks.fds}, {fds_after} after")  # fmt: skip
@@ -501,6 +501,27 @@ def _collections_line(
     return (f"gateway full collections {kind}: {len(pauses)}, {sum(pauses):.0f} ms in all, "
             f"longest {max(pauses, default=0):.1f} ms; {hit} of the slowest {len(slowest)} "
             "good calls overlapped one")  # fmt: skip
+
+
+def stalls(path: str, phases: list[Phase]) -> None:
+    """The gateway's event-loop callbacks over 3 ms in each kind of phase, by what ran."""
+    with open(path, encoding="utf-8") as fh:
+        logged = [
+            (float(at), float(ms), what) for at, ms, what in (ln.split(maxsplit=2) for ln in fh)
+        ]
+    print(f"event-loop callbacks over 3 ms ({path}):")
+    for beside in (False, True):
+        windows = [(p.spans[0][0], p.spans[-1][1]) for p in phases if p.beside == beside]
+        by_what: dict[str, list[float]] = {}
+        for at, ms, what in logged:
+            if any(a <= at <= b for a, b in windows):
+                by_what.setdefault(what.strip(), []).append(ms)
+        seconds = sum(b - a for a, b in windows)
+        count, total = sum(len(v) for v in by_what.values()), sum(sum(v) for v in by_what.values())
+        kind = "beside the abuser" if beside else "alone"
+        print(f"  {kind}: {count} in {seconds:.0f} s, {total:.0f} ms in all")
+        for what, took in sorted(by_what.items(), key=lambda kv: -sum(kv[1]))[:6]:
+            print(f"    {len(took):5d} {sum(took):7.0f} ms, longest {max(took):6.1f}  {what}")
 
 
 def _abuser_lines(args: argparse.Namespace, phases: list[Phase]) -> None:
@@ -584,7 +605,38 @@ def _costs(pid: int, url: str, n: int, size: int) -> list[list[Any]]:
                     statuses[type(exc).__name__] += 1
             each = (cpu_s(pid) - before) / n * 1000
             rows.append([name, ", ".join(f"{k} × {v}" for k, v in statuses.items()), each])
-    return rows
+    return [*rows, _accept_refusals(pid, url, n * 16)]  # each costs little: many, for /proc's ticks
+
+
+# Where the connections past the per-source cap come from: an address of their own.
+FLOOD_SOURCE = "127.0.0.3"
+
+
+def _accept_refusals(pid: int, url: str, n: int) -> list[Any]:
+    """``n`` connections past gateway.max_connections_per_source, refused at accept(), in
+    bursts of 64 (as a flood arrives): what each costs the gateway, its event loop's wake-ups
+    included."""
+    host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    where, source = (host, int(port)), (FLOOD_SOURCE, 0)
+    # The address's room, filled with connections that send nothing (the header timeout,
+    # 10 s, ends them after this measurement).
+    held = [socket.create_connection(where, source_address=source) for _ in range(128)]
+    statuses: Counter[str] = Counter()
+    before = cpu_s(pid)
+    for _ in range(0, n, 64):
+        burst = [socket.create_connection(where, source_address=source) for _ in range(64)]
+        for sock in burst:
+            sock.settimeout(10)
+            try:
+                statuses[sock.recv(12).decode(errors="replace")[9:] or "closed"] += 1
+            except OSError as exc:
+                statuses[type(exc).__name__] += 1
+            sock.close()
+    each = (cpu_s(pid) - before) / (len(range(0, n, 64)) * 64) * 1000
+    for sock in held:
+        sock.close()
+    name = "connection past max_connections_per_source (at accept)"
+    return [name, ", ".join(f"{k} × {v}" for k, v in statuses.items()), each]
 
 
 def main() -> int:
