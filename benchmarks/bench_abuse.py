@@ -31,9 +31,10 @@ average, the pooled p50 and p99 and their ratios (goal ≤ 1.5×), what the abus
 phase (a probe run in the gateway's process, ``GC_PROBE``) and how many of the
 slowest 1% of good calls overlapped one, and the gateway's peak RSS and open fds,
 read from /proc/PID/status (VmRSS) and /proc/PID/fd while it runs. ``--stalls`` also
-logs every event-loop callback of the gateway over 3 ms (a diagnosis; it slows the
-loop a little); ``--no-freeze`` runs the gateway without its ``gc.freeze()`` at
-start-up, to measure what that does.
+logs every event-loop callback of the gateway over 3 ms, and every turn of the loop
+whose shorter callbacks took over 5 ms together (a diagnosis; it slows the loop);
+``--no-freeze`` runs the gateway without its ``gc.freeze()`` at start-up, to measure
+what that does.
 
     .venv/bin/python benchmarks/bench_abuse.py [--calls 1000] [--rounds 2] [--abuser-cpu 1]
 """
@@ -109,6 +110,7 @@ if os.environ.get("ZR_BENCH_STALLS"):  # --stalls: every loop callback over 3 ms
             names.append(getattr(what, "__qualname__", type(what).__name__))
             what = getattr(what, "cr_await", None) or getattr(what, "gi_yieldfrom", None)
         return ">".join(names[:3] + names[-1:])
+    _turn = {}  # this turn of the loop: what ran -> [seconds, callbacks]
     def _timed(self):
         coro = getattr(getattr(self._callback, "__self__", None), "get_coro", None)
         before = _chain(coro()) if coro else getattr(self._callback, "__qualname__", "?")
@@ -117,7 +119,21 @@ if os.environ.get("ZR_BENCH_STALLS"):  # --stalls: every loop callback over 3 ms
         took = time.monotonic() - began
         if took > 0.003:
             _stalls.write(f"{began:.6f} {took * 1000:.1f} {before}\\n")
+        spent = _turn.setdefault(before, [0.0, 0])
+        spent[0] += took
+        spent[1] += 1
     asyncio.events.Handle._run = _timed
+    import asyncio.base_events
+    _run_once = asyncio.base_events.BaseEventLoop._run_once
+    def _once(self):  # a turn whose callbacks, none over 3 ms, took over 5 ms together
+        _turn.clear()
+        _run_once(self)
+        spent = sum(v[0] for v in _turn.values())
+        if spent > 0.005 and all(v[0] / v[1] <= 0.003 for v in _turn.values()):
+            what = max(_turn.items(), key=lambda kv: kv[1][0])[0]
+            _stalls.write(f"{time.monotonic() - spent:.6f} {spent * 1000:.1f} "
+                          f"(a turn of callbacks under 3 ms; most of it) {what}\\n")
+    asyncio.base_events.BaseEventLoop._run_once = _once
 sys.argv[0] = "zerto_rewind"
 runpy.run_module("zerto_rewind", run_name="__main__", alter_sys=True)
 """
@@ -653,7 +669,7 @@ def main() -> int:
     parser.add_argument("--abuser-nice", type=int, default=10)
     cpu = "run the abuser's client on this CPU alone, and the gateway and good client on the others"
     parser.add_argument("--abuser-cpu", type=int, metavar="N", default=None, help=cpu)
-    stalls = "log the gateway's event-loop callbacks over 3 ms (a diagnosis: it slows them)"
+    stalls = "log the gateway's event-loop callbacks over 3 ms, and turns of the loop over 5 ms"
     parser.add_argument("--stalls", action="store_true", help=stalls)
     no_freeze = "the gateway without gc.freeze() at start-up (to measure what it does)"
     parser.add_argument("--no-freeze", action="store_true", help=no_freeze)
