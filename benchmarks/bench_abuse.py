@@ -342,7 +342,13 @@ def slow_headers(host: str, port: int, count: int) -> list[socket.socket]:
 
 
 async def abuse(
-    url: str, seconds: float, arg_bytes: int, workers: int, slow: int, session_rate: float
+    url: str,
+    seconds: float,
+    arg_bytes: int,
+    workers: int,
+    slow: int,
+    session_rate: float,
+    session: str,
 ) -> None:
     until = time.monotonic() + seconds
     seen: Counter[str] = Counter()
@@ -353,9 +359,11 @@ async def abuse(
         # The session first: opened after the slow heads, it would meet this address's
         # connection cap they fill, and the large calls would be refused without one
         # (400) instead of waiting for an approver as the attack means them to.
-        session = await _one_session(http, url)
+        # A later phase's abuser takes the first one's session: its own initialize would
+        # meet sessions_per_token, held by the sessions the first one abandoned.
+        session = session or await _one_session(http, url)
         sockets = slow_headers(host, int(port), slow)
-        print("abuser: ready", file=sys.stderr, flush=True)
+        print(f"abuser: ready {session}", file=sys.stderr, flush=True)
         started = time.monotonic()
         async with anyio.create_task_group() as tg:
             tg.start_soon(_stop_at_eof, tg.cancel_scope)
@@ -406,12 +414,13 @@ async def beside_abuser(client: Client, url: str, pid: int, args: argparse.Names
         [sys.executable, __file__, "--abuser", url, "--abuse-s", str(args.abuse_s),
          "--arg-bytes", str(args.arg_bytes), "--workers", str(args.workers),
          "--slow-headers", str(args.slow_headers), "--session-rate", str(args.session_rate),
-         "--abuser-nice", str(args.abuser_nice),
+         "--abuser-nice", str(args.abuser_nice), "--session", args.session,
          *([] if args.abuser_cpu is None else ["--abuser-cpu", str(args.abuser_cpu)])],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert abuser.stderr is not None
-    abuser.stderr.readline()  # "abuser: ready"
+    ready = abuser.stderr.readline().decode().split()  # "abuser: ready SESSION"
+    args.session = ready[2] if len(ready) > 2 else ""
     await anyio.sleep(args.warm_s)  # the flood reaches its caps
     abuser_before, started = cpu_s(abuser.pid), time.monotonic()
     phase = await measured(client, pid, args.calls, beside=True)
@@ -674,6 +683,7 @@ def main() -> int:
     no_freeze = "the gateway without gc.freeze() at start-up (to measure what it does)"
     parser.add_argument("--no-freeze", action="store_true", help=no_freeze)
     parser.add_argument("--abuser", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--session", default="", help=argparse.SUPPRESS)  # the abuser's
     cost = "instead: the gateway's CPU per refused request, N of each kind"
     parser.add_argument("--refusal-cost", type=int, metavar="N", default=0, help=cost)
     args = parser.parse_args()
@@ -685,7 +695,7 @@ def main() -> int:
         if args.abuser_cpu is not None:
             os.sched_setaffinity(0, {args.abuser_cpu})
         anyio.run(abuse, args.abuser, args.abuse_s, args.arg_bytes, args.workers,
-                  args.slow_headers, args.session_rate)  # fmt: skip
+                  args.slow_headers, args.session_rate, args.session)  # fmt: skip
         return 0
     _bench.header("Reliability 16: an abusive token beside a good one", "bench_abuse.py")
     if args.abuser_cpu is not None:
