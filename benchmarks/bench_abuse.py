@@ -14,7 +14,11 @@ In a phase beside it, another process (``--abuser``), holding the token ``abuser
   (``--arg-bytes``, under gateway.max_body_bytes) waiting for an approver, each
   worker re-sending a second after a refusal, whatever Retry-After says;
 * holds ``--slow-headers`` connections with half-sent request headers
-  (:func:`slow_headers`), which the listener's header timeout ends.
+  (:func:`slow_headers`), which the listener's header timeout ends;
+* with ``--readers N`` (0 by default), also keeps N read-only calls going, one after
+  another, each with ``--arg-bytes`` of small JSON objects as arguments
+  (:func:`read_large`): forwarded at once, they keep the gateway parsing. ``--rate``
+  sets gateway.limits.argument_bytes_per_s_per_token, which bounds them.
 
 It is started for the phase, given ``--warm-s`` to reach the caps, and stopped
 (its stdin closed) when the phase ends; ``--settle-s`` later the next phase begins.
@@ -72,11 +76,14 @@ FLOODERS = 8
 START_TIMEOUT_S = 60.0
 
 
-def configure(box: _bench.Sandbox) -> None:
+def configure(box: _bench.Sandbox, rate: int | None = None) -> None:
     upstream = {"command": [sys.executable, UPSTREAM, "stdio"], "timeout_s": 10}
+    gateway: dict[str, Any] = {"clients": {n: token_digest(t) for n, t in TOKENS.items()}}
+    if rate is not None:  # --rate: gateway.limits.argument_bytes_per_s_per_token
+        gateway["limits"] = {"argument_bytes_per_s_per_token": rate}
     box.write_config(
         upstreams={"vsphere": upstream},
-        gateway={"clients": {n: token_digest(t) for n, t in TOKENS.items()}},
+        gateway=gateway,
         # unlisted calls wait for an approver nobody is: the abuser's large calls wait
         approvals={"approvers": {"users": ["root"]}, "wait_s": 120},
         state_dir=box.state_dir,
@@ -341,15 +348,31 @@ def slow_headers(host: str, port: int, count: int) -> list[socket.socket]:
     return held
 
 
-async def abuse(
-    url: str,
-    seconds: float,
-    arg_bytes: int,
-    workers: int,
-    slow: int,
-    session_rate: float,
-    session: str,
+async def read_large(
+    http: httpx2.AsyncClient, url: str, session: str, size: int, until: float, seen: Counter[str]
 ) -> None:
+    """Read-only calls with ``size`` bytes of small JSON objects as arguments, each sent as
+    soon as the last is answered: forwarded at once, they keep the gateway parsing."""
+    filler = [{"k": n, "v": "abc"} for n in range(size // 27)]  # 26 bytes or fewer each
+    body = json.dumps({
+        "jsonrpc": "2.0", "id": 11, "method": "tools/call",
+        "params": {"name": "get_vm", "arguments": {"name": "vm-1", "filter": filler}},
+    }).encode()  # fmt: skip
+    headers = _headers(session)
+    while time.monotonic() < until:
+        try:
+            response = await http.post(url, content=body, headers=headers)
+            seen[f"large read {response.status_code}"] += 1
+            if response.status_code == 200:
+                continue
+        except httpx2.HTTPError as exc:
+            seen[f"large read {type(exc).__name__}"] += 1
+        await anyio.sleep(1.0)  # refused: again a second later, whatever Retry-After says
+
+
+async def abuse(url: str, args: argparse.Namespace) -> None:
+    seconds, arg_bytes, workers = args.abuse_s, args.arg_bytes, args.workers
+    slow, session_rate, session = args.slow_headers, args.session_rate, args.session
     until = time.monotonic() + seconds
     seen: Counter[str] = Counter()
     host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
@@ -371,6 +394,8 @@ async def abuse(
                 tg.start_soon(flood_sessions, http, url, until, seen, FLOODERS / session_rate)
             for _ in range(workers):
                 tg.start_soon(wait_large, http, url, session, arg_bytes, until, seen)
+            for _ in range(args.readers):
+                tg.start_soon(read_large, http, url, session, arg_bytes, until, seen)
         seconds = time.monotonic() - started
     for sock in sockets:
         sock.close()
@@ -413,6 +438,7 @@ async def beside_abuser(client: Client, url: str, pid: int, args: argparse.Names
     abuser = subprocess.Popen(
         [sys.executable, __file__, "--abuser", url, "--abuse-s", str(args.abuse_s),
          "--arg-bytes", str(args.arg_bytes), "--workers", str(args.workers),
+         "--readers", str(args.readers),
          "--slow-headers", str(args.slow_headers), "--session-rate", str(args.session_rate),
          "--abuser-nice", str(args.abuser_nice), "--session", args.session,
          *([] if args.abuser_cpu is None else ["--abuser-cpu", str(args.abuser_cpu)])],
@@ -436,7 +462,7 @@ async def run(args: argparse.Namespace) -> int:
     tmp = tempfile.mkdtemp(prefix="zr-abuse-")
     gc_log = os.path.join(tmp, "gc.log")
     try:
-        configure(box)
+        configure(box, args.rate)
         gateway, info = spawn_gateway(
             box, tmp, gc_log, stalls=args.stalls, freeze=not args.no_freeze
         )
@@ -492,6 +518,10 @@ def report(
           f"{args.slow_headers} slow-header connections, its client at nice {args.abuser_nice}"
           + ("" if args.abuser_cpu is None else f" on CPU {args.abuser_cpu} alone")
           + ("; the gateway without gc.freeze" if args.no_freeze else ""))  # fmt: skip
+    if args.readers:
+        rate = "its default" if args.rate is None else f"{args.rate}"
+        print(f"and {args.readers} callers of read-only calls with {args.arg_bytes} B of small "
+              f"objects, one after another; argument_bytes_per_s_per_token: {rate}")  # fmt: skip
     rows: list[list[Any]] = []
     for n, phase in enumerate(phases):
         name = f"{'beside the abuser' if phase.beside else 'alone'} ({n // 2 + 1})"
@@ -559,11 +589,12 @@ def _abuser_lines(args: argparse.Namespace, phases: list[Phase]) -> None:
     # short of its rates, and then the run says less than it seems to.
     sent = {
         kind: sum(v for k, v in seen.items() if k.startswith(kind))
-        for kind in ("initialize", "large call")
+        for kind in ("initialize", "large call", "large read")
     }
     print(f"abuser sent: {sent['initialize'] / seconds:.0f} initialize/s "
           f"(asked {args.session_rate:g}), {sent['large call'] / seconds:.0f} large calls/s "
-          f"(at most {args.workers} a second once refused) over {seconds:.0f} s; its "
+          f"(at most {args.workers} a second once refused), "
+          f"{sent['large read'] / seconds:.1f} large reads/s over {seconds:.0f} s; its "
           f"process {sum(p.abuser_cpu for p in phases) / len(phases):.0%} of a core")  # fmt: skip
 
 
@@ -675,6 +706,10 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=300)
     parser.add_argument("--session-rate", type=float, default=400.0)
     parser.add_argument("--slow-headers", type=int, default=200)
+    readers = "the abuser's read-only callers of --arg-bytes of small JSON objects"
+    parser.add_argument("--readers", type=int, default=0, help=readers)
+    rate = "gateway.limits.argument_bytes_per_s_per_token (the gateway's default if not given)"
+    parser.add_argument("--rate", type=int, metavar="BYTES", default=None, help=rate)
     parser.add_argument("--abuser-nice", type=int, default=10)
     cpu = "run the abuser's client on this CPU alone, and the gateway and good client on the others"
     parser.add_argument("--abuser-cpu", type=int, metavar="N", default=None, help=cpu)
@@ -694,8 +729,7 @@ def main() -> int:
         os.nice(args.abuser_nice)  # the abuser's client, not the gateway: see the docstring
         if args.abuser_cpu is not None:
             os.sched_setaffinity(0, {args.abuser_cpu})
-        anyio.run(abuse, args.abuser, args.abuse_s, args.arg_bytes, args.workers,
-                  args.slow_headers, args.session_rate, args.session)  # fmt: skip
+        anyio.run(abuse, args.abuser, args)
         return 0
     _bench.header("Reliability 16: an abusive token beside a good one", "bench_abuse.py")
     if args.abuser_cpu is not None:
