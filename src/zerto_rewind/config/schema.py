@@ -210,6 +210,7 @@ LIMITS = Section(
     Key("calls_per_token", count()),
     Key("argument_bytes_per_token", count()),
     Key("argument_bytes", count()),
+    Key("argument_bytes_per_s_per_token", count()),
     Key("retry_after_s", count()),
     Key("handshake_s", number(at_most=60.0)),
     Key("idle_s", number(at_most=86400.0, why=" (a day)")),

@@ -140,6 +140,9 @@ class LimitsSettings(Record):
     calls_per_token: int = 32
     argument_bytes_per_token: int = 8_000_000
     argument_bytes: int = 64_000_000
+    # bytes of request bodies one token may send a second, on average (a token bucket of a
+    # second's worth; one body of any size passes when it has any room)
+    argument_bytes_per_s_per_token: int = 2_000_000
     # a session that does nothing past initialize this long is ended
     handshake_s: float = 30.0
     # a session with no request in flight this long is ended (the SDK's idle timeout)

@@ -101,6 +101,7 @@ class Ledger:
         self.calls: Counter[str] = Counter()
         self.held: Counter[str] = Counter()
         self.held_total = 0
+        self._rate: dict[str, tuple[float, float]] = {}  # token -> (bytes of room, when)
         self._logged: dict[tuple[str, str], float] = {}
 
     # ------------------------------------------------------------------ sessions
@@ -177,9 +178,28 @@ class Ledger:
         if self.held_total + size > caps.argument_bytes:
             what = f"cannot add {size} bytes: calls in flight hold {self.held_total} in all"
             return self._refused("argument_bytes", caps.argument_bytes, client, wait, what)
+        refused = self._spend(client, size)
+        if refused is not None:
+            return refused
         hold.size += size
         self.held[client] += size
         self.held_total += size
+        return None
+
+    def _spend(self, client: str, size: int) -> Refusal | None:
+        """Take ``size`` bytes from the token's bucket: a second's worth of its rate, refilled
+        as time passes. A body passes while the bucket has any room (one larger than a
+        second's worth included: it leaves the bucket in debt), so every body can pass."""
+        rate = self.caps.argument_bytes_per_s_per_token
+        now = self._clock()
+        room, then = self._rate.get(client, (float(rate), now))
+        room = min(float(rate), room + (now - then) * rate)
+        if room <= 0:
+            self._rate[client] = (room, now)
+            what = f"sent over {rate} bytes of requests a second"
+            wait = max(1, math.ceil(-room / rate))
+            return self._refused("argument_bytes_per_s_per_token", rate, client, wait, what)
+        self._rate[client] = (room - size, now)
         return None
 
     def call(self, hold: Hold) -> Refusal | None:

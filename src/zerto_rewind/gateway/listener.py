@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import json
 import logging
@@ -88,6 +89,8 @@ def source_of(transport: asyncio.BaseTransport) -> str:
 
 def source_of_peer(sock: Any, peer: Any) -> str:
     """:func:`source_of` for a socket and the peer address ``accept()`` gave."""
+    if isinstance(peer, tuple) and len(peer) == 2:
+        return str(peer[0])  # IPv4 (host, port): the kernel's dotted quad, nothing to parse
     if sock is not None and sock.family == socket.AF_UNIX:
         try:
             raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
@@ -143,6 +146,9 @@ class ConnectionGate:
             ["cap"],
             registry=registry,
         )
+        # Bound once: a flood is refused at a label lookup's cost less each time.
+        self._refused_source = self.refused.labels("source")
+        self._refused_total = self.refused.labels("total")
 
     @classmethod
     def from_settings(
@@ -174,10 +180,10 @@ class ConnectionGate:
         """Count a new connection from ``source``; or why not (the cap it would pass)."""
         held = self.by_source.get(source, 0)
         if held >= self.max_per_source:
-            self.refused.labels("source").inc()
+            self._refused_source.inc()
             return f"this address holds {held} connections (gateway.max_connections_per_source)"
         if self.total >= self.max_total:
-            self.refused.labels("total").inc()
+            self._refused_total.inc()
             return f"the gateway holds {self.total} connections (gateway.max_connections)"
         self.by_source[source] = held + 1
         self.total += 1
@@ -236,9 +242,11 @@ def process_gate(settings: GatewaySettings, registry: CollectorRegistry) -> Conn
     return _PROCESS_GATE[0]
 
 
-# At most this many refused connections per accept() call: the event loop runs other
-# work in between, and the listener stays readable for the rest.
-_REFUSALS_PER_ACCEPT = 64
+# At most this many refused connections per accept() call, and so per turn of the event
+# loop (asyncio stops accepting at the BlockingIOError): the loop runs other clients'
+# work in between, and the listener stays readable for the rest. 64 held the loop for
+# 3-10 ms at a time under a flood (performance.md §16).
+_REFUSALS_PER_ACCEPT = 16
 
 
 class _GatedListener(socket.socket):
@@ -314,6 +322,7 @@ class _Admitted(socket.socket):
         self._release()
 
 
+@functools.lru_cache(maxsize=32)  # a flood's refusals say the same few things
 def _raw_response(status: int, reason: str, text: str) -> bytes:
     body = json.dumps({"error": text}).encode()
     head = (

@@ -344,3 +344,34 @@ def _whole(answer: bytes) -> bool:
         if name.strip().lower() == b"content-length":
             return len(body) >= int(value)
     return False
+
+
+async def test_bytes_a_second_per_token(start: Any, recorded: Path) -> None:
+    """Past its bytes a second, agent-a's read-only call gets 429 naming the cap and never
+    reaches the VM server; agent-b's calls, a large one included, are served meanwhile;
+    after Retry-After agent-a is served again."""
+    gw = start(argument_bytes_per_s_per_token=100_000)
+    url = gw.endpoint()
+
+    def read(name: str, size: int = 0) -> dict[str, Any]:
+        return _call("get_vm", {"name": name + "x" * size})
+
+    async with httpx2.AsyncClient(timeout=30) as http:
+        a_session = (await _open(http, url, A)).headers["mcp-session-id"]
+        b_session = (await _open(http, url, B)).headers["mcp-session-id"]
+        first = await http.post(url, json=read("a1-", 300_000), headers=_headers(A, a_session))
+        assert first.status_code == 200, first.text  # room left: it passes, 200 kB in debt
+        over = await http.post(url, json=read("a2-"), headers=_headers(A, a_session))
+        _assert_limited(over, "argument_bytes_per_s_per_token")
+        wait = int(over.headers["retry-after"])
+        assert 1 <= wait <= 3
+        for name, size in (("b1-", 0), ("b2-", 300_000)):  # its own bucket: both pass
+            served = await http.post(url, json=read(name, size), headers=_headers(B, b_session))
+            assert served.status_code == 200, served.text
+        await anyio.sleep(wait + 0.5)
+        again = await http.post(url, json=read("a3-"), headers=_headers(A, a_session))
+        assert again.status_code == 200, again.text
+    assert [c["arg"][:3] for c in _calls(recorded)] == ["a1-", "b1-", "b2-", "a3-"]
+    stderr = gw.stderr.read_text()
+    assert "gateway.limits.argument_bytes_per_s_per_token (100000) reached" in stderr
+    assert "xxxx" not in stderr  # no argument value in the log

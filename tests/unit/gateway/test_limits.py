@@ -90,11 +90,39 @@ def test_calls_and_bytes_per_token_and_in_all() -> None:
     assert (ledger.held_total, dict(ledger.held), dict(ledger.calls)) == (0, {}, {})
 
 
+def test_bytes_a_second_per_token_from_a_bucket_of_one_seconds_worth() -> None:
+    ledger, clock = _ledger(argument_bytes_per_s_per_token=1000)
+    for size in (600, 300):  # a second's worth at once, then done with at once
+        hold = ledger.hold("a")
+        assert ledger.grow(hold, size) is None
+        ledger.release(hold)
+    large = ledger.hold("a")
+    assert ledger.grow(large, 2500) is None  # any room left: a large body passes, in debt
+    ledger.release(large)
+    refused = ledger.grow(ledger.hold("a"), 10)
+    assert isinstance(refused, Refusal)
+    assert (refused.key, refused.limit, refused.retry_after_s) == (
+        "argument_bytes_per_s_per_token",
+        1000,
+        3,  # 2,400 bytes of debt at 1,000 a second
+    )
+    assert "1000 bytes of requests a second" in refused.message()
+    assert ledger.grow(ledger.hold("b"), 900) is None  # another token's bucket is its own
+    clock.now += 2.0
+    assert isinstance(ledger.grow(ledger.hold("a"), 10), Refusal)  # still 400 in debt
+    clock.now += 0.5
+    assert ledger.grow(ledger.hold("a"), 10) is None
+    clock.now += 60  # refilled to a second's worth, no more
+    assert ledger.grow(ledger.hold("a"), 1000) is None
+    assert isinstance(ledger.grow(ledger.hold("a"), 1), Refusal)
+
+
 @pytest.mark.parametrize(
     ("limits", "message"),
     [
         ({"sessions_per_token": 0}, "at least 1"),
         ({"calls_per_token": 2.5}, "whole number"),
+        ({"argument_bytes_per_s_per_token": 0}, "at least 1"),
         ({"handshake_s": 61}, "at most 60 seconds"),
         ({"idle_s": 90000}, "at most 86400"),
         ({"sessions_per_token": 10, "sessions": 5}, "must not exceed gateway.limits.sessions"),

@@ -217,3 +217,35 @@ def test_the_caps_are_kept_at_accept_and_a_closed_connection_gives_its_place_bac
             server.close()
 
     asyncio.run(run())
+
+
+def test_a_flood_is_refused_a_few_at_a_time_so_the_loop_serves_others_between() -> None:
+    """40 connections past the per-source cap, waiting at once: one accept() call (one turn
+    of the event loop) refuses at most _REFUSALS_PER_ACCEPT of them, each with a 503, then
+    says "none left" (asyncio then runs other work); the next calls refuse the rest."""
+    g = gate(total=100, per_source=0)
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    raw.bind(("127.0.0.1", 0))
+    gated = g.listening(raw, tls=False)
+    gated.listen(64)
+    gated.setblocking(False)
+    port = gated.getsockname()[1]
+    clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(40)]
+    try:
+        batches = []
+        for _ in range(10):
+            before = g._refused_source._value.get()
+            with pytest.raises(BlockingIOError):
+                gated.accept()
+            batches.append(int(g._refused_source._value.get() - before))
+            if sum(batches) == len(clients):
+                break
+        assert max(batches) == listener._REFUSALS_PER_ACCEPT < len(clients)
+        assert sum(batches) == len(clients)
+        clients[0].settimeout(5)
+        assert clients[0].recv(4096).startswith(b"HTTP/1.1 503 ")
+        assert (g.total, g.by_source) == (0, {})
+    finally:
+        for client in clients:
+            client.close()
+        gated.close()
