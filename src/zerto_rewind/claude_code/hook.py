@@ -74,6 +74,8 @@ _SETTINGS_NAMES = (
 )
 # The watchdog answers this long before the budget ends: room to write and exit.
 _WATCHDOG_MARGIN_S = 0.3
+# The host, as the result lines name it.
+HOST = "claude-code"
 # Set once a decision is on stdout; there must never be a second one.
 _ANSWERED: list[bool] = []
 
@@ -136,6 +138,8 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool)
     except OSError as exc:
         sys.stderr.write(f"zerto-rewind hook: cannot read stdin: {exc}. The call is blocked.\n")
         return 2
+    if payload.result is not None:  # a post event: the call ran
+        return _after(payload, options, env, all_tools=all_tools)
     try:
         settings = load_settings(env, pin=options.get("--config-sha256"))
     except ConfigError as exc:
@@ -195,15 +199,59 @@ def _route(
 
 def _call(payload: claude_code.HookInput, started_wall: float) -> ToolCall:
     from ..core.decision import ToolCall
+    from .post import call_key
 
+    use_id = payload.tool_use_id or call_key(
+        payload.session_id, payload.tool_name, payload.tool_input
+    )
     return ToolCall(
         payload.tool_name,
         payload.tool_input,
         session_id=payload.session_id,
-        tool_use_id=payload.tool_use_id,
+        tool_use_id=use_id,
         started_at=started_wall,
         principal=_principal(),
     )
+
+
+def _after(
+    payload: claude_code.HookInput, options: dict[str, str], env: Mapping[str, str], *,
+    all_tools: bool,
+) -> int:  # fmt: skip
+    """A post event: record the result of a change the guard let through. The call has
+    run, so nothing here blocks it: a failure is said on stderr (exit 1, which Claude Code
+    shows the user) and the session goes on. A read-only call costs what its PreToolUse does."""
+    try:
+        settings = load_settings(env, pin=options.get("--config-sha256"))
+        kind = classify(payload.tool_name, payload.tool_input, settings.catalog).kind
+    except ConfigError as exc:
+        return _not_recorded(payload, f"the guard's config cannot be used ({exc})")
+    if kind == READ_ONLY or (payload.tool_name in _SELF_TOOLS and kind == UNLISTED
+                             and not all_tools):  # fmt: skip
+        return 0
+    _full_site()
+    try:
+        from .post import NO_DECISION, record_after
+
+        call = _call(payload, time.time())
+        done = record_after(settings, call, payload.result or "unknown",
+                            client=call.principal or "", host=HOST)  # fmt: skip
+    except Exception as exc:  # never block a call that already ran; say why
+        return _not_recorded(payload, f"{type(exc).__name__}: {exc}")
+    if done == NO_DECISION:
+        sys.stderr.write(
+            f"zerto-rewind hook: no decision line for this {payload.tool_name} call in "
+            f"{settings.log_path}; its result was not recorded.\n"
+        )
+    return 0
+
+
+def _not_recorded(payload: claude_code.HookInput, why: str) -> int:
+    sys.stderr.write(
+        f"zerto-rewind hook: the result of {payload.tool_name} was not recorded in the "
+        f"decision log: {why}. The call itself ran; `zerto-rewind doctor` checks the guard.\n"
+    )
+    return claude_code.POST_FAILURE_EXIT
 
 
 def _protect_only(

@@ -1,4 +1,10 @@
-"""Claude Code's PreToolUse protocol: stdin JSON in, stdout JSON out, exit code 0.
+"""Claude Code's hook protocol: stdin JSON in, stdout JSON out, exit code 0.
+
+``PreToolUse`` asks for a decision (below). ``PostToolUse`` (the tool ran) and
+``PostToolUseFailure`` (it failed) come after the call: the hook answers nothing
+and records the call's result (:mod:`.post`). An MCP answer with ``isError`` is
+taken as failed under either event: which of the two Claude Code sends for it is
+not documented.
 
 Kept import-free (the C JSON scanner, no :mod:`json` on the way in) because the
 hook runs this for every matching tool call, read-only ones included.
@@ -24,19 +30,29 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["HookInput", "HookInputError", "parse_input", "render"]
+__all__ = ["POST_EVENTS", "HookInput", "HookInputError", "parse_input", "render"]
 
 EVENT = "PreToolUse"
+# The events after a call, and the result each says (None: read the tool's answer).
+POST_EVENTS: dict[str, str | None] = {"PostToolUse": None, "PostToolUseFailure": "failed"}
+# A post hook that fails exits 1: Claude Code shows its stderr to the user and goes on.
+POST_FAILURE_EXIT = 1
 # Bounded so a runaway payload cannot make the guard slow; real inputs are KBs.
 MAX_INPUT_BYTES = 8 * 1024 * 1024
 
 
 class HookInput:
-    """The fields of a PreToolUse payload the guard uses."""
+    """The fields of a payload the guard uses; ``event``: PreToolUse or a post event."""
 
-    __slots__ = ("cwd", "permission_mode", "session_id", "tool_input", "tool_name", "tool_use_id")
+    __slots__ = (
+        "cwd", "event", "permission_mode", "result", "session_id", "tool_input", "tool_name",
+        "tool_use_id",
+    )  # fmt: skip
 
     def __init__(self, raw: dict[str, Any]) -> None:
+        self.event: str = raw.get("hook_event_name", EVENT)
+        # After the call: succeeded or failed; None before it.
+        self.result: str | None = _result(self.event, raw) if self.event != EVENT else None
         self.tool_name: str = raw["tool_name"]
         self.tool_input: Any = raw.get("tool_input", {})
         self.session_id: str | None = _opt_str(raw, "session_id")
@@ -52,8 +68,9 @@ def parse_input(data: bytes) -> HookInput:
     except ValueError as exc:
         raise HookInputError(str(exc)) from None
     event = raw.get("hook_event_name", EVENT)
-    if event != EVENT:
-        msg = f"zerto-rewind hook handles {EVENT} only, got hook_event_name={event!r}"
+    if event != EVENT and event not in POST_EVENTS:
+        handled = ", ".join((EVENT, *POST_EVENTS))
+        msg = f"zerto-rewind hook handles {handled} only, got hook_event_name={event!r}"
         raise HookInputError(msg)
     name = raw.get("tool_name")
     if not isinstance(name, str) or not name.strip():
@@ -88,6 +105,18 @@ def _dump(specific: dict[str, str]) -> str:
     import json  # only when there is something to say
 
     return json.dumps({"hookSpecificOutput": specific}, ensure_ascii=False)
+
+
+def _result(event: str, raw: dict[str, Any]) -> str:
+    """What a post event says of the call: ``failed`` for a failure event or an MCP answer
+    with ``isError``, else ``succeeded``."""
+    fixed = POST_EVENTS.get(event)
+    if fixed is not None:
+        return fixed
+    response = raw.get("tool_response")
+    if isinstance(response, dict) and response.get("isError") is True:
+        return "failed"
+    return "succeeded"
 
 
 def _opt_str(raw: dict[str, Any], key: str) -> str | None:

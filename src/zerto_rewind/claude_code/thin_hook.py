@@ -75,6 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     except host.HookInputError as exc:
         sys.stderr.write(f"zerto-rewind hook: {exc}. The call is blocked; check the hook wiring.\n")
         return 2
+    if payload.result is not None:
+        # A post event: the call ran. The service holds the log and has no endpoint for
+        # results yet, so install does not register the thin hook for it; say so, block
+        # nothing.
+        sys.stderr.write(
+            f"zerto-rewind hook: the thin hook records no results; the result of "
+            f"{payload.tool_name} was not recorded.\n"
+        )
+        return 0
     budget = float(opts.get("budget", DEFAULT_BUDGET_S))
     arm_deadline(budget, lambda: _timed_out(payload.tool_name, opts["service"], budget))
     try:

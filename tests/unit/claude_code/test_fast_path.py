@@ -177,3 +177,31 @@ def test_a_harmless_bash_call_under_protect_self_is_silent_and_light(
         modules & {"json", "re", "httpx", "hashlib"}
     )
     assert not os.path.exists(hook_env["ZERTO_HOOK_LOG"])
+
+
+@pytest.mark.parametrize("event", ["PostToolUse", "PostToolUseFailure"])
+def test_a_read_only_post_event_is_as_light_as_its_pre_event(
+    event: str, config_file: str, hook_env: dict[str, str]
+) -> None:
+    """After a read-only call: exit 0, silent, nothing logged, nothing heavy imported."""
+    payload = json.dumps(
+        {**READ_ONLY_CALL, "hook_event_name": event, "tool_response": {"content": []}}
+    ).encode()
+    launch = "from zerto_rewind.claude_code.hook import run; run()"
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", launch, "hook", "--config", config_file],
+        input=payload,
+        capture_output=True,
+        env=hook_env,
+        timeout=60,
+    )
+    stderr = proc.stderr.decode()
+    assert (proc.returncode, proc.stdout) == (0, b""), stderr
+    modules = imported_modules(stderr)
+    assert "zerto_rewind.core.catalog" in modules
+    assert modules.isdisjoint({"json", "re", "httpx", "hashlib"}), sorted(
+        modules & {"json", "re", "httpx", "hashlib"}
+    )
+    assert not any(m.startswith(("json.", "httpx.", "mcp", "zerto_rewind.claude_code.post"))
+                   for m in modules)  # fmt: skip
+    assert not os.path.exists(hook_env["ZERTO_HOOK_LOG"])
