@@ -27,6 +27,7 @@ from ..config.settings import LEGACY_LOG_NAME, Settings, default_log_path
 from ..core.catalog import READ_ONLY, UNLISTED, classify
 from ..errors import ConfigError
 from . import host as claude_code
+from .hook_log import log as _log
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,8 +75,6 @@ _SETTINGS_NAMES = (
 )
 # The watchdog answers this long before the budget ends: room to write and exit.
 _WATCHDOG_MARGIN_S = 0.3
-# The host, as the result lines name it.
-HOST = "claude-code"
 # Set once a decision is on stdout; there must never be a second one.
 _ANSWERED: list[bool] = []
 
@@ -218,40 +217,21 @@ def _after(
     payload: claude_code.HookInput, options: dict[str, str], env: Mapping[str, str], *,
     all_tools: bool,
 ) -> int:  # fmt: skip
-    """A post event: record the result of a change the guard let through. The call has
-    run, so nothing here blocks it: a failure is said on stderr (exit 1, which Claude Code
-    shows the user) and the session goes on. A read-only call costs what its PreToolUse does."""
+    """A post event: the result of a change the guard let through is recorded (:mod:`.post`);
+    a read-only call costs what its PreToolUse does. Nothing here blocks: the call ran."""
+    problem: ConfigError | None = None
     try:
         settings = load_settings(env, pin=options.get("--config-sha256"))
         kind = classify(payload.tool_name, payload.tool_input, settings.catalog).kind
     except ConfigError as exc:
-        return _not_recorded(payload, f"the guard's config cannot be used ({exc})")
+        settings, kind, problem = None, None, exc
     if kind == READ_ONLY or (payload.tool_name in _SELF_TOOLS and kind == UNLISTED
                              and not all_tools):  # fmt: skip
         return 0
     _full_site()
-    try:
-        from .post import NO_DECISION, record_after
+    from .post import after
 
-        call = _call(payload, time.time())
-        done = record_after(settings, call, payload.result or "unknown",
-                            client=call.principal or "", host=HOST)  # fmt: skip
-    except Exception as exc:  # never block a call that already ran; say why
-        return _not_recorded(payload, f"{type(exc).__name__}: {exc}")
-    if done == NO_DECISION:
-        sys.stderr.write(
-            f"zerto-rewind hook: no decision line for this {payload.tool_name} call in "
-            f"{settings.log_path}; its result was not recorded.\n"
-        )
-    return 0
-
-
-def _not_recorded(payload: claude_code.HookInput, why: str) -> int:
-    sys.stderr.write(
-        f"zerto-rewind hook: the result of {payload.tool_name} was not recorded in the "
-        f"decision log: {why}. The call itself ran; `zerto-rewind doctor` checks the guard.\n"
-    )
-    return claude_code.POST_FAILURE_EXIT
+    return after(settings, problem, _call(payload, time.time()), payload.result or "unknown")
 
 
 def _protect_only(
@@ -483,39 +463,6 @@ def _may_name_own_files(
         return True
     names = (settings.path, settings.log_path, settings_file or "", *_SETTINGS_NAMES)
     return any(name.rpartition("/")[2] in command for name in names if name)
-
-
-def _log(
-    path: str, decision: Decision, call: ToolCall, settings: Settings | None = None
-) -> Decision:
-    """The record step (core.record), its warnings on stderr; the decision to give."""
-    from ..core.decisions_log import register_anchor
-    from ..core.record import record
-
-    if settings is not None:  # a broken config logs its denial unanchored
-        from ..core.log_anchor import policy_for
-
-        register_anchor(policy_for(settings))
-    _warnings_to_stderr()
-    return record(decision, call, path)
-
-
-_WARNINGS_TO_STDERR: list[bool] = []
-
-
-def _warnings_to_stderr() -> None:
-    """The record step's warnings, on the hook's stderr (a process per call, no log
-    config); sys.stderr is looked up at each write, so an in-process caller's is used."""
-    if _WARNINGS_TO_STDERR:
-        return
-    import logging
-
-    class Stderr(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            sys.stderr.write(f"zerto-rewind hook: {record.getMessage()}\n")
-
-    logging.getLogger("zerto_rewind.decisions").addHandler(Stderr(logging.WARNING))
-    _WARNINGS_TO_STDERR.append(True)
 
 
 def _full_site() -> None:

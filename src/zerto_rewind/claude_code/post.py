@@ -22,6 +22,7 @@ call the log does not hold would be a change nobody decided.
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ..core.call_result import result_record
@@ -31,18 +32,23 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from ..config.settings import Settings
+    from ..errors import ConfigError
 
 __all__ = [
+    "HOST",
     "NOT_A_CHANGE",
     "NO_DECISION",
     "RECORDED",
     "SCAN_BYTES",
+    "after",
     "call_key",
     "find_decision",
     "record_after",
     "result_line",
 ]
 
+# The host, as the result lines name it.
+HOST = "claude-code"
 RECORDED, NOT_A_CHANGE, NO_DECISION = "recorded", "not a change", "no decision"
 # How far back from the end of the log the decision line is looked for.
 SCAN_BYTES = 8 * 1024 * 1024
@@ -140,3 +146,31 @@ def record_after(settings: Settings, call: ToolCall, result: str, *, client: str
     register_anchor(policy_for(settings))
     write_record(settings.log_path, result_line(decision, call, result, client=client, host=host))
     return RECORDED
+
+
+def after(
+    settings: Settings | None, problem: ConfigError | None, call: ToolCall, result: str
+) -> int:
+    """The hook's post event for a call that is not read-only: its exit code. The call has
+    run, so nothing here blocks it: a failure to record is said on stderr (exit 1, which
+    Claude Code shows the user) and the session goes on."""
+    from .host import POST_FAILURE_EXIT
+
+    try:
+        if settings is None:
+            msg = f"the guard's config cannot be used ({problem})"
+            raise RuntimeError(msg)
+        done = record_after(settings, call, result, client=call.principal or "", host=HOST)
+    except Exception as exc:  # never block a call that already ran; say why
+        why = str(exc) if settings is None else f"{type(exc).__name__}: {exc}"
+        sys.stderr.write(
+            f"zerto-rewind hook: the result of {call.tool_name} was not recorded in the decision "
+            f"log: {why}. The call itself ran; `zerto-rewind doctor` checks the guard.\n"
+        )
+        return POST_FAILURE_EXIT
+    if done == NO_DECISION:
+        sys.stderr.write(
+            f"zerto-rewind hook: no decision line for this {call.tool_name} call in "
+            f"{settings.log_path}; its result was not recorded.\n"
+        )
+    return 0
