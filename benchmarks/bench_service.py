@@ -35,7 +35,7 @@ from pathlib import Path
 
 import _bench
 
-from zerto_rewind.claude_code.thin_hook import request
+from zerto_rewind.hooks.thin_claude import request
 from zerto_rewind.config.loader import file_sha256
 from zerto_rewind.hostconfig.install.settings_file import hook_command, thin_hook_command
 

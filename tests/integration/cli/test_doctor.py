@@ -319,8 +319,8 @@ def test_a_hook_installed_before_the_layer_folders_fails_and_install_rewrites_it
     import shlex
     import subprocess
 
-    from zerto_rewind.claude_code.hook import LAUNCH_CODE, LEGACY_LAUNCH_CODE
     from zerto_rewind.cli.install_claude_code import main as install_main
+    from zerto_rewind.hooks.standalone import LAUNCH_CODE, LEGACY_LAUNCH_CODE
 
     config = write_config(sim, tmp_path)
     legacy = shlex.join([sys.executable, "-c", LEGACY_LAUNCH_CODE, "hook", "--config", str(config)])
@@ -376,8 +376,8 @@ def test_an_unpinned_hook_warns_and_install_rewrites_it_with_the_pin(
     """A hook from before the pin: doctor warns; install replaces it with a pinned one."""
     import shlex
 
-    from zerto_rewind.claude_code.hook import LAUNCH_CODE
     from zerto_rewind.cli.install_claude_code import main as install_main
+    from zerto_rewind.hooks.standalone import LAUNCH_CODE
 
     config = write_config(sim, tmp_path)
     old = shlex.join([sys.executable, "-c", LAUNCH_CODE, "hook", "--config", str(config)])

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from support.users import unix_user
-from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli.doctor import Check, run_checks
+from zerto_rewind.hooks.thin_claude import LAUNCH_CODE
 
 
 @pytest.fixture

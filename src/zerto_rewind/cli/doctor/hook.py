@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...claude_code.hook import LEGACY_LAUNCH_CODE
 from ...config.loader import file_sha256
 from ...config.settings import DEFAULT_GUARD_TIMEOUT_S, CatalogSettings, Settings
 from ...core.catalog import MUTATING, UNLISTED, classify
 from ...errors import ConfigError
+from ...hooks.standalone import LEGACY_LAUNCH_CODE
 from ...hostconfig.install.matcher import SELF_TOOLS, compile_matcher, covered_servers
 from ...hostconfig.install.settings_file import (
     POST_EVENTS,

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ...agent_hooks.hook import HOSTS, LAUNCH_CODE
+from ...hooks.thin import HOSTS, LAUNCH_CODE
 from ..hook_command import HookCommand
 from ..hooks import HookPlan, build_entry, hook_file, matcher_for, plan_hook_file, write_hook_file
 from .catalog_client import thin_budget

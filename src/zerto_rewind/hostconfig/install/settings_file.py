@@ -60,7 +60,7 @@ HOOK_MARKERS = (
 THIN_MARKER = "zerto_rewind.claude_code.thin_hook"
 EVENT = "PreToolUse"
 # The events after a call that the standalone hook records results for (the hook's
-# claude_code.host.POST_EVENTS; repeated so install does not import the hook).
+# hooks.claude_code.POST_EVENTS; repeated so install does not import the hook).
 POST_EVENTS = ("PostToolUse", "PostToolUseFailure")
 # A post hook only reads the log's end and appends one line.
 POST_TIMEOUT_S = 30
@@ -101,7 +101,7 @@ def launch_code(package_dir: str | None = None) -> str:
     """The ``-c`` program of an installed hook: find the package without ``site``, run the hook."""
     import json
 
-    from ...claude_code.hook import LAUNCH_CODE
+    from ...hooks.standalone import LAUNCH_CODE
 
     if package_dir is None:  # <dir>/zerto_rewind/hostconfig/install/settings_file.py
         here = os.path.abspath(__file__)
@@ -215,7 +215,7 @@ def thin_hook_command(
     standalone hook's command. ``service_user`` (a uid: no lookup in the hook) is
     who must serve a unix socket.
     """
-    from ...claude_code.thin_hook import LAUNCH_CODE
+    from ...hooks.thin_claude import LAUNCH_CODE
 
     return HookCommand(
         HookCommand.launcher_for(python, LAUNCH_CODE),

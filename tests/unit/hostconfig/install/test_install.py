@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from support.config import write_offline_config
-from zerto_rewind.claude_code.hook import LAUNCH_CODE
 from zerto_rewind.cli import install_claude_code, run_command
 from zerto_rewind.config import load_settings
 from zerto_rewind.config.loader import file_sha256
 from zerto_rewind.config.settings import DEFAULT_GUARD_TIMEOUT_S
 from zerto_rewind.errors import ConfigError
+from zerto_rewind.hooks.standalone import LAUNCH_CODE
 from zerto_rewind.hostconfig.install.matcher import SELF_TOOLS, compile_matcher
 from zerto_rewind.hostconfig.install.settings_file import (
     build_entry,

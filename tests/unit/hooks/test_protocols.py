@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.agent_hooks import codex, copilot, gemini
-from zerto_rewind.agent_hooks.calls import FILES, MCP, SHELL, HookInputError, split_server
+from zerto_rewind.hooks import codex, copilot, gemini
+from zerto_rewind.hooks.calls import FILES, MCP, SHELL, HookInputError, split_server
 
 PATCH = """*** Begin Patch
 *** Update File: src/app.py

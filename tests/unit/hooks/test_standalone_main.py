@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from support.config import write_config
-from zerto_rewind.claude_code import hook
-from zerto_rewind.claude_code.config_denial import config_denial_reason
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall
+from zerto_rewind.hooks import standalone as hook
+from zerto_rewind.hooks.config_denial import config_denial_reason
 
 TOOL = "mcp__vsphere__power_off"
 PAYLOAD: dict[str, Any] = {
@@ -649,7 +649,7 @@ def test_the_hosts_settings_file_named_on_the_command_line_is_protected(
 
 
 def hook_input(tool: str, tool_input: Any) -> Any:
-    from zerto_rewind.claude_code import host
+    from zerto_rewind.hooks import claude_code as host
 
     return host.parse_input(
         json.dumps({**PAYLOAD, "tool_name": tool, "tool_input": tool_input}).encode()

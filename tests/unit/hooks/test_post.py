@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.claude_code import post
 from zerto_rewind.core.decision import ToolCall
+from zerto_rewind.hooks import post
 
 DECISION = {
     "time": "2026-12-03T10:00:00.000Z",

@@ -35,7 +35,7 @@ import os
 import sys
 
 from ..config.settings import legacy_log_path
-from ..selfprotect import FILE_TOOLS, Protected, check
+from .selfprotect import FILE_TOOLS, Protected, check
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.agent_hooks.hook import main
+from zerto_rewind.hooks.thin import main
 
 NO_SERVICE = "unix:/nonexistent/guard.sock"
 

@@ -159,11 +159,11 @@ def test_no_reason_the_guard_gives_tells_the_agent_to_change_the_guard(
 
 
 def test_the_doors_fixed_texts_tell_no_one_to_change_the_guard() -> None:
-    from zerto_rewind.claude_code import thin_hook
     from zerto_rewind.core.decision import ToolCall
     from zerto_rewind.core.tagging import overdue_reason
     from zerto_rewind.gateway import calls
     from zerto_rewind.gateway.service import refusal_for_error
+    from zerto_rewind.hooks import thin_claude as thin_hook
 
     texts = [
         json.loads(thin_hook._deny("mcp__v__t", "unix:/run/zr.sock", "refused"))[

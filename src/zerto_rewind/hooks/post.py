@@ -154,7 +154,7 @@ def after(
     """The hook's post event for a call that is not read-only: its exit code. The call has
     run, so nothing here blocks it: a failure to record is said on stderr (exit 1, which
     Claude Code shows the user) and the session goes on."""
-    from .host import POST_FAILURE_EXIT
+    from .claude_code import POST_FAILURE_EXIT
 
     try:
         if settings is None:

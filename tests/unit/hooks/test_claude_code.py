@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.claude_code.host import (
+from zerto_rewind.hooks.claude_code import (
     MAX_INPUT_BYTES,
     HookInputError,
     parse_input,
