@@ -1,8 +1,9 @@
-"""Compatibility: ``from zerto_rewind.agent_hooks.hook import run; run()``, the host hook as
-installed commands name it; the hook is :mod:`zerto_rewind.hooks.thin`."""
+"""Compatibility: ``from zerto_rewind.agent_hooks.hook import run; run()``, the host hook
+as commands installed before the hooks package name it; the hook is
+:mod:`zerto_rewind.hooks.thin`."""
 
 from __future__ import annotations
 
-from ..hooks.thin import LAUNCH_CODE, main, run
+from ..hooks.thin import main, run
 
-__all__ = ["LAUNCH_CODE", "main", "run"]
+__all__ = ["main", "run"]

@@ -1,8 +1,9 @@
 """Compatibility: ``from zerto_rewind.claude_code.thin_hook import run; run()``, the thin
-hook as installed commands name it; the hook is :mod:`zerto_rewind.hooks.thin_claude`."""
+hook as commands installed before the hooks package name it; the hook (every host's) is
+:mod:`zerto_rewind.hooks.thin`, which takes a command without ``--host`` as Claude Code's."""
 
 from __future__ import annotations
 
-from ..hooks.thin_claude import LAUNCH_CODE, main, run
+from ..hooks.thin import main, run
 
-__all__ = ["LAUNCH_CODE", "main", "run"]
+__all__ = ["main", "run"]

@@ -20,6 +20,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "Call",
     "HookInputError",
+    "Host",
     "apply_patch_paths",
     "arguments",
     "deny_reason",
@@ -41,16 +42,42 @@ SHELL = "shell"
 FILES = "files"
 
 
+class Host:
+    """What the runners need of a host's hook protocol besides its module's ``parse``,
+    ``render`` and ``blocking``: the host's name, its pre-call event, the forms of a prompt
+    it enforces (the first is the default), the thin hook's default budget, and whether
+    the service is sent stdin as read (it names the call as the catalog does) rather than
+    :meth:`Call.payload`."""
+
+    __slots__ = ("budget_s", "event", "name", "prompt_choices", "sends_stdin")
+
+    def __init__(
+        self,
+        name: str,
+        event: str,
+        prompt_choices: tuple[str, ...],
+        *,
+        budget_s: float = 25.0,  # under Copilot's default 30 s host timeout
+        sends_stdin: bool = False,
+    ) -> None:
+        self.name, self.event, self.prompt_choices = name, event, prompt_choices
+        self.budget_s, self.sends_stdin = budget_s, sends_stdin
+
+    @property
+    def default_prompt(self) -> str:
+        return self.prompt_choices[0]
+
+
 class Call:
     """One call as the guard sees it.
 
     ``kind``: ``mcp`` (asked of the service), ``shell`` (``command`` scanned) or
     ``files`` (each of ``paths`` checked). ``host_tool`` is the name the host used,
-    for the reasons.
+    for the reasons. ``result`` is set for a post event: what became of the call.
     """
 
     __slots__ = (
-        "command", "cwd", "host_tool", "kind", "paths", "session_id", "tool_input",
+        "command", "cwd", "host_tool", "kind", "paths", "result", "session_id", "tool_input",
         "tool_name", "tool_use_id",
     )  # fmt: skip
 
@@ -75,6 +102,8 @@ class Call:
         self.cwd = ids.get("cwd")
         self.command = command
         self.paths = paths
+        # After the call (a post event): succeeded or failed; None before it.
+        self.result: str | None = None
 
     def payload(self) -> bytes:
         """The ``POST /v1/decide`` body: a PreToolUse payload in the catalog's names."""

@@ -23,22 +23,36 @@ defer      ``defer`` (honoured by ``claude -p`` only)
 
 from __future__ import annotations
 
-from .. import _fastjson
 from ..errors import HookInputError
+from .calls import MAX_INPUT_BYTES, MCP, Call, Host, load_object, tool_name_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["POST_EVENTS", "HookInput", "HookInputError", "parse_input", "render"]
+__all__ = [
+    "EVENT",
+    "MAX_INPUT_BYTES",
+    "POST_EVENTS",
+    "PROTOCOL",
+    "HookInput",
+    "HookInputError",
+    "blocking",
+    "parse",
+    "parse_input",
+    "render",
+]
 
-EVENT = "PreToolUse"
+# The thin hook's budget is long: a tag may take a while, and install sets Claude Code's
+# timeout above it. The payload already names the call as the catalog does: the thin hook
+# sends it as read.
+PROTOCOL = Host("claude-code", "PreToolUse", ("ask", "deny"), budget_s=150.0,
+                        sends_stdin=True)  # fmt: skip
+EVENT = PROTOCOL.event
 # The events after a call, and the result each says (None: read the tool's answer).
 POST_EVENTS: dict[str, str | None] = {"PostToolUse": None, "PostToolUseFailure": "failed"}
 # A post hook that fails exits 1: Claude Code shows its stderr to the user and goes on.
 POST_FAILURE_EXIT = 1
-# Bounded so a runaway payload cannot make the guard slow; real inputs are KBs.
-MAX_INPUT_BYTES = 8 * 1024 * 1024
 
 
 class HookInput:
@@ -63,23 +77,33 @@ class HookInput:
 
 def parse_input(data: bytes) -> HookInput:
     """Validate stdin; HookInputError says what is wrong."""
-    try:
-        raw: dict[str, Any] = _fastjson.loads_hook_input(data, MAX_INPUT_BYTES)
-    except ValueError as exc:
-        raise HookInputError(str(exc)) from None
+    raw = load_object(data)
     event = raw.get("hook_event_name", EVENT)
     if event != EVENT and event not in POST_EVENTS:
         handled = ", ".join((EVENT, *POST_EVENTS))
         msg = f"zerto-rewind hook handles {handled} only, got hook_event_name={event!r}"
         raise HookInputError(msg)
-    name = raw.get("tool_name")
-    if not isinstance(name, str) or not name.strip():
-        msg = "hook input has no tool_name string"
-        raise HookInputError(msg)
+    tool_name_of(raw, "tool_name")
     if not isinstance(raw.get("tool_input", {}), dict):
         msg = "hook input's tool_input must be a JSON object"
         raise HookInputError(msg)
     return HookInput(raw)
+
+
+def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
+    """Stdin → the call the thin hook asks about (every tool: the service's catalog
+    classifies it); HookInputError as :func:`parse_input`. ``servers`` is not needed:
+    Claude Code names MCP tools as the catalog does."""
+    found = parse_input(data)
+    ids = {"session_id": found.session_id, "tool_use_id": found.tool_use_id, "cwd": found.cwd}
+    call = Call(MCP, found.tool_name, found.tool_name, found.tool_input, ids)
+    call.result = found.result
+    return call
+
+
+def blocking(reason: str) -> tuple[str, str, int]:
+    """(stdout, stderr, exit code) that block the call: exit 2 with the reason on stderr."""
+    return "", reason.strip() or "zerto-rewind: the hook failed; the call is blocked.", 2
 
 
 def render(outcome: str, reason: str, context: str, *, prompt_as: str = "ask") -> str:

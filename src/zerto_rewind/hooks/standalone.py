@@ -26,6 +26,7 @@ from ..config.loader import load_settings
 from ..config.settings import LEGACY_LOG_NAME, Settings, default_log_path
 from ..core.catalog import READ_ONLY, UNLISTED, classify
 from ..errors import ConfigError
+from ..hostconfig.hook_command import HookCommand
 from . import claude_code
 from .hook_log import log as _log
 
@@ -43,7 +44,7 @@ __all__ = ["LAUNCH_CODE", "LEGACY_LAUNCH_CODE", "main", "run"]
 # What `zerto-rewind install` puts after `python -c`. Cheaper than `-m` (runpy
 # costs ~7 ms, about half of bare interpreter start-up) or the console script
 # (it imports `re`): see docs/performance.md.
-LAUNCH_CODE = "from zerto_rewind.claude_code.hook import run; run()"
+LAUNCH_CODE = "from zerto_rewind.hooks.standalone import run; run()"
 # What hooks installed before the layer folders run. That import path is gone: doctor
 # tells whoever still has it to install again.
 LEGACY_LAUNCH_CODE = "from zerto_rewind.hook import run; run()"
@@ -61,7 +62,8 @@ so an unlisted Bash/Write/Edit call gets the unlisted rule.
 install --with-mcp-server): the rewind hint then names its tool
 mcp__NAME__zerto_recovery_plan instead of the CLI.
 """
-_OPTIONS = frozenset(("--config", "--config-sha256", "--mcp-server", "--settings"))
+# The fields of HookCommand the standalone hook takes (its flags: hostconfig.hook_command.FLAGS).
+_TAKES = frozenset(("config", "config_sha256", "settings", "all_tools", "mcp_server"))
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
 # Claude Code's file and shell tools, watched with guard.protect_self (protect.SELF_TOOLS;
@@ -118,17 +120,13 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool)
     if args[:1] in (["-h"], ["--help"]):
         sys.stdout.write(_USAGE)
         return 0
-    all_tools = "--all-tools" in args
-    if all_tools:
-        args = [a for a in args if a != "--all-tools"]
-    options = dict(zip(args[::2], args[1::2], strict=False))
-    if len(args) % 2 or not set(options) <= _OPTIONS:
-        sys.stderr.write(
-            f"zerto-rewind hook: unexpected arguments {args!r}; the call is blocked.\n{_USAGE}"
-        )
+    try:
+        command = HookCommand.for_hook(args, _TAKES)
+    except ValueError as exc:
+        sys.stderr.write(f"zerto-rewind hook: {exc}; the call is blocked.\n{_USAGE}")
         return 2
-    if "--config" in options:
-        env = {**env, "ZERTO_REWIND_CONFIG": options["--config"]}
+    if command.config is not None:
+        env = {**env, "ZERTO_REWIND_CONFIG": command.config}
     try:
         payload = claude_code.parse_input(sys.stdin.buffer.read())
     except claude_code.HookInputError as exc:
@@ -138,32 +136,31 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool)
         sys.stderr.write(f"zerto-rewind hook: cannot read stdin: {exc}. The call is blocked.\n")
         return 2
     if payload.result is not None:  # a post event: the call ran
-        return _after(payload, options, env, all_tools=all_tools)
+        return _after(payload, command, env)
     try:
-        settings = load_settings(env, pin=options.get("--config-sha256"))
+        settings = load_settings(env, pin=command.config_sha256)
     except ConfigError as exc:
         return _config_denial(payload, exc, env, started_wall)
-    return _route(payload, settings, options, env, all_tools=all_tools, watchdog=watchdog,
+    return _route(payload, settings, command, env, watchdog=watchdog,
                   started=(started_wall, started_mono))  # fmt: skip
 
 
 def _route(
     payload: claude_code.HookInput,
     settings: Settings,
-    options: dict[str, str],
+    command: HookCommand,
     env: Mapping[str, str],
     *,
-    all_tools: bool,
     watchdog: bool,
     started: tuple[float, float],
 ) -> int:
     """Classify once, leave a read-only call at once, else run the pipeline's steps."""
     started_wall, started_mono = started
-    server = options.get("--mcp-server", "")
+    server, all_tools = command.mcp_server or "", command.all_tools
     if not set(server) <= _NAME_CHARS:
         server = ""  # only a hint: an odd name falls back to the CLI command
     own_tool = payload.tool_name in _SELF_TOOLS and settings.guard.protect_self
-    watch_own = own_tool and _may_name_own_files(payload, settings, options.get("--settings"))
+    watch_own = own_tool and _may_name_own_files(payload, settings, command.settings)
     verdict: Classification | None = None
     try:  # classified once, here: the pipeline's steps read this verdict
         verdict = classify(payload.tool_name, payload.tool_input, settings.catalog)
@@ -179,7 +176,7 @@ def _route(
         from .protect import SelfProtection
 
         protection = SelfProtection(
-            settings, settings_file=options.get("--settings"), env=env, cwd=payload.cwd
+            settings, settings_file=command.settings, env=env, cwd=payload.cwd
         )
         if kind == READ_ONLY or only_own:
             return _protect_only(payload, settings, protection, verdict, started_wall)
@@ -213,20 +210,17 @@ def _call(payload: claude_code.HookInput, started_wall: float) -> ToolCall:
     )
 
 
-def _after(
-    payload: claude_code.HookInput, options: dict[str, str], env: Mapping[str, str], *,
-    all_tools: bool,
-) -> int:  # fmt: skip
+def _after(payload: claude_code.HookInput, command: HookCommand, env: Mapping[str, str]) -> int:
     """A post event: the result of a change the guard let through is recorded (:mod:`.post`);
     a read-only call costs what its PreToolUse does. Nothing here blocks: the call ran."""
     problem: ConfigError | None = None
     try:
-        settings = load_settings(env, pin=options.get("--config-sha256"))
+        settings = load_settings(env, pin=command.config_sha256)
         kind = classify(payload.tool_name, payload.tool_input, settings.catalog).kind
     except ConfigError as exc:
         settings, kind, problem = None, None, exc
     if kind == READ_ONLY or (payload.tool_name in _SELF_TOOLS and kind == UNLISTED
-                             and not all_tools):  # fmt: skip
+                             and not command.all_tools):  # fmt: skip
         return 0
     _full_site()
     from .post import after

@@ -1,22 +1,35 @@
-"""The entry of the Codex, Gemini CLI and Copilot CLI hooks: stdin → guard service → stdout.
+"""The thin hook of every host: stdin → guard service → stdout.
 
-``python -S -c LAUNCH_CODE --host codex|gemini|copilot --service URL
+``python [-S] -c LAUNCH_CODE hook [--host claude-code|codex|gemini|copilot] --service URL
 --service-user UID [--servers a,b] [--prompt-as ask|deny] [--budget S]
-[--token-file F] [--ca-file F] [--protect PATH]…`` (``install host-hook`` writes it).
+[--token-file F] [--ca-file F] [--protect PATH]…`` (``install claude-code --service``
+and ``install host-hook`` write it; without ``--host`` it is Claude Code's). The
+options are read with :class:`~zerto_rewind.hostconfig.hook_command.HookCommand`,
+the one table install and doctor use too.
 
 * An MCP call is asked of the guard service (``POST /v1/decide``, through
   :mod:`zerto_rewind.service_client`), in the catalog's names; its answer is
-  rendered in the host's own format, prompt mapped as that host enforces it.
-* A shell or file call is checked here, against the host's own hook and MCP
-  files, the Python environment the hook runs from, and every ``--protect``
-  path: a write to one of them is denied. Nothing else about it is asked:
-  the service's catalog does not list host tools.
+  rendered in the host's own format (the host's protocol module:
+  :mod:`.claude_code`, :mod:`.codex`, :mod:`.gemini`, :mod:`.copilot`), prompt
+  mapped as that host enforces it. Claude Code's payload already is one in the
+  catalog's names: it is sent as read, so nothing but the C JSON scanner loads.
+* A shell or file call of Codex, Gemini CLI or Copilot CLI is checked here,
+  against the host's own hook and MCP files, the Python environment the hook
+  runs from, and every ``--protect`` path: a write to one of them is denied.
+  Nothing else about it is asked: the service's catalog does not list host tools.
+* After the call (Claude Code's ``PostToolUse``) nothing is sent: the service
+  has no endpoint for results yet, and install does not register it; the hook
+  says so on stderr and blocks nothing.
+
+It holds no ZVM credential, reads no zerto-rewind config and keeps no guard
+state: the service, which runs as another user or on another machine,
+classifies the call with its own catalog and tags with its own credentials.
 
 Fail closed, in the host's blocking form: bad stdin or options are the host's
 blocking error; a service that cannot be reached, answers late or answers
-nonsense is a deny with the reason; a SIGALRM timer answers deny before the
-budget whatever the socket does (Codex, Gemini and Copilot all let the call run
-when the *host's* timeout fires first, so install keeps it above the budget).
+nonsense is a deny with the reason; a timer answers deny before the budget
+whatever the socket does (Codex, Gemini and Copilot all let the call run when the
+*host's* timeout fires first, so install keeps it above the budget).
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ import os
 import sys
 
 from ..core.deadline import timeout_reason
+from ..hostconfig.hook_command import HookCommand
 from ..service_client import (
     ServiceError,
     ServiceIdentityError,
@@ -35,7 +49,7 @@ from ..service_client import (
     request_timeout_s,
     undecided_reason,
 )
-from . import codex, copilot, gemini, selfprotect
+from . import claude_code, codex, copilot, gemini, selfprotect
 from .calls import FILES, SHELL, HookInputError
 
 TYPE_CHECKING = False
@@ -48,65 +62,56 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_BUDGET_S", "HOSTS", "LAUNCH_CODE", "main", "protected_items", "run"]
 
-LAUNCH_CODE = "from zerto_rewind.agent_hooks.hook import run; run()"
-HOSTS: dict[str, ModuleType] = {"codex": codex, "gemini": gemini, "copilot": copilot}
-DEFAULT_BUDGET_S = 25.0  # under Copilot's default 30 s host timeout
-_VALUED = {
-    "--host": "host", "--service": "service", "--service-user": "service_user",
-    "--token-file": "token_file", "--ca-file": "ca_file", "--budget": "budget",
-    "--servers": "servers", "--prompt-as": "prompt_as",
+LAUNCH_CODE = "from zerto_rewind.hooks.thin import run; run()"
+HOSTS: dict[str, ModuleType] = {
+    "claude-code": claude_code, "codex": codex, "gemini": gemini, "copilot": copilot,
 }  # fmt: skip
+DEFAULT_HOST = "claude-code"  # the thin hook `install claude-code --service` writes has no --host
+DEFAULT_BUDGET_S = codex.PROTOCOL.budget_s  # the other hosts' (Codex, Gemini, Copilot)
+# The fields of HookCommand a thin hook takes.
+_TAKES = frozenset(
+    ("host", "service", "service_user", "token_file", "ca_file", "budget", "servers",
+     "prompt_as", "protect")
+)  # fmt: skip
 
-_USAGE = """usage: python -c LAUNCH_CODE hook --host codex|gemini|copilot --service URL
-         [--service-user NAME|UID] [--servers a,b] [--prompt-as ask|deny] [--budget S]
-         [--token-file F] [--ca-file F] [--protect PATH]...
+_USAGE = """usage: python -c LAUNCH_CODE hook [--host claude-code|codex|gemini|copilot]
+         --service URL [--service-user NAME|UID] [--servers a,b] [--prompt-as ask|deny]
+         [--budget S] [--token-file F] [--ca-file F] [--protect PATH]...
 """
 
 
 class Options:
     """The hook's command line, checked."""
 
-    def __init__(self, values: dict[str, str], protect: list[str]) -> None:
-        self.host: ModuleType = HOSTS[values["host"]]
-        self.service = values["service"]
-        self.budget = float(values.get("budget", DEFAULT_BUDGET_S))
-        self.servers = tuple(s for s in values.get("servers", "").split(",") if s)
-        self.prompt_as = values.get("prompt_as", self.host.DEFAULT_PROMPT)
-        self.protect = protect
-        keys: tuple[str, ...] = ("service", "service_user", "token_file", "ca_file")
-        self.client: dict[str, str] = {k: values[k] for k in keys if k in values}
-        self.client["installer"] = f"host-hook {values['host']}"
+    def __init__(self, command: HookCommand) -> None:
+        name = command.host or DEFAULT_HOST
+        self.host: ModuleType = HOSTS[name]
+        self.service = command.service or ""
+        self.budget = command.budget_s(self.host.PROTOCOL.budget_s)
+        self.servers = command.servers or ()
+        self.prompt_as = command.prompt_as or self.host.PROTOCOL.default_prompt
+        self.protect = list(command.protect)
+        self.client: dict[str, str] = command.service_options()
+        self.client["installer"] = "claude-code" if name == DEFAULT_HOST else f"host-hook {name}"
 
 
 def parse_options(args: list[str]) -> Options:
     """The options; ValueError says what is wrong (the hook then blocks the call)."""
-    values: dict[str, str] = {}
-    protect: list[str] = []
-    i = 0
-    while i < len(args):
-        flag = args[i]
-        if (flag not in _VALUED and flag != "--protect") or i + 1 >= len(args):
-            msg = f"unexpected arguments {args[i:]!r}"
-            raise ValueError(msg)
-        if flag == "--protect":
-            protect.append(args[i + 1])
-        else:
-            values[_VALUED[flag]] = args[i + 1]
-        i += 2
-    host = values.get("host")
+    command = HookCommand.for_hook(args, _TAKES)
+    host = command.host or DEFAULT_HOST
     if host not in HOSTS:
         msg = f"--host must be one of {', '.join(HOSTS)}, not {host!r}"
         raise ValueError(msg)
-    if "service" not in values:
+    if command.service is None:
         msg = "--service URL is required"
         raise ValueError(msg)
-    choices = HOSTS[host].PROMPT_CHOICES
-    if values.get("prompt_as", choices[0]) not in choices:
+    choices = HOSTS[host].PROTOCOL.prompt_choices
+    if (command.prompt_as or choices[0]) not in choices:
         msg = f"--prompt-as for {host} must be one of {', '.join(choices)}"
         raise ValueError(msg)
-    if "budget" in values:
-        parse_budget(values["budget"])
-    return Options(values, protect)
+    if command.budget is not None:
+        parse_budget(command.budget)
+    return Options(command)
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -114,7 +119,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     env = os.environ if env is None else env
     if args[:1] == ["hook"]:
         args = args[1:]
-    host = HOSTS.get(_host_arg(args), codex)  # a blocking error in some host's form
+    host = HOSTS.get(_host_arg(args) or DEFAULT_HOST, codex)  # a blocking error in its form
     try:
         opts = parse_options(args)
     except ValueError as exc:
@@ -124,29 +129,38 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         call = opts.host.parse(data, opts.servers)
     except HookInputError as exc:
         return _block(opts.host, f"zerto-rewind hook: {exc}. The call is blocked; check the hook.")
-    arm_deadline(opts.budget, lambda: _timed_out(opts, call.host_tool))
-    try:
-        if call.kind in (SHELL, FILES):
-            text = _check_own_files(opts, call, env)
-        else:
-            answer = ask_service(
-                opts.client,
-                call.payload(),
-                timeout_s=request_timeout_s(opts.budget),
-            )
-            text = _render(opts, answer)
-    except ServiceIdentityError as exc:
-        reason = f"zerto-rewind denied {call.host_tool}: {exc}; the call was not run. {exc.advice}"
-        text = opts.host.render("deny", reason, "")
-    except ServiceError as exc:
-        text = _deny(opts, call.host_tool, str(exc))
-    except Exception as exc:  # the last line of defence: deny, never crash
-        text = _deny(opts, call.host_tool, f"{type(exc).__name__}: {exc}")
-    disarm_deadline()
+    if call.result is not None:  # after the call: nothing is asked, nothing blocked
+        sys.stderr.write(
+            f"zerto-rewind hook: the thin hook records no results; the result of "
+            f"{call.host_tool} was not recorded.\n"
+        )
+        return 0
+    text = _answer(opts, call, data, env)
     if text:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
     return 0
+
+
+def _answer(opts: Options, call: Call, data: bytes, env: Mapping[str, str]) -> str:
+    """The host's text for the call: the service's decision, or a deny saying why none came."""
+    host, service = opts.host, opts.service
+    arm_deadline(opts.budget, lambda: _timed_out(host, call.host_tool, service, opts.budget))
+    try:
+        if call.kind in (SHELL, FILES):
+            text = _check_own_files(opts, call, env)
+        else:
+            body = data if host.PROTOCOL.sends_stdin else call.payload()
+            answer = ask_service(opts.client, body, timeout_s=request_timeout_s(opts.budget))
+            text = _render(opts, answer)
+    except ServiceIdentityError as exc:
+        text = _deny_identity(host, call.host_tool, exc)
+    except ServiceError as exc:
+        text = _deny(host, call.host_tool, service, str(exc))
+    except Exception as exc:  # the last line of defence: deny, never crash
+        text = _deny(host, call.host_tool, service, f"{type(exc).__name__}: {exc}")
+    disarm_deadline()
+    return text
 
 
 def _host_arg(args: list[str]) -> str:
@@ -176,14 +190,19 @@ def _render(opts: Options, answer: dict[str, Any]) -> str:
     )
 
 
-def _timed_out(opts: Options, tool: str) -> str:
-    waited_on = f"the guard service at {opts.service} did not answer in time"
-    reason = timeout_reason(tool, opts.budget, waited_on, "the service")
-    return str(opts.host.render("deny", reason, ""))
+def _timed_out(host: ModuleType, tool: str, service: str, budget: float) -> str:
+    waited_on = f"the guard service at {service} did not answer in time"
+    reason = timeout_reason(tool, budget, waited_on, "the service")
+    return str(host.render("deny", reason, ""))
 
 
-def _deny(opts: Options, tool: str, why: str) -> str:
-    return str(opts.host.render("deny", undecided_reason(tool, opts.service, why), ""))
+def _deny(host: ModuleType, tool: str, service: str, why: str) -> str:
+    return str(host.render("deny", undecided_reason(tool, service, why), ""))
+
+
+def _deny_identity(host: ModuleType, tool: str, exc: ServiceIdentityError) -> str:
+    reason = f"zerto-rewind denied {tool}: {exc}; the call was not run. {exc.advice}"
+    return str(host.render("deny", reason, ""))
 
 
 # ------------------------------------------------------------------ own files
@@ -234,7 +253,7 @@ def protected_items(
 
 def _check_own_files(opts: Options, call: Call, env: Mapping[str, str]) -> str:
     """A deny when the call would write one of the guard's files; else nothing."""
-    items = protected_items(opts.host.HOST, env, call.cwd, opts.protect)
+    items = protected_items(opts.host.PROTOCOL.name, env, call.cwd, opts.protect)
     home = env.get("HOME", "")
     hits = []
     if call.kind == SHELL:
@@ -254,5 +273,5 @@ def _check_own_files(opts: Options, call: Call, env: Mapping[str, str]) -> str:
 
 
 def run() -> None:
-    """Entry point for ``python -S -c LAUNCH_CODE --host NAME --service URL``."""
+    """Entry point for ``python [-S] -c LAUNCH_CODE hook [--host NAME] --service URL``."""
     sys.exit(main())

@@ -24,7 +24,7 @@ import pytest
 
 from support.users import unix_user
 from zerto_rewind.cli.doctor import Check, run_checks
-from zerto_rewind.hooks.thin_claude import LAUNCH_CODE
+from zerto_rewind.hooks.thin import LAUNCH_CODE
 
 
 @pytest.fixture

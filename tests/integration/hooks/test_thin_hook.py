@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from support.service import guard_service
-from zerto_rewind.hooks.thin_claude import LAUNCH_CODE
+from zerto_rewind.hooks.thin import LAUNCH_CODE
 from zerto_rewind.testing import Sandbox
 
 

@@ -120,7 +120,6 @@ def test_the_hook_keeps_its_own_edge(
 PREFIX_WRITERS = {
     "cli/__init__.py": "the one error edge: report_error and report_warning",
     "hooks/standalone.py": "the hook's own edge (Claude Code's protocol)",
-    "hooks/thin_claude.py": "the thin hook's own edge (Claude Code's protocol)",
     "hooks/thin.py": "the host hook's own edge (Codex, Gemini CLI, Copilot CLI)",
     "hooks/post.py": "the hook's post event: a result not recorded (Claude Code's protocol)",
     "hooks/hook_log.py": "the hook's record step: its warnings (Claude Code's protocol)",

@@ -154,7 +154,7 @@ def test_split_server_needs_a_tool_after_the_server() -> None:
 # ------------------------------------------------------------------ bad stdin
 
 
-@pytest.mark.parametrize("host", [codex, gemini, copilot], ids=lambda h: h.HOST)
+@pytest.mark.parametrize("host", [codex, gemini, copilot], ids=lambda h: h.PROTOCOL.name)
 @pytest.mark.parametrize(
     "data",
     [

@@ -144,7 +144,7 @@ def install_host_hook(args: HostHookOptions, env: Mapping[str, str], report: Ins
 
 
 def _check_prompt_as(args: HostHookOptions) -> None:
-    if args.prompt_as and args.prompt_as not in HOSTS[args.host].PROMPT_CHOICES:
+    if args.prompt_as and args.prompt_as not in HOSTS[args.host].PROTOCOL.prompt_choices:
         msg = (
             f"--prompt-as {args.prompt_as}: a {args.host} hook cannot ask in a way that holds, "
             "so a prompt is always a deny there"

@@ -56,8 +56,11 @@ HOOK_MARKERS = (
     "zerto_rewind.hook",
     "zerto_rewind.claude_code.hook",
     "zerto_rewind.claude_code.thin_hook",
+    "zerto_rewind.hooks.standalone",
+    "zerto_rewind.hooks.thin",
 )
-THIN_MARKER = "zerto_rewind.claude_code.thin_hook"
+# The thin hook, as install writes it now and as it wrote it before the hooks package.
+THIN_MARKERS = ("zerto_rewind.hooks.thin", "zerto_rewind.claude_code.thin_hook")
 EVENT = "PreToolUse"
 # The events after a call that the standalone hook records results for (the hook's
 # hooks.claude_code.POST_EVENTS; repeated so install does not import the hook).
@@ -215,7 +218,7 @@ def thin_hook_command(
     standalone hook's command. ``service_user`` (a uid: no lookup in the hook) is
     who must serve a unix socket.
     """
-    from ...hooks.thin_claude import LAUNCH_CODE
+    from ...hooks.thin import LAUNCH_CODE
 
     return HookCommand(
         HookCommand.launcher_for(python, LAUNCH_CODE),
@@ -260,7 +263,7 @@ def is_thin_hook(handler: Any) -> bool:
         return False
     args = handler.get("args")
     parts = [handler.get("command"), *(args if isinstance(args, list) else [])]
-    return any(isinstance(p, str) and THIN_MARKER in p for p in parts)
+    return any(isinstance(p, str) and any(m in p for m in THIN_MARKERS) for p in parts)
 
 
 def handler_command(handler: Mapping[str, Any]) -> HookCommand:
