@@ -28,7 +28,6 @@ from ..core.catalog import READ_ONLY, UNLISTED, classify
 from ..errors import ConfigError
 from ..hostconfig.hook_command import HookCommand
 from . import claude_code
-from .hook_log import log as _log
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -399,9 +398,11 @@ class _Answer:
                 return False
             self.given = True
             self.answered.set()
+            from .hook_log import log
+
             # Recorded before it is given: what the host hears is what the log holds (a
             # call whose line cannot be written does not run).
-            decision = _log(self.settings.log_path, decision, self.call, self.settings)
+            decision = log(self.settings.log_path, decision, self.call, self.settings)
             # A prompt is read by the person asked: it may show the host paths the call
             # names; the log line keeps the reason, which names the arguments only.
             shown = decision.for_approver() if decision.outcome == "prompt" else decision.reason
@@ -429,6 +430,7 @@ def _config_denial(
     """
     from ..core.decision import Decision, Outcome, Row, ToolCall
     from .config_denial import config_denial_reason
+    from .hook_log import log
 
     reason = config_denial_reason(payload.tool_name, problem)
     elapsed_ms = int((time.time() - started) * 1000)
@@ -438,7 +440,7 @@ def _config_denial(
     call = ToolCall(
         payload.tool_name, None, session_id=payload.session_id, tool_use_id=payload.tool_use_id
     )
-    _log(default_log_path(env), decision, call)
+    log(default_log_path(env), decision, call)
     sys.stdout.write(claude_code.render("deny", reason, "") + "\n")
     _ANSWERED.append(True)
     return 0

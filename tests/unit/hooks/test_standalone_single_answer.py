@@ -65,7 +65,7 @@ def test_a_failure_after_the_answer_does_not_add_a_second_document(
     def explode(*_args: object) -> None:
         raise RuntimeError("log exploded")
 
-    monkeypatch.setattr(hook, "_log", explode)
+    monkeypatch.setattr("zerto_rewind.hooks.hook_log.log", explode)
     code, stdout = run_main(monkeypatch, config, tmp_path)
     assert code == 0
     documents = [line for line in stdout.splitlines() if line.strip()]
