@@ -19,11 +19,12 @@ module              what it is
 :mod:`.codex`       Codex CLI's ``PreToolUse``.
 :mod:`.gemini`      Gemini CLI's ``BeforeTool``.
 :mod:`.copilot`     Copilot CLI's ``preToolUse``.
-:mod:`.calls`       a host's call normalised to the catalog's names (:class:`.calls.Call`),
-                    and the one reader of a hook's stdin.
+:mod:`.calls`       a host's call normalised to the catalog's names (:class:`.calls.Call`).
+:mod:`.protocol`    what the protocol modules share: :class:`.protocol.Host` and the one
+                    reader of a hook's stdin.
 ==================  ==================================================================
 
-Each protocol module has the same names: ``PROTOCOL`` (a :class:`.calls.Host`:
+Each protocol module has the same names: ``PROTOCOL`` (a :class:`.protocol.Host`:
 the host's name, event, prompt forms, the thin hook's budget), ``EVENT``,
 ``parse(data, servers) -> Call``, ``render(outcome, reason, context, prompt_as=…) -> str``
 and ``blocking(reason) -> (stdout, stderr, exit code)``. Both runners read their command
@@ -33,6 +34,6 @@ install writes it with and doctor reads it back with.
 May import ``core``, ``config``, ``zvm``, ``service_client``,
 ``hostconfig.hook_command`` and the base modules. Never another door or ``cli``.
 Import-free itself, and so is every module on the read-only path (``claude_code``,
-``calls``, ``standalone``, ``thin``, ``hostconfig.hook_command``):
+``protocol``, ``calls``, ``standalone``, ``thin``, ``hostconfig.hook_command``):
 ``tests/unit/hooks/test_fast_path.py`` and ``test_thin_fast_path.py`` guard it.
 """

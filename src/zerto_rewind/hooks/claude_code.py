@@ -24,11 +24,13 @@ defer      ``defer`` (honoured by ``claude -p`` only)
 from __future__ import annotations
 
 from ..errors import HookInputError
-from .calls import MAX_INPUT_BYTES, MCP, Call, Host, load_object, tool_name_of
+from .protocol import MAX_INPUT_BYTES, Host, load_object, tool_name_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from .calls import Call
 
 __all__ = [
     "EVENT",
@@ -94,6 +96,8 @@ def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
     """Stdin → the call the thin hook asks about (every tool: the service's catalog
     classifies it); HookInputError as :func:`parse_input`. ``servers`` is not needed:
     Claude Code names MCP tools as the catalog does."""
+    from .calls import MCP, Call
+
     found = parse_input(data)
     ids = {"session_id": found.session_id, "tool_use_id": found.tool_use_id, "cwd": found.cwd}
     call = Call(MCP, found.tool_name, found.tool_name, found.tool_input, ids)
