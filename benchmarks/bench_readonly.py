@@ -21,7 +21,7 @@ import tempfile
 import _bench
 
 TARGET = 1.3
-LAUNCHER = "import sys;from zerto_rewind.claude_code.hook import main;sys.exit(main())"
+LAUNCHER = "import sys;from zerto_rewind.hooks.standalone import main;sys.exit(main())"
 
 
 def forms(python: str, config: str) -> dict[str, list[str]]:

@@ -35,9 +35,9 @@ from pathlib import Path
 
 import _bench
 
-from zerto_rewind.claude_code.thin_hook import request
 from zerto_rewind.config.loader import file_sha256
 from zerto_rewind.hostconfig.install.settings_file import hook_command, thin_hook_command
+from zerto_rewind.service_client import request
 
 READ_ONLY_TARGET = 1.3
 CONFIRMED_TARGET_S = 0.1

@@ -6,10 +6,12 @@ between doors (``tests/unit/test_layers.py`` enforces it):
 * ``cli``: the ``zerto-rewind`` command: argument parsing, the one error edge,
   doctor, demo.
 * ``testing``: the public test harness (simulator in a thread, sandbox, fast cadences).
-* doors: ``claude_code`` (the PreToolUse hooks),
-  ``agent_hooks`` (the Codex, Gemini CLI and Copilot CLI hooks, thin clients of the
-  guard service), ``mcp_server`` (the guard's MCP tools), ``gateway`` (the MCP
-  gateway, the guard service and the approval channels).
+* ``claude_code`` and ``agent_hooks``: only the import paths that installed hook
+  commands name, re-exporting the runners of ``hooks``.
+* doors: ``hooks`` (every agent host's hook: one protocol module per host, the
+  standalone runner and the thin runner, a client of the guard service),
+  ``mcp_server`` (the guard's MCP tools), ``gateway`` (the MCP gateway, the guard
+  service and the approval channels).
 * ``recovery`` (protection status, recovery plans, failover tests, previews) and
   ``scan`` (a VM server's tool list turned into a proposed catalog).
 * ``core``: the decision table and the tag lifecycle.
@@ -17,9 +19,8 @@ between doors (``tests/unit/test_layers.py`` enforces it):
   ``hostconfig`` (agent-host MCP config files: read, checked, moved, written);
   its ``hostconfig.install`` (the installers) sits above the doors, beside ``testing``.
 * ``config``: settings and their parser.
-* base: ``errors``, ``fsutil``, ``fsaccess``, ``netutil``, ``_fastjson``, and what
-  every hook shares: ``service_client`` (asks the guard service) and ``selfprotect``
-  (the hook's own files).
+* base: ``errors``, ``fsutil``, ``fsaccess``, ``netutil``, ``_fastjson``, and
+  ``service_client`` (asks the guard service: the thin hooks, install, approvals).
 
 This module stays import-free on purpose: the hook imports the package on
 every tool call, and its read-only path must cost almost nothing.

@@ -44,8 +44,8 @@ from e2e.tamper_e2e import (
     tree_digest,
 )
 from support.realvm import mcvsphere_command
-from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE as THIN_LAUNCH_CODE
 from zerto_rewind.core.state import _safe_name
+from zerto_rewind.hooks.thin import LAUNCH_CODE as THIN_LAUNCH_CODE
 
 POWER_OFF = tool("power_off")
 DENIED = ("Permission denied", "Operation not permitted", "EACCES", "EPERM")

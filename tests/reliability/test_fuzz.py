@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 
 from reliability.reliability_helpers import POWER_OFF, READ_ONLY_TOOL, UNLISTED_TOOL, Bench
 from support.config import write_config
-from zerto_rewind.claude_code import hook
-from zerto_rewind.claude_code.host import HookInputError, parse_input
-from zerto_rewind.claude_code.protect import SELF_TOOLS
 from zerto_rewind.config import Settings, load_settings, validate_patterns
 from zerto_rewind.core.catalog import READ_ONLY, UNLISTED, classify
 from zerto_rewind.errors import ConfigError
+from zerto_rewind.hooks import standalone as hook
+from zerto_rewind.hooks.claude_code import HookInputError, parse_input
+from zerto_rewind.hooks.protect import SELF_TOOLS
 from zerto_rewind.testing import DEMO_CATALOG
 
 IN_PROCESS = settings(max_examples=150, derandomize=True, deadline=None)

@@ -1,10 +1,10 @@
-"""The Claude Code door: the PreToolUse hooks.
+"""Compatibility: the import paths that installed Claude Code hook commands name.
 
-The hooks: ``hook`` (the standalone hook: stdin → guard → stdout), ``thin_hook``
-(asks the guard service over a unix socket or HTTPS), ``host`` (Claude Code's hook
-protocol), ``protect`` (``guard.protect_self``: the guard's own files). Their
-installer is :mod:`zerto_rewind.hostconfig.install`.
+Hooks installed before :mod:`zerto_rewind.hooks` run ``python -c "from
+zerto_rewind.claude_code.hook import run; run()" hook …`` (or ``.thin_hook``). Those
+commands live in users' settings files, so these two modules stay, each only
+re-exporting its runner from :mod:`zerto_rewind.hooks`.
 
-May import: ``core``, ``config``, ``zvm`` and the base modules. Never another door or
-``cli``. Import-free itself: the hook's read-only path passes through.
+May import only :mod:`zerto_rewind.hooks`. Import-free itself: the hook's read-only
+path passes through.
 """

@@ -33,7 +33,7 @@ __all__ = ["COMMANDS", "main", "report_error", "report_warning", "run_command"]
 # name -> (module, function, one-line help)
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "hook": (
-        "zerto_rewind.claude_code.hook",
+        "zerto_rewind.hooks.standalone",
         "main",
         "Claude Code PreToolUse hook (reads the call on stdin)",
     ),

@@ -19,5 +19,7 @@ VS Code, Codex, Gemini CLI, Copilot CLI) keeps its servers in, used by ``install
 
 Apart from :mod:`.install`, it imports only ``config``, ``errors``, ``fsutil`` and
 ``netutil``; ``cli`` imports it. Nothing is re-exported here, so that importing one
-module does not load the others. No hook path imports this package.
+module does not load the others. The hooks import
+:mod:`.hook_command` alone (to read their own command line), which imports
+nothing: no other hook path imports this package.
 """

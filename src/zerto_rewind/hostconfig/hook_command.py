@@ -13,20 +13,24 @@ Copilot            --servers A,B --prompt-as ask|deny --protect P… --budget S`
 =================  =====================================================================
 
 The installers build a :class:`HookCommand` and render it; the doctor parses
-what a host's file holds back into one and checks its fields. Parsing is
-lenient where the doctor needs it: a word it does not know is kept in
+what a host's file holds back into one and checks its fields; each hook reads its
+own command line with it too (:meth:`HookCommand.from_argv`), so the flags are
+written, read and checked from the one table, :data:`FLAGS`. Parsing is
+lenient where the doctor needs it (a hook refuses what :attr:`HookCommand.extra`
+holds): a word it does not know is kept in
 :attr:`HookCommand.extra` (and rendered last), a repeated option's last value
 wins (as in the hooks), and ``NAME=value`` words before the program are the
 command's environment. Nothing is imported at module level: it costs nothing
-to whoever imports it.
+to whoever imports it, the hook's read-only path included.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-__all__ = ["HookCommand"]
+__all__ = ["FLAGS", "HookCommand"]
 
 # flag -> field: the one table of the options every hook takes, in render order.
 # "--all-tools" is the only switch and "--protect" the only repeated option.
@@ -50,35 +54,82 @@ _SWITCHES = frozenset({"--all-tools"})
 _REPEATED = frozenset({"--protect"})
 # What the client of the guard service needs from the command (service_client's options).
 _SERVICE_FIELDS = ("service", "service_user", "token_file", "ca_file")
+# Every field but the launcher, in the constructor's order.
+_FIELDS = ("env", *FLAGS.values(), "extra")
 
 
-@dataclass(frozen=True)
 class HookCommand:
     """One hook's command line: how it starts (``launcher``) and each option's value.
 
     ``launcher`` holds the words before the options: the interpreter, its flags,
     ``-c CODE`` and the word ``hook``. An option that is absent is None (``()`` for
     ``protect``, False for ``all_tools``); ``budget`` stays the text written, so
-    the doctor can say what is wrong with it.
+    the doctor can say what is wrong with it. Immutable, compared by value. A plain
+    class rather than a dataclass: the hooks read their own command line with it, on
+    the read-only path, where ``dataclasses`` (and ``re``, ``inspect``) must not load.
     """
 
+    __slots__ = ("launcher", *_FIELDS)
+
     launcher: tuple[str, ...]
-    env: tuple[tuple[str, str], ...] = ()
-    host: str | None = None
-    config: str | None = None
-    config_sha256: str | None = None
-    settings: str | None = None
-    all_tools: bool = False
-    mcp_server: str | None = None
-    service: str | None = None
-    service_user: str | None = None
-    token_file: str | None = None
-    ca_file: str | None = None
-    servers: tuple[str, ...] | None = None
-    prompt_as: str | None = None
-    protect: tuple[str, ...] = ()
-    budget: str | None = None
-    extra: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...]
+    host: str | None
+    config: str | None
+    config_sha256: str | None
+    settings: str | None
+    all_tools: bool
+    mcp_server: str | None
+    service: str | None
+    service_user: str | None
+    token_file: str | None
+    ca_file: str | None
+    servers: tuple[str, ...] | None
+    prompt_as: str | None
+    protect: tuple[str, ...]
+    budget: str | None
+    extra: tuple[str, ...]
+
+    def __init__(
+        self,
+        launcher: tuple[str, ...],
+        env: tuple[tuple[str, str], ...] = (),
+        *,
+        host: str | None = None,
+        config: str | None = None,
+        config_sha256: str | None = None,
+        settings: str | None = None,
+        all_tools: bool = False,
+        mcp_server: str | None = None,
+        service: str | None = None,
+        service_user: str | None = None,
+        token_file: str | None = None,
+        ca_file: str | None = None,
+        servers: tuple[str, ...] | None = None,
+        prompt_as: str | None = None,
+        protect: tuple[str, ...] = (),
+        budget: str | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> None:
+        values = locals()
+        for name in self.__slots__:
+            object.__setattr__(self, name, values[name])
+
+    def __setattr__(self, name: str, value: object) -> None:
+        msg = f"HookCommand is immutable: cannot set {name}"
+        raise AttributeError(msg)
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, HookCommand) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"HookCommand({shown})"
 
     # ------------------------------------------------------------ writing
 
@@ -147,6 +198,21 @@ class HookCommand:
         while i < len(rest):
             i = _take(rest, i, values)
         return cls(tuple(words[:start]), tuple(env), **values)
+
+    @classmethod
+    def for_hook(cls, args: list[str], takes: frozenset[str]) -> HookCommand:
+        """A hook's own options, the words after ``hook``; ValueError naming the words it
+        does not take (``takes``: its fields), an unknown word or a value left out."""
+        command = cls.from_argv(["hook", *args])
+        stray = [*command.launcher[1:], *command.extra]
+        others = [
+            (flag, getattr(command, name)) for flag, name in FLAGS.items() if name not in takes
+        ]
+        stray += [flag for flag, value in others if value not in (None, False, ())]
+        if stray:
+            msg = f"unexpected arguments {stray!r}"
+            raise ValueError(msg)
+        return command
 
     # ------------------------------------------------------------ what it says
 

@@ -56,7 +56,9 @@ __all__ = [
     "write_hook_file",
 ]
 
-HOOK_MARKER = "zerto_rewind.agent_hooks.hook"
+HOOK_MARKER = "zerto_rewind.hooks.thin"
+# Our hook, as install writes it now and as it wrote it before the hooks package.
+HOOK_MARKERS = (HOOK_MARKER, "zerto_rewind.agent_hooks.hook")
 HOOK_HOSTS = ("codex", "gemini", "copilot")
 # host -> (the event key under "hooks", its shell and file tools as the host names them)
 _EVENTS = {"codex": "PreToolUse", "gemini": "BeforeTool", "copilot": "preToolUse"}
@@ -225,7 +227,7 @@ def _merge(host: str, data: dict[str, Any], entry: dict[str, Any]) -> tuple[dict
 def _ours(handler: Any) -> bool:
     if not isinstance(handler, dict):
         return False
-    return any(isinstance(handler.get(k), str) and HOOK_MARKER in handler[k]
+    return any(isinstance(handler.get(k), str) and any(m in handler[k] for m in HOOK_MARKERS)
                for k in ("command", "bash"))  # fmt: skip
 
 

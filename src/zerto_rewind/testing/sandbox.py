@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from ..claude_code.hook import LAUNCH_CODE
 from ..config.loader import load_settings
 from ..config.settings import Settings
+from ..hooks.standalone import LAUNCH_CODE
 from ..sim import SimConfig, SimServer
 from ..sim.estate import ESTATES_DIR
 

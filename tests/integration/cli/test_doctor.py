@@ -16,7 +16,12 @@ from support.sim import sim_fixture
 from zerto_rewind.cli.doctor import Check, main, run_checks
 from zerto_rewind.config.loader import file_sha256
 from zerto_rewind.hostconfig.install.matcher import SELF_TOOLS, compile_matcher
-from zerto_rewind.hostconfig.install.settings_file import build_entry, merge
+from zerto_rewind.hostconfig.install.settings_file import (
+    POST_EVENTS,
+    build_entry,
+    build_post_entry,
+    merge,
+)
 from zerto_rewind.sim import SimServer
 
 SECRET_VAR = "ZR_DOCTOR_TEST_PASSWORD"
@@ -50,9 +55,15 @@ def write_config(sim: SimServer, directory: Path, **changes: Any) -> Path:
 
 
 def write_host_settings(
-    directory: Path, config: Path, *, matcher: str | None = None, **handler: Any
+    directory: Path,
+    config: Path,
+    *,
+    matcher: str | None = None,
+    post: bool = True,
+    **handler: Any,
 ) -> Path:
-    """Claude Code settings with the hook as install writes it; ``handler`` overrides fields."""
+    """Claude Code settings with the hook as install writes it (``post``: under the post
+    events too); ``handler`` overrides fields."""
     from zerto_rewind.config import load_settings
 
     catalog = load_settings({SECRET_VAR: "x"}, path=str(config)).catalog
@@ -70,7 +81,11 @@ def write_host_settings(
             entry["hooks"][0][key] = value
     path = directory / ".claude" / "settings.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(merge({"model": "opus"}, entry), indent=2))
+    merged = merge({"model": "opus"}, entry)
+    for event in POST_EVENTS if post else ():
+        after = build_post_entry(compile_matcher(catalog), entry["hooks"][0]["command"])
+        merged = merge(merged, after, event)
+    path.write_text(json.dumps(merged, indent=2))
     # the project's MCP config registers the server under the catalog's name
     servers = {"mcpServers": {"vsphere": {"command": "mcvsphere"}}}
     (directory / ".mcp.json").write_text(json.dumps(servers))
@@ -106,6 +121,7 @@ def test_everything_passes_for_a_correct_install(
         "hook timeout": "pass",
         "hook onFailure": "pass",
         "hook matcher": "pass",
+        "hook results": "pass",
         "mcp servers": "pass",
         "hosts": "pass",  # the Claude Code hook's setup: no other host's file is read
     }
@@ -221,6 +237,19 @@ def test_hook_without_on_failure_block_fails(
     assert '"onFailure": "block"' in checks["hook onFailure"].fix
 
 
+def test_a_hook_not_registered_for_the_post_events_warns(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Installed before results were recorded: a warning naming the events and the fix."""
+    config = write_config(sim, tmp_path)
+    settings = write_host_settings(tmp_path, config, post=False)
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["hook results"].status == "warn"
+    assert "PostToolUse, PostToolUseFailure" in checks["hook results"].detail
+    assert "not recorded" in checks["hook results"].detail
+    assert "install claude-code" in checks["hook results"].fix
+
+
 def test_host_timeout_below_the_guard_budget_fails(
     sim: SimServer, tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -290,8 +319,8 @@ def test_a_hook_installed_before_the_layer_folders_fails_and_install_rewrites_it
     import shlex
     import subprocess
 
-    from zerto_rewind.claude_code.hook import LAUNCH_CODE, LEGACY_LAUNCH_CODE
     from zerto_rewind.cli.install_claude_code import main as install_main
+    from zerto_rewind.hooks.standalone import LAUNCH_CODE, LEGACY_LAUNCH_CODE
 
     config = write_config(sim, tmp_path)
     legacy = shlex.join([sys.executable, "-c", LEGACY_LAUNCH_CODE, "hook", "--config", str(config)])
@@ -347,8 +376,8 @@ def test_an_unpinned_hook_warns_and_install_rewrites_it_with_the_pin(
     """A hook from before the pin: doctor warns; install replaces it with a pinned one."""
     import shlex
 
-    from zerto_rewind.claude_code.hook import LAUNCH_CODE
     from zerto_rewind.cli.install_claude_code import main as install_main
+    from zerto_rewind.hooks.standalone import LAUNCH_CODE
 
     config = write_config(sim, tmp_path)
     old = shlex.join([sys.executable, "-c", LAUNCH_CODE, "hook", "--config", str(config)])

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from support.users import reachable_dir, unix_user
-from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli.doctor import Check, main, run_checks
 from zerto_rewind.cli.doctor.access import User, lookup_user
 from zerto_rewind.cli.install_claude_code import main as install_main
+from zerto_rewind.hooks.thin import LAUNCH_CODE
 from zerto_rewind.hostconfig.install.managed import managed_config_path
 from zerto_rewind.hostconfig.install.settings_file import managed_settings_file
 from zerto_rewind.testing import SECRET_ENV, Sandbox

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from support.users import reachable_dir, unix_user
-from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli.doctor import Check, run_checks
+from zerto_rewind.hooks.thin import LAUNCH_CODE
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from support.service import served, served_url  # noqa: F401  (fixtures)
-from zerto_rewind.agent_hooks.hook import LAUNCH_CODE
 from zerto_rewind.cli import install_cmd, install_host_hook
 from zerto_rewind.cli import run_command as cli_edge
+from zerto_rewind.hooks.thin import LAUNCH_CODE
 from zerto_rewind.hostconfig.formats import parse_jsonc
 from zerto_rewind.hostconfig.hooks import HOOK_MARKER
 

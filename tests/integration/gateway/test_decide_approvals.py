@@ -22,7 +22,7 @@ import pytest
 
 from support.service import guard_service
 from support.users import as_user
-from zerto_rewind.claude_code.thin_hook import request_json
+from zerto_rewind.service_client import request_json
 from zerto_rewind.testing import Sandbox
 
 APPROVER = "zr-decide-olivia"

@@ -119,9 +119,10 @@ def test_the_hook_keeps_its_own_edge(
 # failure in its host's protocol itself (cli._OWN_ERROR_EDGE), so its modules write their own.
 PREFIX_WRITERS = {
     "cli/__init__.py": "the one error edge: report_error and report_warning",
-    "claude_code/hook.py": "the hook's own edge (Claude Code's protocol)",
-    "claude_code/thin_hook.py": "the thin hook's own edge (Claude Code's protocol)",
-    "agent_hooks/hook.py": "the host hook's own edge (Codex, Gemini CLI, Copilot CLI)",
+    "hooks/standalone.py": "the hook's own edge (Claude Code's protocol)",
+    "hooks/thin.py": "the host hook's own edge (Codex, Gemini CLI, Copilot CLI)",
+    "hooks/post.py": "the hook's post event: a result not recorded (Claude Code's protocol)",
+    "hooks/hook_log.py": "the hook's record step: its warnings (Claude Code's protocol)",
     # `python -m zerto_rewind.sim` runs without the CLI, and sim may not import cli
     "sim/app.py": "the simulator's own edge (exit 2 for a bad estate)",
 }

@@ -98,7 +98,7 @@ def test_a_command_that_cannot_be_read_says_why(text: str) -> None:
 
 
 def test_the_flag_table_covers_every_option_field() -> None:
-    options = set(HookCommand.__dataclass_fields__) - {"launcher", "env", "extra"}
+    options = set(HookCommand.__slots__) - {"launcher", "env", "extra"}
     assert set(FLAGS.values()) == options
 
 
@@ -145,3 +145,59 @@ def test_any_command_parses_back_to_itself(
     text = command.render()
     assert HookCommand.parse(text) == command
     assert shlex.split(text)[len(env) :] == command.argv()
+
+
+@pytest.mark.parametrize(
+    ("args", "stray"),
+    [
+        (["--service", "unix:/s", "--config", "/c"], ["--config"]),
+        (["--service"], ["--service"]),
+        (["positional"], ["positional"]),
+        (["--service", "u", "--nope", "x"], ["--nope", "x"]),
+        (["--service", "u", "--all-tools"], ["--all-tools"]),
+    ],
+)
+def test_a_hook_refuses_what_it_does_not_take(args: list[str], stray: list[str]) -> None:
+    """for_hook: the words after `hook`, read with the one table, checked against the
+    fields this hook takes; ValueError names each word it does not."""
+    takes = frozenset(("service", "budget"))
+    with pytest.raises(ValueError, match="unexpected arguments") as refused:
+        HookCommand.for_hook(args, takes)
+    assert str(refused.value) == f"unexpected arguments {stray!r}"
+
+
+def test_a_hook_reads_its_own_options() -> None:
+    """The fields it takes, last value winning, as install wrote them."""
+    command = HookCommand.for_hook(
+        ["--service", "a", "--budget", "9", "--service", "b", "--protect", "/p"],
+        frozenset(("service", "budget", "protect")),
+    )
+    assert (command.service, command.budget_s(1.0), command.protect) == ("b", 9.0, ("/p",))
+
+
+def test_hook_command_is_immutable_and_compared_by_value() -> None:
+    """A value: equal when every field is, hashable, and no field can be set."""
+    one = HookCommand(("p", "hook"), service="s")
+    assert one == HookCommand(("p", "hook"), service="s") != HookCommand(("p", "hook"))
+    assert hash(one) == hash(HookCommand(("p", "hook"), service="s"))
+    with pytest.raises(AttributeError, match="immutable"):
+        one.service = "t"  # type: ignore[misc]
+
+
+def test_reading_a_hooks_options_loads_nothing_heavy() -> None:
+    """The hooks read their options with it on the read-only path: no dataclasses, re,
+    typing, json (the C scanner's module aside, nothing)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from zerto_rewind.hostconfig.hook_command import HookCommand; "
+        "HookCommand.for_hook(['--config', '/c', '--all-tools'], frozenset(('config',)) | "
+        "frozenset(('all_tools',))); "
+        "print(sorted(m for m in ('dataclasses', 're', 'typing', 'json', 'shlex', 'inspect') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]"

@@ -2,8 +2,9 @@
 
 For each Claude Code settings file: the hook is there once, hooks are not
 disabled, its command starts (``--help`` is run to prove it), its timeout
-leaves the guard its budget, ``onFailure`` blocks, and its matcher sends every
-mutating tool of the catalog to the hook.
+leaves the guard its budget, ``onFailure`` blocks, its matcher sends every
+mutating tool of the catalog to the hook, and it is registered for the post events
+that record each change's result.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...claude_code.hook import LEGACY_LAUNCH_CODE
 from ...config.loader import file_sha256
 from ...config.settings import DEFAULT_GUARD_TIMEOUT_S, CatalogSettings, Settings
 from ...core.catalog import MUTATING, UNLISTED, classify
 from ...errors import ConfigError
+from ...hooks.standalone import LEGACY_LAUNCH_CODE
 from ...hostconfig.install.matcher import SELF_TOOLS, compile_matcher, covered_servers
 from ...hostconfig.install.settings_file import (
+    POST_EVENTS,
     find_our_hooks,
     handler_command,
     is_thin_hook,
@@ -39,6 +41,7 @@ __all__ = [
     "installed_matchers",
     "matcher_test",
     "on_failure_check",
+    "results_check",
     "timeout_check",
     "unlisted_past_matcher",
 ]
@@ -131,6 +134,8 @@ def host_checks(
                 checks += thin(host.path, entry, handler)
                 continue
             checks += _hook_checks(host.path, entry, handler, settings, config)
+        if any(not is_thin_hook(handler) for _entry, handler in host.hooks):
+            checks.append(results_check(host.path, host.data))
     with_hook = [h.path for h in hosts if h.hooks]
     if with_hook:
         checks.insert(0, Check("hook installed", "pass", "in " + ", ".join(with_hook)))
@@ -141,6 +146,21 @@ def host_checks(
         detail = f"no zerto-rewind PreToolUse hook in {looked}"
         checks.insert(0, Check("hook installed", "fail", detail, f"run {_INSTALL}"))
     return checks
+
+
+def results_check(path: str, data: dict[str, Any]) -> Check:
+    """Whether the hook is registered for each post event, so each change's result is
+    recorded; a warning otherwise (the guard still guards, ``session show`` shows
+    ``not recorded``)."""
+    name = "hook results"
+    missing = [event for event in POST_EVENTS if not find_our_hooks(data, event)]
+    if not missing:
+        return Check(name, "pass", f"{path}: {', '.join(POST_EVENTS)} record each change's result")
+    detail = (
+        f"{path}: the hook is not registered for {', '.join(missing)}, so the results of the "
+        "changes it lets through are not recorded (session show says 'not recorded')"
+    )
+    return Check(name, "warn", detail, f"re-run {_INSTALL}")
 
 
 def _hook_checks(

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from ...agent_hooks.hook import DEFAULT_BUDGET_S
 from ...errors import ConfigError
+from ...hooks.thin import DEFAULT_BUDGET_S
 from ...hostconfig.hook_command import HookCommand
 from ...hostconfig.hooks import HOOK_HOSTS, InstalledHook, hook_file, installed_hooks
 from ...hostconfig.install.catalog_client import ServiceCatalog, fetch_catalog

@@ -22,11 +22,11 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from ...claude_code.thin_hook import DEFAULT_BUDGET_S
 from ...config.settings import CatalogSettings
 from ...core.catalog import MUTATING, classify
 from ...errors import ConfigError
 from ...fsaccess import uid_of, user_label
+from ...hooks.claude_code import PROTOCOL
 from ...hostconfig.hook_command import HookCommand
 from ...hostconfig.install.catalog_client import THIN_MARGIN_S, ServiceCatalog, fetch_catalog
 from ...hostconfig.install.matcher import compile_matcher
@@ -79,7 +79,7 @@ def thin_hook_checks(path: str, entry: dict[str, Any], handler: dict[str, Any]) 
                 f"{remote.guard_timeout_s:g} s"
             )
             checks.append(Check("guard service", "pass", detail))
-    budget = command.budget_s(DEFAULT_BUDGET_S) if command else DEFAULT_BUDGET_S
+    budget = command.budget_s(PROTOCOL.budget_s) if command else PROTOCOL.budget_s
     checks.append(timeout_check(path, handler, budget, assumed=False))
     if remote is not None and budget < remote.guard_timeout_s + 1.0:
         detail = (
@@ -169,7 +169,7 @@ def _command_check(path: str, handler: Mapping[str, Any], command: HookCommand |
     if problems:
         detail = f"{path}: " + "; ".join(problems) + " — a hook that cannot start guards nothing"
         return Check(name, "fail", detail, _REINSTALL)
-    probe = [program, "-c", "import zerto_rewind.claude_code.thin_hook"]
+    probe = [program, "-c", "import zerto_rewind.hooks.thin"]
     try:
         done = subprocess.run(
             probe, capture_output=True, text=True, timeout=COMMAND_PROBE_TIMEOUT_S, check=False

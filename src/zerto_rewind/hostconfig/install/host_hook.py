@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ...agent_hooks.hook import HOSTS, LAUNCH_CODE
+from ...hooks.thin import HOSTS, LAUNCH_CODE
 from ..hook_command import HookCommand
 from ..hooks import HookPlan, build_entry, hook_file, matcher_for, plan_hook_file, write_hook_file
 from .catalog_client import thin_budget
@@ -138,7 +138,7 @@ def install_host_hook(args: HostHookOptions, env: Mapping[str, str], report: Ins
 
 
 def _check_prompt_as(args: HostHookOptions) -> None:
-    if args.prompt_as and args.prompt_as not in HOSTS[args.host].PROMPT_CHOICES:
+    if args.prompt_as and args.prompt_as not in HOSTS[args.host].PROTOCOL.prompt_choices:
         msg = (
             f"--prompt-as {args.prompt_as}: a {args.host} hook cannot ask in a way that holds, "
             "so a prompt is always a deny there"

@@ -30,10 +30,10 @@ Example: tools ``{mcp__vsphere__power_off_vm}``, read-only
 
 from __future__ import annotations
 
-from ...claude_code.protect import SELF_TOOLS  # the host tools watched with guard.protect_self
 from ...config.settings import CatalogSettings
 from ...core.catalog import glob_match, globs_intersect, specificity
 from ...errors import ConfigError
+from ...hooks.protect import SELF_TOOLS  # the host tools watched with guard.protect_self
 
 __all__ = ["SELF_TOOLS", "compile_matcher", "covered_servers", "glob_to_regex", "js_escape"]
 

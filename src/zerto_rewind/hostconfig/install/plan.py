@@ -25,7 +25,9 @@ from .matcher import SELF_TOOLS, compile_matcher, covered_servers
 from .plugin import MCP_SERVER_NAME
 from .settings_file import (
     DEFAULT_TIMEOUT_S,
+    POST_EVENTS,
     build_entry,
+    build_post_entry,
     build_thin_entry,
     mcp_server_entry,
     merge,
@@ -185,11 +187,15 @@ def plan_hook(
     ]
     if note:
         summary.append(f"note:     {note}")
+    summary.append(f"results:  {', '.join(POST_EVENTS)} record each change's result")
     summary.append(_mcp_line(mcp, server))
+    # The same command after the call: no self tools (the hook records no result for them).
+    matched = compile_matcher(settings.catalog, all_tools=options.all_tools)
+    post = build_post_entry(matched, entry["hooks"][0]["command"])
     before = () if mcp is None else (_server_change(mcp, python, config),)
     return InstallPlan(
         what="the zerto-rewind hook",
-        settings=_settings_change(options, current, entry),
+        settings=_settings_change(options, current, entry, post),
         summary=tuple(summary),
         before=before,
         check="check it with: zerto-rewind doctor " + _doctor_args(options, config),
@@ -362,11 +368,17 @@ def plan_managed_config(
 
 
 def _settings_change(
-    options: InstallOptions, current: CurrentFile, entry: dict[str, Any]
+    options: InstallOptions,
+    current: CurrentFile,
+    entry: dict[str, Any],
+    post: dict[str, Any] | None = None,
 ) -> FileChange:
-    """``current`` with ``entry`` merged in (and the managed policy, when asked)."""
+    """``current`` with ``entry`` merged in, and ``post`` under each post event (None: our
+    post entries removed: the thin hook records no results), and the managed policy."""
     try:
         merged = merge(current.data, entry)
+        for event in POST_EVENTS:
+            merged = merge(merged, post, event)
     except ConfigError as exc:
         raise ConfigError(exc.detail, path=current.path, key=exc.key) from None
     text = render(with_policy(merged, managed_hooks_only=options.allow_managed_hooks_only))

@@ -35,7 +35,14 @@ from ...config.settings import Settings, config_path
 from ...errors import ConfigError, StateError
 from .matcher import compile_matcher
 from .report import InstallReport
-from .settings_file import DEFAULT_TIMEOUT_S, build_entry, mcp_server_entry, plan_timeout
+from .settings_file import (
+    DEFAULT_TIMEOUT_S,
+    POST_EVENTS,
+    build_entry,
+    build_post_entry,
+    mcp_server_entry,
+    plan_timeout,
+)
 
 __all__ = ["MCP_SERVER_NAME", "PLUGIN_NAME", "build_plugin", "install_plugin", "plugin_files"]
 
@@ -80,6 +87,8 @@ def plugin_files(
         timeout_s=timeout,
         mcp_server=f"plugin_{name}_{MCP_SERVER_NAME}",
     )
+    # the same command records each change's result after the call (PostToolUse…)
+    post = build_post_entry(matcher, entry["hooks"][0]["command"])
     manifest = {
         "name": name,
         "version": _version(),
@@ -96,7 +105,7 @@ def plugin_files(
         "description": (
             "zerto-rewind guard: a tagged Zerto checkpoint before every mutating VM tool call"
         ),
-        "hooks": {"PreToolUse": [entry]},
+        "hooks": {"PreToolUse": [entry], **{event: [post] for event in POST_EVENTS}},
     }
     mcp = {"mcpServers": {MCP_SERVER_NAME: mcp_server_entry(python, config)}}
     readme = _readme(name, python=python, config=config, matcher=matcher, timeout=timeout)

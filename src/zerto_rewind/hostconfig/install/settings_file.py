@@ -1,9 +1,12 @@
 """The guard's entry in Claude Code's ``settings.json``: build it, find it, merge it.
 
-Library first: :func:`build_entry` makes the ``PreToolUse`` entry, :func:`merge`
-puts it into a settings dict (replacing an earlier zerto-rewind entry, keeping
-everything else), :func:`plan_timeout` keeps the host's timeout above the
-guard's budget. The commands around them are :mod:`.install` and :mod:`.plugin`.
+Library first: :func:`build_entry` makes the ``PreToolUse`` entry and
+:func:`build_post_entry` the ``PostToolUse``/``PostToolUseFailure`` one (the same
+command: the hook reads the event from its stdin and records the call's result),
+:func:`merge` puts an entry into a settings dict under its event (replacing an
+earlier zerto-rewind entry, keeping everything else), :func:`plan_timeout` keeps
+the host's timeout above the guard's budget. The commands around them are
+:mod:`.install` and :mod:`.plugin`.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from ..objectfile import read_object_file
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "MANAGED_SETTINGS",
+    "POST_EVENTS",
     "build_entry",
+    "build_post_entry",
     "build_thin_entry",
     "find_our_hooks",
     "handler_command",
@@ -51,9 +56,18 @@ HOOK_MARKERS = (
     "zerto_rewind.hook",
     "zerto_rewind.claude_code.hook",
     "zerto_rewind.claude_code.thin_hook",
+    "zerto_rewind.hooks.standalone",
+    "zerto_rewind.hooks.thin",
 )
-THIN_MARKER = "zerto_rewind.claude_code.thin_hook"
+# The thin hook, as install writes it now and as it wrote it before the hooks package.
+THIN_MARKERS = ("zerto_rewind.hooks.thin", "zerto_rewind.claude_code.thin_hook")
 EVENT = "PreToolUse"
+# The events after a call that the standalone hook records results for (the hook's
+# hooks.claude_code.POST_EVENTS; repeated so install does not import the hook).
+POST_EVENTS = ("PostToolUse", "PostToolUseFailure")
+# A post hook only reads the log's end and appends one line.
+POST_TIMEOUT_S = 30
+POST_STATUS_MESSAGE = "zerto-rewind: recording the result"
 # Claude Code's managed policy file on Linux: the CLI's policy directory (``/etc/claude-code``,
 # read from the 2.1.328 binary) joined with ``managed-settings.json``. Users and projects
 # cannot override it, and ``allowManagedHooksOnly`` there turns every other hook off.
@@ -90,7 +104,7 @@ def launch_code(package_dir: str | None = None) -> str:
     """The ``-c`` program of an installed hook: find the package without ``site``, run the hook."""
     import json
 
-    from ...claude_code.hook import LAUNCH_CODE
+    from ...hooks.standalone import LAUNCH_CODE
 
     if package_dir is None:  # <dir>/zerto_rewind/hostconfig/install/settings_file.py
         here = os.path.abspath(__file__)
@@ -151,6 +165,14 @@ def _entry(matcher: str, command: str, timeout_s: int) -> dict[str, Any]:
     }
 
 
+def build_post_entry(matcher: str, command: str) -> dict[str, Any]:
+    """The entry of the post events: the hook's own command, a short timeout, and no
+    ``onFailure: block`` (the call has run; a failure to record it blocks nothing)."""
+    handler = {"type": "command", "command": command, "timeout": POST_TIMEOUT_S,
+               "statusMessage": POST_STATUS_MESSAGE}  # fmt: skip
+    return {"matcher": matcher, "hooks": [handler]}
+
+
 def build_entry(
     *,
     python: str,
@@ -201,7 +223,7 @@ def thin_hook_command(
     standalone hook's command. ``service_user`` (a uid: no lookup in the hook) is
     who must serve a unix socket.
     """
-    from ...claude_code.thin_hook import LAUNCH_CODE
+    from ...hooks.thin import LAUNCH_CODE
 
     return HookCommand(
         HookCommand.launcher_for(python, LAUNCH_CODE),
@@ -243,7 +265,7 @@ def is_thin_hook(handler: Any) -> bool:
         return False
     args = handler.get("args")
     parts = [handler.get("command"), *(args if isinstance(args, list) else [])]
-    return any(isinstance(p, str) and THIN_MARKER in p for p in parts)
+    return any(isinstance(p, str) and any(m in p for m in THIN_MARKERS) for p in parts)
 
 
 def handler_command(handler: Mapping[str, Any]) -> HookCommand:
@@ -278,10 +300,12 @@ def is_our_hook(handler: Any) -> bool:
     return any(marker in text for marker in HOOK_MARKERS)
 
 
-def find_our_hooks(settings: Mapping[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Every (entry, handler) pair under ``hooks.PreToolUse`` that runs our hook."""
+def find_our_hooks(
+    settings: Mapping[str, Any], event: str = EVENT
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every (entry, handler) pair under ``hooks.<event>`` that runs our hook."""
     hooks = settings.get("hooks")
-    entries = hooks.get(EVENT) if isinstance(hooks, dict) else None
+    entries = hooks.get(event) if isinstance(hooks, dict) else None
     found = []
     for entry in entries if isinstance(entries, list) else []:
         handlers = entry.get("hooks") if isinstance(entry, dict) else None
@@ -291,22 +315,26 @@ def find_our_hooks(settings: Mapping[str, Any]) -> list[tuple[dict[str, Any], di
     return found
 
 
-def merge(settings: Mapping[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``settings`` with ``entry`` under ``hooks.PreToolUse``.
+def merge(
+    settings: Mapping[str, Any], entry: dict[str, Any] | None, event: str = EVENT
+) -> dict[str, Any]:
+    """A copy of ``settings`` with ``entry`` under ``hooks.<event>`` (None: our entry removed).
 
     An earlier zerto-rewind handler is replaced in place (its entry keeps any
     other handlers it holds); every other key, event and entry is untouched.
-    ConfigError if ``hooks`` or ``hooks.PreToolUse`` has an unexpected shape.
+    ConfigError if ``hooks`` or ``hooks.<event>`` has an unexpected shape.
     """
     result = copy.deepcopy(dict(settings))
     hooks = result.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         msg = "must be an object of event name -> list of entries; fix it by hand"
         raise ConfigError(msg, key="hooks")
-    entries = hooks.setdefault(EVENT, [])
+    if entry is None and event not in hooks:
+        return result
+    entries = hooks.setdefault(event, [])
     if not isinstance(entries, list):
         msg = "must be a list of {matcher, hooks} entries; fix it by hand"
-        raise ConfigError(msg, key=f"hooks.{EVENT}")
+        raise ConfigError(msg, key=f"hooks.{event}")
     kept: list[Any] = []
     position: int | None = None
     for item in entries:
@@ -318,8 +346,9 @@ def merge(settings: Mapping[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
         others = [h for h in handlers if not is_our_hook(h)]
         if others:  # someone put other handlers next to ours: keep them
             kept.append({**item, "hooks": others})
-    kept.insert(len(kept) if position is None else position, copy.deepcopy(entry))
-    hooks[EVENT] = kept
+    if entry is not None:
+        kept.insert(len(kept) if position is None else position, copy.deepcopy(entry))
+    hooks[event] = kept
     return result
 
 

@@ -13,15 +13,17 @@ from typing import Any
 import pytest
 
 from support.config import write_offline_config
-from zerto_rewind.claude_code.hook import LAUNCH_CODE
 from zerto_rewind.cli import install_claude_code, run_command
 from zerto_rewind.config import load_settings
 from zerto_rewind.config.loader import file_sha256
 from zerto_rewind.config.settings import DEFAULT_GUARD_TIMEOUT_S
 from zerto_rewind.errors import ConfigError
+from zerto_rewind.hooks.standalone import LAUNCH_CODE
 from zerto_rewind.hostconfig.install.matcher import SELF_TOOLS, compile_matcher
 from zerto_rewind.hostconfig.install.settings_file import (
+    POST_EVENTS,
     build_entry,
+    build_post_entry,
     find_our_hooks,
     hook_command,
     launch_code,
@@ -354,6 +356,11 @@ def test_settings_example_matches_what_install_builds(tmp_path: Path) -> None:
         settings=settings,
         package_dir=package_dir,
     )
+    # after the call: the same command, as install registers it for each post event
+    after = build_post_entry(compile_matcher(catalog), handler["command"])
+    assert {event: example["hooks"][event] for event in POST_EVENTS} == {
+        event: [after] for event in POST_EVENTS
+    }
 
 
 def test_catalog_naming_nothing_is_refused(

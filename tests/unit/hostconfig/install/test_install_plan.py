@@ -97,6 +97,37 @@ def test_the_hook_plan_holds_the_entry_and_its_summary() -> None:
     )
 
 
+def test_the_hook_plan_registers_the_same_command_after_the_call() -> None:
+    """PostToolUse and PostToolUseFailure run the hook's own command, without the self
+    tools, with a short timeout and no onFailure: block (the call has run)."""
+    plan = hook_plan()
+    hooks = json.loads(plan.settings.text)["hooks"]
+    (pre,) = hooks["PreToolUse"]
+    for event in ("PostToolUse", "PostToolUseFailure"):
+        (entry,) = hooks[event]
+        (handler,) = entry["hooks"]
+        assert handler["command"] == pre["hooks"][0]["command"]
+        assert "onFailure" not in handler
+        assert handler["timeout"] <= 60
+        assert "Bash" not in entry["matcher"]
+        assert "power_off_vm" in entry["matcher"] or "vsphere" in entry["matcher"]
+    assert any(line.startswith("results:  PostToolUse") for line in plan.summary)
+
+
+def test_the_thin_plan_removes_the_post_entries_of_a_standalone_install() -> None:
+    """The thin hook records no results: a standalone install's post entries are removed,
+    other hooks under those events are kept."""
+    standalone = json.loads(hook_plan().settings.text)
+    other = {"matcher": "Bash", "hooks": [{"type": "command", "command": "echo hi"}]}
+    standalone["hooks"]["PostToolUse"].append(other)
+    remote = ServiceCatalog(settings_of(RAW_CONFIG).catalog, 12.0)
+    current = CurrentFile(SETTINGS_PATH, standalone, json.dumps(standalone))
+    plan = plan_thin_hook(thin_options(), remote, python=PYTHON, sources=[VSPHERE], current=current)
+    hooks = json.loads(plan.settings.text)["hooks"]
+    assert hooks["PostToolUse"] == [other]
+    assert hooks["PostToolUseFailure"] == []
+
+
 def test_the_hook_plan_keeps_what_the_file_holds_and_sees_no_change_twice() -> None:
     """Other keys survive; planning over its own result changes nothing."""
     first = hook_plan(current=CurrentFile(SETTINGS_PATH, {"model": "opus"}, '{"model": "opus"}'))

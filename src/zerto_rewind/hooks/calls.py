@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .. import _fastjson
 from ..errors import HookInputError
+from .protocol import MAX_INPUT_BYTES, Host, load_object, tool_name_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "Call",
     "HookInputError",
+    "Host",
     "apply_patch_paths",
     "arguments",
     "deny_reason",
@@ -33,9 +35,6 @@ __all__ = [
     "tool_name_of",
 ]
 
-# Bounded so a runaway payload cannot make the guard slow; real inputs are KBs.
-MAX_INPUT_BYTES = 8 * 1024 * 1024
-
 MCP = "mcp"
 SHELL = "shell"
 FILES = "files"
@@ -46,11 +45,11 @@ class Call:
 
     ``kind``: ``mcp`` (asked of the service), ``shell`` (``command`` scanned) or
     ``files`` (each of ``paths`` checked). ``host_tool`` is the name the host used,
-    for the reasons.
+    for the reasons. ``result`` is set for a post event: what became of the call.
     """
 
     __slots__ = (
-        "command", "cwd", "host_tool", "kind", "paths", "session_id", "tool_input",
+        "command", "cwd", "host_tool", "kind", "paths", "result", "session_id", "tool_input",
         "tool_name", "tool_use_id",
     )  # fmt: skip
 
@@ -75,6 +74,8 @@ class Call:
         self.cwd = ids.get("cwd")
         self.command = command
         self.paths = paths
+        # After the call (a post event): succeeded or failed; None before it.
+        self.result: str | None = None
 
     def payload(self) -> bytes:
         """The ``POST /v1/decide`` body: a PreToolUse payload in the catalog's names."""
@@ -90,14 +91,6 @@ class Call:
             if value is not None:
                 body[key] = value
         return json.dumps(body, ensure_ascii=False).encode()
-
-
-def load_object(data: bytes) -> dict[str, Any]:
-    """Stdin as a JSON object; HookInputError says what is wrong."""
-    try:
-        return _fastjson.loads_hook_input(data, MAX_INPUT_BYTES)
-    except ValueError as exc:
-        raise HookInputError(str(exc)) from None
 
 
 def read_payload(
@@ -147,16 +140,6 @@ def host_call(
     if name in files:
         return file_call(name, tool_input, path_keys, ids)
     return Call(MCP, mcp_name, name, tool_input, ids)
-
-
-def tool_name_of(raw: dict[str, Any], *keys: str) -> str:
-    """The first of ``keys`` that holds a non-empty string; HookInputError without one."""
-    for key in keys:
-        value = raw.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-    msg = f"hook input has no {keys[0]} string"
-    raise HookInputError(msg)
 
 
 def arguments(value: Any, key: str) -> dict[str, Any]:

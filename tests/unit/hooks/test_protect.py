@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from zerto_rewind.claude_code import protect
 from zerto_rewind.config import load_settings
+from zerto_rewind.hooks import protect
 from zerto_rewind.hostconfig.install.matcher import compile_matcher
 
 HEAVY = ("json", "re", "typing", "httpx")
@@ -202,7 +202,7 @@ def test_the_matcher_adds_the_host_tools_when_protecting(config: Path, home: Pat
 
 def test_protect_imports_nothing_heavy() -> None:
     code = (
-        "import sys; from zerto_rewind.claude_code import protect; "
+        "import sys; from zerto_rewind.hooks import protect; "
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     )
     out = subprocess.run(

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from support.service import guard_service
-from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
+from zerto_rewind.hooks.thin import LAUNCH_CODE
 from zerto_rewind.testing import Sandbox
 
 

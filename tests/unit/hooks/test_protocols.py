@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.agent_hooks import codex, copilot, gemini
-from zerto_rewind.agent_hooks.calls import FILES, MCP, SHELL, HookInputError, split_server
+from zerto_rewind.hooks import codex, copilot, gemini
+from zerto_rewind.hooks.calls import FILES, MCP, SHELL, HookInputError, split_server
 
 PATCH = """*** Begin Patch
 *** Update File: src/app.py
@@ -154,7 +154,7 @@ def test_split_server_needs_a_tool_after_the_server() -> None:
 # ------------------------------------------------------------------ bad stdin
 
 
-@pytest.mark.parametrize("host", [codex, gemini, copilot], ids=lambda h: h.HOST)
+@pytest.mark.parametrize("host", [codex, gemini, copilot], ids=lambda h: h.PROTOCOL.name)
 @pytest.mark.parametrize(
     "data",
     [

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from zerto_rewind.claude_code import hook
 from zerto_rewind.core.decision import Decision, Outcome, Row
+from zerto_rewind.hooks import standalone as hook
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_a_failure_after_the_answer_does_not_add_a_second_document(
     def explode(*_args: object) -> None:
         raise RuntimeError("log exploded")
 
-    monkeypatch.setattr(hook, "_log", explode)
+    monkeypatch.setattr("zerto_rewind.hooks.hook_log.log", explode)
     code, stdout = run_main(monkeypatch, config, tmp_path)
     assert code == 0
     documents = [line for line in stdout.splitlines() if line.strip()]
@@ -130,7 +130,7 @@ def test_the_watchdog_does_nothing_once_the_answer_is_given(config: str, tmp_pat
     child = textwrap.dedent(
         f"""
         import io, json, sys, time
-        from zerto_rewind.claude_code import hook
+        from zerto_rewind.hooks import standalone as hook
         payload = {{"hook_event_name": "PreToolUse", "tool_name": "mcp__x__y", "tool_input": {{}}}}
         sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps(payload).encode()))
         env = {{

@@ -19,10 +19,10 @@ import pytest
 
 from support.service import served, served_box, served_url  # noqa: F401  (fixtures)
 from support.users import reachable_dir, unix_user
-from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
 from zerto_rewind.cli import install_claude_code
 from zerto_rewind.cli import run_command as cli_edge
 from zerto_rewind.errors import ConfigError
+from zerto_rewind.hooks.thin import LAUNCH_CODE
 from zerto_rewind.hostconfig.hook_command import HookCommand
 from zerto_rewind.hostconfig.install.catalog_client import fetch_catalog, service_options
 from zerto_rewind.hostconfig.install.managed import managed_config_path

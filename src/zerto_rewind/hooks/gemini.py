@@ -29,17 +29,16 @@ honours the JSON whatever the exit code; exit 2 blocks with stderr as reason).
 from __future__ import annotations
 
 from .calls import Call, deny_reason, host_call, read_payload, split_server
+from .protocol import Host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["DEFAULT_PROMPT", "EVENT", "HOST", "PROMPT_CHOICES", "blocking", "parse", "render"]
+__all__ = ["DEFAULT_PROMPT", "EVENT", "PROTOCOL", "blocking", "parse", "render"]
 
-HOST = "gemini"
-EVENT = "BeforeTool"
-PROMPT_CHOICES = ("ask", "deny")
-DEFAULT_PROMPT = "ask"
+PROTOCOL = Host("gemini", "BeforeTool", ("ask", "deny"))
+EVENT, DEFAULT_PROMPT = PROTOCOL.event, PROTOCOL.default_prompt
 SHELL_TOOLS = ("run_shell_command",)
 FILE_TOOLS = ("write_file", "replace")
 

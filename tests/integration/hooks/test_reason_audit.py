@@ -159,19 +159,19 @@ def test_no_reason_the_guard_gives_tells_the_agent_to_change_the_guard(
 
 
 def test_the_doors_fixed_texts_tell_no_one_to_change_the_guard() -> None:
-    from zerto_rewind.claude_code import thin_hook
     from zerto_rewind.core.decision import ToolCall
     from zerto_rewind.core.tagging import overdue_reason
     from zerto_rewind.gateway import calls
     from zerto_rewind.gateway.service import refusal_for_error
+    from zerto_rewind.hooks import claude_code, thin
 
     texts = [
-        json.loads(thin_hook._deny("mcp__v__t", "unix:/run/zr.sock", "refused"))[
+        json.loads(thin._deny(claude_code, "mcp__v__t", "unix:/run/zr.sock", "refused"))[
             "hookSpecificOutput"
         ]["permissionDecisionReason"],
         refusal_for_error(ToolCall("mcp__v__t", {}), RuntimeError("boom")).reason,
         *calls._PROMPT_ENDINGS.values(),
-        *_identity_denials(thin_hook),
+        *_identity_denials(thin, claude_code),
     ]
     from zerto_rewind.core.state import TagRecord
 
@@ -198,7 +198,7 @@ def _host_path_reasons() -> list[str]:
     return texts
 
 
-def _identity_denials(thin_hook: Any) -> list[str]:
+def _identity_denials(thin: Any, host: Any) -> list[str]:
     """The thin hook's denials for a socket it cannot trust: no identity, wrong uid, unknown."""
 
     class Peer:
@@ -210,7 +210,7 @@ def _identity_denials(thin_hook: Any) -> list[str]:
         try:
             service_client.check_peer(Peer(), "/run/zr.sock", user)
         except service_client.ServiceIdentityError as exc:
-            rendered = json.loads(thin_hook._deny_identity("mcp__v__t", exc))
+            rendered = json.loads(thin._deny_identity(host, "mcp__v__t", exc))
             texts.append(rendered["hookSpecificOutput"]["permissionDecisionReason"])
     assert len(texts) == 3
     return texts

@@ -70,7 +70,7 @@ def imported_modules(importtime_stderr: str) -> set[str]:
 def test_hook_modules_import_nothing_heavy() -> None:
     """Importing hook, config, catalog and the Claude Code adapter loads no heavy module."""
     code = (
-        "import sys; from zerto_rewind.claude_code import hook, host; "
+        "import sys; from zerto_rewind.hooks import standalone, claude_code; "
         "from zerto_rewind import config; from zerto_rewind.core import catalog; "
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     )
@@ -99,7 +99,7 @@ def test_read_only_hook_call_is_silent_and_light(
     modules = imported_modules(stderr)
     # The CLI loads the hook with importlib (not logged by -X importtime); the hook's
     # own import statements are, which shows the instrumentation covers its path.
-    assert {"zerto_rewind.core.catalog", "zerto_rewind.claude_code.host"} <= modules
+    assert {"zerto_rewind.core.catalog", "zerto_rewind.hooks.claude_code"} <= modules
     assert modules.isdisjoint({"json", "re", "httpx"}), sorted(modules & {"json", "re", "httpx"})
     assert not any(m.startswith(("json.", "httpx.", "mcp")) for m in modules)
     assert not os.path.exists(hook_env["ZERTO_HOOK_LOG"])  # read-only calls are not logged
@@ -159,7 +159,7 @@ def test_a_harmless_bash_call_under_protect_self_is_silent_and_light(
     ).encode()
     pin = file_sha256(config_file)
     settings = str(tmp_path / "project" / ".claude" / "settings.json")
-    launch = "from zerto_rewind.claude_code.hook import run; run()"
+    launch = "from zerto_rewind.hooks.standalone import run; run()"
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", launch, "hook", "--config", config_file,
          "--config-sha256", pin, "--settings", settings],
@@ -172,8 +172,36 @@ def test_a_harmless_bash_call_under_protect_self_is_silent_and_light(
     assert (proc.returncode, proc.stdout) == (0, b""), stderr
     modules = imported_modules(stderr)
     # a command with no "/" and none of the guard's file names never loads the scan
-    assert ("zerto_rewind.claude_code.protect" in modules) == scanned
+    assert ("zerto_rewind.hooks.protect" in modules) == scanned
     assert modules.isdisjoint({"json", "re", "httpx", "hashlib"}), sorted(
         modules & {"json", "re", "httpx", "hashlib"}
     )
+    assert not os.path.exists(hook_env["ZERTO_HOOK_LOG"])
+
+
+@pytest.mark.parametrize("event", ["PostToolUse", "PostToolUseFailure"])
+def test_a_read_only_post_event_is_as_light_as_its_pre_event(
+    event: str, config_file: str, hook_env: dict[str, str]
+) -> None:
+    """After a read-only call: exit 0, silent, nothing logged, nothing heavy imported."""
+    payload = json.dumps(
+        {**READ_ONLY_CALL, "hook_event_name": event, "tool_response": {"content": []}}
+    ).encode()
+    launch = "from zerto_rewind.hooks.standalone import run; run()"
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", launch, "hook", "--config", config_file],
+        input=payload,
+        capture_output=True,
+        env=hook_env,
+        timeout=60,
+    )
+    stderr = proc.stderr.decode()
+    assert (proc.returncode, proc.stdout) == (0, b""), stderr
+    modules = imported_modules(stderr)
+    assert "zerto_rewind.core.catalog" in modules
+    assert modules.isdisjoint({"json", "re", "httpx", "hashlib"}), sorted(
+        modules & {"json", "re", "httpx", "hashlib"}
+    )
+    assert not any(m.startswith(("json.", "httpx.", "mcp", "zerto_rewind.hooks.post"))
+                   for m in modules)  # fmt: skip
     assert not os.path.exists(hook_env["ZERTO_HOOK_LOG"])

@@ -24,7 +24,7 @@ wrote, the project's ``.claude/settings.json`` and ``settings.local.json``, the 
 decision log, the Python environment the hook runs from (``sys.prefix``) and the
 zerto_rewind package itself when it lives outside it (an editable install).
 
-The check itself is :mod:`zerto_rewind.selfprotect` (shared with the other hosts'
+The check itself is :mod:`.selfprotect` (shared with the other hosts'
 hooks); this module says what the standalone hook protects. Import-light: ``os``
 and ``sys`` only.
 """
@@ -35,7 +35,7 @@ import os
 import sys
 
 from ..config.settings import legacy_log_path
-from ..selfprotect import FILE_TOOLS, Protected, check
+from .selfprotect import FILE_TOOLS, Protected, check
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -24,17 +24,16 @@ does not block in Codex.
 from __future__ import annotations
 
 from .calls import FILES, Call, apply_patch_paths, deny_reason, host_call, read_payload
+from .protocol import Host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["DEFAULT_PROMPT", "EVENT", "HOST", "PROMPT_CHOICES", "blocking", "parse", "render"]
+__all__ = ["DEFAULT_PROMPT", "EVENT", "PROTOCOL", "blocking", "parse", "render"]
 
-HOST = "codex"
-EVENT = "PreToolUse"
-PROMPT_CHOICES = ("deny",)
-DEFAULT_PROMPT = "deny"
+PROTOCOL = Host("codex", "PreToolUse", ("deny",))
+EVENT, DEFAULT_PROMPT = PROTOCOL.event, PROTOCOL.default_prompt
 # The tools this hook checks itself, as Codex names them (apply_patch's aliases too).
 SHELL_TOOLS = ("Bash",)
 FILE_TOOLS = ("Write", "Edit")  # and apply_patch, whose patch names its files

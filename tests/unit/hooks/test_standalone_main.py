@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from support.config import write_config
-from zerto_rewind.claude_code import hook
-from zerto_rewind.claude_code.config_denial import config_denial_reason
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall
+from zerto_rewind.hooks import standalone as hook
+from zerto_rewind.hooks.config_denial import config_denial_reason
 
 TOOL = "mcp__vsphere__power_off"
 PAYLOAD: dict[str, Any] = {
@@ -112,13 +112,22 @@ def test_help_prints_the_usage(
 
 
 @pytest.mark.parametrize(
-    "argv", [["--config"], ["--verbose", "x"], ["--config", "a", "b"], ["hook", "--x", "1"]]
+    ("argv", "stray"),
+    [
+        (["--config"], ["--config"]),
+        (["--verbose", "x"], ["--verbose", "x"]),
+        (["--config", "a", "b"], ["b"]),
+        (["hook", "--x", "1"], ["--x", "1"]),
+        # another hook's option (the thin hook's), read from the one flag table
+        (["--config", "a", "--service", "unix:/s"], ["--service"]),
+    ],
 )
 def test_unexpected_arguments_block_the_call(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str]
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: list[str], stray: list[str]
 ) -> None:
+    """The words the hook does not take are named; the call is blocked (exit 2)."""
     code, streams = run(monkeypatch, tmp_path, argv)
-    args = argv[1:] if argv[0] == "hook" else argv
+    args = stray
     assert code == 2
     assert streams.out.getvalue() == ""
     assert streams.err.getvalue() == (
@@ -649,7 +658,7 @@ def test_the_hosts_settings_file_named_on_the_command_line_is_protected(
 
 
 def hook_input(tool: str, tool_input: Any) -> Any:
-    from zerto_rewind.claude_code import host
+    from zerto_rewind.hooks import claude_code as host
 
     return host.parse_input(
         json.dumps({**PAYLOAD, "tool_name": tool, "tool_input": tool_input}).encode()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.claude_code.host import (
+from zerto_rewind.hooks.claude_code import (
     MAX_INPUT_BYTES,
     HookInputError,
     parse_input,
@@ -77,8 +77,8 @@ def test_utf8_bom_and_unicode_accepted() -> None:
         (b"[]", "must be a JSON object"),
         (b'"PreToolUse"', "must be a JSON object"),
         (b"null", "must be a JSON object"),
-        (b'{"hook_event_name": "PostToolUse", "tool_name": "x"}', "PreToolUse only"),
-        (b'{"hook_event_name": null, "tool_name": "x"}', "PreToolUse only"),
+        (b'{"hook_event_name": "Stop", "tool_name": "x"}', "PostToolUseFailure only"),
+        (b'{"hook_event_name": null, "tool_name": "x"}', "PostToolUseFailure only"),
         (b"{}", "no tool_name"),
         (b'{"tool_name": ""}', "no tool_name"),
         (b'{"tool_name": "   "}', "no tool_name"),
@@ -92,6 +92,30 @@ def test_invalid_input_is_hook_input_error(data: bytes, problem: str) -> None:
     """Anything but a PreToolUse object with a tool_name raises HookInputError saying what."""
     with pytest.raises(HookInputError, match=problem):
         parse_input(data)
+
+
+@pytest.mark.parametrize(
+    ("event", "response", "result"),
+    [
+        ("PostToolUse", {"content": [{"type": "text", "text": "done"}]}, "succeeded"),
+        ("PostToolUse", {"isError": True, "content": []}, "failed"),
+        ("PostToolUse", "plain text answer", "succeeded"),
+        ("PostToolUseFailure", None, "failed"),
+        ("PostToolUseFailure", {"isError": False}, "failed"),
+    ],
+)
+def test_a_post_event_says_the_call_result(event: str, response: Any, result: str) -> None:
+    """After the call: the event and an MCP answer's isError give its result."""
+    payload = {**PAYLOAD, "hook_event_name": event, "tool_response": response}
+    hook_input = parse_input(encode(payload))
+    assert (hook_input.event, hook_input.result) == (event, result)
+    assert hook_input.tool_use_id == "toolu_01"
+
+
+def test_a_pre_event_has_no_result() -> None:
+    """Before the call there is nothing to record."""
+    hook_input = parse_input(encode(PAYLOAD))
+    assert (hook_input.event, hook_input.result) == ("PreToolUse", None)
 
 
 def test_oversized_input_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:

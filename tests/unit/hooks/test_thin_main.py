@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.agent_hooks.hook import main
+from zerto_rewind.hooks.thin import main
 
 NO_SERVICE = "unix:/nonexistent/guard.sock"
 
@@ -208,3 +208,42 @@ def test_bad_stdin_blocks_in_the_hosts_form(
     if host != "codex":
         answer = json.loads(out)
         assert (answer.get("decision") or answer.get("permissionDecision")) == "deny"
+
+
+# ------------------------------------------------------------ Claude Code, the same runner
+
+
+def test_without_host_it_is_claude_codes_thin_hook(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command `install claude-code --service` writes has no --host: Claude Code's form,
+    and its MCP call, every tool alike, is asked of the service (here: none, so a deny)."""
+    payload = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {}}
+    argv = ["hook", "--service", NO_SERVICE, "--service-user", "0", "--budget", "20"]
+    code, out, _ = run(monkeypatch, capsys, argv, payload, {})
+    answer = json.loads(out)["hookSpecificOutput"]
+    assert (code, answer["permissionDecision"]) == (0, "deny")
+    assert answer["permissionDecisionReason"].startswith("zerto-rewind denied Bash: the guard")
+
+
+def test_claude_codes_bad_stdin_and_options_block_with_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Claude Code's blocking form: exit 2, the reason on stderr, nothing on stdout."""
+    code, out, err = run(monkeypatch, capsys, ["hook", "--service", NO_SERVICE], b"[]", {})
+    assert (code, out) == (2, "")
+    assert "must be a JSON object" in err
+    code, out, err = run(monkeypatch, capsys, ["hook", "--config", "/c"], {"tool_name": "x"}, {})
+    assert (code, out) == (2, "")
+    assert "unexpected arguments ['--config']" in err
+
+
+def test_claude_codes_post_event_sends_nothing_and_blocks_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After the call the thin hook asks nothing (the service has no result endpoint): exit
+    0, nothing on stdout, and stderr says the result was not recorded."""
+    payload = {"hook_event_name": "PostToolUse", "tool_name": "mcp__v__power_off", "tool_input": {}}
+    code, out, err = run(monkeypatch, capsys, ["hook", "--service", NO_SERVICE], payload, {})
+    assert (code, out) == (0, "")
+    assert "the result of mcp__v__power_off was not recorded" in err

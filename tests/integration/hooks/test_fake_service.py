@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from support.users import unix_user
-from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
+from zerto_rewind.hooks.thin import LAUNCH_CODE
 
 # The fake user cannot reach the venv's interpreter (under root's 0700 home): the system one.
 FAKE_PYTHON = "/usr/bin/python3"

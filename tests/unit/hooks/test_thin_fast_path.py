@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from zerto_rewind.claude_code.thin_hook import LAUNCH_CODE
+from zerto_rewind.hooks.thin import LAUNCH_CODE
 
 HEAVY = ("json", "re", "typing", "dataclasses", "enum", "signal", "ssl", "http.client", "httpx")
 READ_ONLY_CALL = {

@@ -27,17 +27,16 @@ with JSON saying allow).
 from __future__ import annotations
 
 from .calls import Call, deny_reason, host_call, read_payload, split_server
+from .protocol import Host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["DEFAULT_PROMPT", "EVENT", "HOST", "PROMPT_CHOICES", "blocking", "parse", "render"]
+__all__ = ["DEFAULT_PROMPT", "EVENT", "PROTOCOL", "blocking", "parse", "render"]
 
-HOST = "copilot"
-EVENT = "preToolUse"
-PROMPT_CHOICES = ("deny",)
-DEFAULT_PROMPT = "deny"
+PROTOCOL = Host("copilot", "preToolUse", ("deny",))
+EVENT, DEFAULT_PROMPT = PROTOCOL.event, PROTOCOL.default_prompt
 SHELL_TOOLS = ("bash",)
 FILE_TOOLS = ("create", "edit")
 # Where Copilot's file tools name their file (``path``, as 1.0.102's tool list says; the
