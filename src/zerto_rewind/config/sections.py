@@ -159,7 +159,7 @@ class GatewaySettings(Record):
     tls_cert: str | None = None
     tls_key: str | None = None
     allow_insecure_bind: bool = False
-    fast_lane: bool = False
+    fast_lane: bool = True
     max_body_bytes: int = 1_000_000
     elicit_timeout_s: float = 120.0
     # the listener's bounds (gateway/listener.py)
