@@ -139,6 +139,9 @@ class FastLane:
         if admitted is None:
             await self.app(scope, _replay(first, receive), send)
             return
+        if admitted.transport is None:  # 2026-07-28: no session to keep
+            await self._serve(admitted, send)
+            return
         manager, bound = route.manager, self.gateway.call_timeout_s(route.upstream)
         with in_flight(admitted.transport, manager.session_idle_timeout, bound):
             await self._serve(admitted, send)
