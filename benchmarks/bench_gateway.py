@@ -50,6 +50,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from zerto_rewind.core.call_result import RESULT_EVENT
 from zerto_rewind.gateway.http import token_digest
 
 UPSTREAM = str(Path(__file__).resolve().with_name("_gw_upstream.py"))
@@ -265,7 +266,8 @@ async def confirmed(
             used = sum(_bench.diff(_bench.zvm_requests(box), before).values())
             if not (result.meta or {}).get("zerto-rewind/checkpoints"):
                 raise RuntimeError(f"{name}: the result names no checkpoint")
-            record = box.log_records()[-1]
+            # the decision line, not the result line written after the call returned
+            record = [r for r in box.log_records() if r.get("event_type") != RESULT_EVENT][-1]
             if record["row"] != "confirmed":
                 raise RuntimeError(f"{name}: expected confirmed, logged {record['row']}")
             requested = _bench.epoch(record["requested_at"])

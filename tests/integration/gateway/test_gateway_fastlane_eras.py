@@ -29,7 +29,12 @@ from integration.gateway.gateway_helpers import (
     legacy_upstream,
     text_of,
 )
-from integration.gateway.test_gateway_fastlane import LANE, _legacy_headers, _metric
+from integration.gateway.test_gateway_fastlane import (
+    LANE,
+    _legacy_headers,
+    _metric,
+    _modern_headers,
+)
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
@@ -176,15 +181,7 @@ def _modern_call(
     }
     params = {"name": tool, "arguments": arguments, "_meta": meta, **fields}
     body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
-    headers = {
-        "Authorization": f"Bearer {TOKENS['agent-a']}",
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": tool,
-    }
-    answer = httpx.post(url, json=body, headers=headers, timeout=30)
+    answer = httpx.post(url, json=body, headers=_modern_headers(tool), timeout=30)
     assert answer.status_code == 200, answer.text
     text = answer.text
     if answer.headers["content-type"].startswith("text/event-stream"):
