@@ -116,6 +116,12 @@ async def throughput(path: Path, direct: Path, blocks: int, calls_each: int) -> 
                     path.direct_rates.append(rate)
 
 
+def ratio(path: Path) -> float:
+    """Throughput ÷ direct: the median of the path's blocks ÷ that of the direct blocks
+    alternating with them."""
+    return _bench.median(path.rates) / _bench.median(path.direct_rates)
+
+
 def added_ms(path: Path, direct: Path) -> float:
     paired = [a - b for a, b in zip(path.times, direct.times, strict=True)]
     return _bench.median(paired) * 1000
@@ -162,9 +168,8 @@ async def run(
     rows: list[list[Any]] = []
     for p in paths:
         direct = directs[p.era]
-        ratio = _bench.median(p.rates) / _bench.median(p.direct_rates)
         rows.append([p.label, p.era, f"{added_ms(p, direct):.2f}",
-                     f"{p.cpu_s / p.calls * 1000:.2f}", f"{ratio:.2f}"])  # fmt: skip
+                     f"{p.cpu_s / p.calls * 1000:.2f}", f"{ratio(p):.2f}"])  # fmt: skip
     _bench.table(["path", "era", "added ms", "CPU ms/call", "throughput ÷ direct"], rows)
     print(
         f"\n{rounds} interleaved rounds over every path; {blocks} blocks of {SESSIONS} "

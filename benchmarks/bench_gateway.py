@@ -443,15 +443,16 @@ async def side_by_side(
     )  # fmt: skip
     ours, off, peers = paths[:2], paths[2:4], paths[4:]
     for on, full in zip(ours, off, strict=True):
+        # throughput as each path's ratio to the direct blocks beside it: the load moves
         print(f"{on.label}, lane on ÷ off: CPU per call "
-              f"{on.cpu_s / on.calls / (full.cpu_s / full.calls):.2f}×, throughput "
-              f"{_bench.median(on.rates) / _bench.median(full.rates):.2f}×")  # fmt: skip
+              f"{on.cpu_s / on.calls / (full.cpu_s / full.calls):.2f}×, throughput ÷ direct "
+              f"{_side_by_side.ratio(on) / _side_by_side.ratio(full):.2f}×")  # fmt: skip
     print()
     code = 0
     for p in ours:
         added = _side_by_side.added_ms(p, directs[p.era])
         cpu = p.cpu_s / p.calls * 1000
-        ratio = _bench.median(p.rates) / _bench.median(p.direct_rates)
+        ratio = _side_by_side.ratio(p)
         code |= _bench.judge(f"{p.label}: CPU per read-only call", cpu, LANE_CPU_MS, unit=" ms")
         code |= _bench.judge(f"{p.label}: added latency", added, LANE_ADDED_MS, unit=" ms")
         code |= _bench.judge(f"{p.label}: throughput ÷ direct", ratio, LANE_THROUGHPUT,
