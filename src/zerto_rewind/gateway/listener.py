@@ -406,12 +406,16 @@ class _Guarded(_ProtocolBase):  # type: ignore[misc]
         self._deadline = None
         self._phase = ""
 
+    def _nothing_answered(self) -> bool:
+        """No response has begun on this connection's current request (a 408 may be sent)."""
+        return self.conn.our_state is h11.IDLE
+
     def _expired(self) -> None:
         phase, self._deadline = self._phase, None
         if self.transport is None or self.transport.is_closing():
             return
         self.gate.refused.labels(phase).inc()
-        if phase == "header" and self.conn.our_state is h11.IDLE:
+        if phase == "header" and self._nothing_answered():
             text = f"no complete request head within {self.gate.header_timeout_s:g} s"
             self.transport.write(_raw_response(408, "Request Timeout", text))
         self.transport.close()

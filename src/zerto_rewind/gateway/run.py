@@ -19,7 +19,8 @@ import anyio
 from ..errors import ConfigError, UsageError
 from ..fsutil import atomic_write_text
 from .http import build_app, check_bind
-from .listener import ConnectionGate, process_gate, uvicorn_options
+from .http_impl import http_impl, listener_options, protocol_base
+from .listener import ConnectionGate, process_gate
 from .proxy import PEER_USER_KEY, build_proxy
 from .service import Gateway
 from .socket_reach import check_trust_socket
@@ -135,7 +136,7 @@ async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port
         ssl_keyfile=g.tls_key,
         lifespan="off",
         timeout_graceful_shutdown=2,
-        **uvicorn_options(gate),
+        **listener_options(gate, http_impl(g.http_impl, gateway.settings.path)),
     )
     server = uvicorn.Server(config)
     tg.start_soon(lambda: server.serve(sockets=[tcp]))
@@ -229,12 +230,13 @@ async def serve_http(
 
     _check_http(settings, host, unix_socket, allow_privileged_upstream=allow_privileged_upstream)
     g = settings.gateway
+    impl = http_impl(g.http_impl, settings.path)  # before anything starts
     if approvals is not None:
         approvals.bind_socket()
     gateway = Gateway(settings)
     app = build_app(gateway, host=host or "127.0.0.1", unix_only=host is None)
     gate = process_gate(g, gateway.metrics.registry)  # raises the descriptor limit
-    info: dict[str, object] = {"pid": os.getpid(), "limits": gate.describe()}
+    info: dict[str, object] = {"pid": os.getpid(), "limits": gate.describe(), "http": impl}
     sockets = _listeners(gateway, gate, info, (host, port), (unix_socket, socket_mode))
     config = uvicorn.Config(
         app,
@@ -244,7 +246,7 @@ async def serve_http(
         ssl_keyfile=g.tls_key,
         lifespan="on",
         timeout_graceful_shutdown=5,
-        **uvicorn_options(gate, _peer_protocol()),
+        **listener_options(gate, impl, _peer_protocol(protocol_base(impl))),
     )
     server = uvicorn.Server(config)
     try:
@@ -324,8 +326,8 @@ def _listeners(
     return sockets
 
 
-def _peer_protocol() -> type:
-    """Uvicorn's HTTP protocol, plus the unix peer's user in each request's scope.
+def _peer_protocol(base: type) -> type:
+    """Uvicorn's HTTP protocol ``base``, plus the unix peer's user in each request's scope.
 
     The decide socket's callers are hooks of agents' users; knowing which user
     asked keeps one user's approval from covering another's call. The kernel
@@ -334,9 +336,9 @@ def _peer_protocol() -> type:
     import pwd
     import struct
 
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    class PeerProtocol(base):  # type: ignore[misc]
+        app: Any  # uvicorn's protocol's, wrapped once connected
 
-    class PeerProtocol(H11Protocol):
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             sock = transport.get_extra_info("socket")
