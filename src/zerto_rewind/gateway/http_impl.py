@@ -68,6 +68,19 @@ def listener_options(gate: ConnectionGate, impl: str, base: type | None = None) 
 
 def _framing_parser(protocol: Any) -> Any:
     """An llhttp request parser that keeps why it last refused a request."""
+    if not _PARSER_CLASS:
+        _PARSER_CLASS.append(_framing_parser_class())
+    parser = _PARSER_CLASS[0](protocol)
+    # uvicorn's own leniency: answer the first of pipelined requests sent after a close.
+    parser.set_dangerous_leniencies(lenient_data_after_close=True)
+    return parser
+
+
+# Made once, on the first connection: httptools is imported only when it serves.
+_PARSER_CLASS: list[type] = []
+
+
+def _framing_parser_class() -> type:
     import httptools
 
     class FramingParser(httptools.HttpRequestParser):
@@ -80,10 +93,7 @@ def _framing_parser(protocol: Any) -> Any:
                 self.error = str(exc)
                 raise
 
-    parser = FramingParser(protocol)
-    # uvicorn's own leniency: answer the first of pipelined requests sent after a close.
-    parser.set_dangerous_leniencies(lenient_data_after_close=True)
-    return parser
+    return FramingParser
 
 
 class _GuardedLlhttp(_Guarded):
