@@ -391,8 +391,8 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
         lanes[f"/mcp/{name}"] = (upstream, manager)
     routes += _service_routes(gateway, host)
     app = Starlette(routes=routes, lifespan=_lifespan(gateway, managers))
-    # Read-only calls take the fast lane, behind every gate before it (auth, caps), when
-    # gateway.fast_lane asks for it (off by default: docs/gateway.md says why).
+    # Read-only calls take the fast lane, behind every gate before it (auth, caps), unless
+    # gateway.fast_lane is false.
     lane = FastLane(app, gateway, lanes, security) if settings.fast_lane else app
     limited = TokenLimits(lane, ledger, settings.max_body_bytes)
     return _BearerAuth(limited, settings.clients, settings.max_body_bytes, _bindings_for(managers))
