@@ -32,17 +32,21 @@ if TYPE_CHECKING:
     from ..config.settings import Settings
 
 __all__ = [
+    "ALREADY_RECORDED",
     "NOT_A_CHANGE",
+    "NOT_YOURS",
     "NO_DECISION",
     "RECORDED",
     "SCAN_BYTES",
     "call_key",
+    "find_call",
     "find_decision",
     "record_after",
     "result_line",
 ]
 
 RECORDED, NOT_A_CHANGE, NO_DECISION = "recorded", "not a change", "no decision"
+NOT_YOURS, ALREADY_RECORDED = "not the caller's", "already recorded"
 # How far back from the end of the log the decision line is looked for.
 SCAN_BYTES = 8 * 1024 * 1024
 _CHUNK = 256 * 1024
@@ -65,11 +69,20 @@ def call_key(session_id: str | None, tool_name: str, tool_input: Any) -> str:
 def find_decision(log_path: str, session_id: str | None, tool_use_id: str) -> dict[str, Any] | None:
     """The last decision line (not a result line) of this call in the log's last
     :data:`SCAN_BYTES`; None if there is none."""
+    return find_call(log_path, session_id, tool_use_id)[0]
+
+
+def find_call(
+    log_path: str, session_id: str | None, tool_use_id: str
+) -> tuple[dict[str, Any] | None, bool]:
+    """(the call's last decision line or None, whether a result line follows it), from
+    the log's last :data:`SCAN_BYTES`."""
     import json
 
     from .call_result import RESULT_EVENT
 
     needle = json.dumps(tool_use_id, ensure_ascii=False).encode()
+    has_result = False
     for line in _lines_backwards(log_path):
         if needle not in line:
             continue
@@ -78,14 +91,17 @@ def find_decision(log_path: str, session_id: str | None, tool_use_id: str) -> di
         except ValueError:
             continue
         if (
-            isinstance(record, dict)
-            and record.get("tool_use_id") == tool_use_id
-            and record.get("session_id") == session_id
-            and record.get("event_type") != RESULT_EVENT
-            and record.get("decision") != "approval"
+            not isinstance(record, dict)
+            or record.get("tool_use_id") != tool_use_id
+            or record.get("session_id") != session_id
+            or record.get("decision") == "approval"
         ):
-            return record
-    return None
+            continue
+        if record.get("event_type") == RESULT_EVENT:
+            has_result = True
+            continue
+        return record, has_result
+    return None, False
 
 
 def _lines_backwards(path: str) -> Iterator[bytes]:
@@ -119,20 +135,39 @@ def result_line(
     return line
 
 
-def record_after(settings: Settings, call: ToolCall, result: str, *, client: str, host: str) -> str:
+def record_after(
+    settings: Settings,
+    call: ToolCall,
+    result: str,
+    *,
+    client: str,
+    host: str,
+    owner: str | None = None,
+) -> str:
     """Write ``call``'s result line if its decision line shows a change: :data:`RECORDED`;
     else :data:`NOT_A_CHANGE` or :data:`NO_DECISION` (the log holds no line for it), and
-    nothing is written. StateError when the line cannot be written."""
+    nothing is written. StateError when the line cannot be written.
+
+    ``owner`` (the guard service's caller): the decision line must be one the service
+    decided for that principal (:data:`NOT_YOURS` otherwise), and hold no result yet
+    (:data:`ALREADY_RECORDED`): a caller records only its own calls, once.
+    """
     from .decisions_log import register_anchor, write_record
     from .log_anchor import policy_for
     from .sessions import kind_of
 
     use_id = call.tool_use_id or call_key(call.session_id, call.tool_name, call.tool_input)
-    decision = find_decision(settings.log_path, call.session_id, use_id)
-    if decision is None:
+    decision, has_result = find_call(settings.log_path, call.session_id, use_id)
+    if decision is None or decision.get("tool") != call.tool_name:
         return NO_DECISION
+    if owner is not None and (
+        decision.get("client") != owner or decision.get("origin") != "service"
+    ):
+        return NOT_YOURS
     if decision.get("row") == "read_only" or kind_of(decision) != "change":
         return NOT_A_CHANGE
+    if owner is not None and has_result:
+        return ALREADY_RECORDED
     if call.tool_use_id is None:
         call = ToolCall(call.tool_name, call.tool_input, session_id=call.session_id,
                         tool_use_id=use_id, origin=call.origin)  # fmt: skip

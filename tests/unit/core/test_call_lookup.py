@@ -108,3 +108,16 @@ def test_the_call_key_hides_the_arguments_and_tells_calls_apart() -> None:
     assert key != lookup.call_key("s2", "t", {"name": "web-01"})
     assert key != lookup.call_key("s1", "u", {"name": "web-01"})
     assert key != lookup.call_key("s1", "t", {"name": "web-02"})
+
+
+def test_find_call_says_whether_a_result_follows_the_decision(tmp_path: Path) -> None:
+    """A result line after the decision line is seen; one before it (an earlier call that
+    shared the id) is not."""
+    result = {**DECISION, "event_type": "tool_call.result", "result": "succeeded"}
+    log = write_log(tmp_path / "log", [DECISION])
+    assert lookup.find_call(log, "s1", "toolu_1") == (DECISION, False)
+    log = write_log(tmp_path / "log2", [DECISION, result])
+    assert lookup.find_call(log, "s1", "toolu_1") == (DECISION, True)
+    log = write_log(tmp_path / "log3", [result, DECISION])
+    assert lookup.find_call(log, "s1", "toolu_1") == (DECISION, False)
+    assert lookup.find_call(log, "s2", "toolu_1") == (None, False)
