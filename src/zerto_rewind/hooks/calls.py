@@ -127,23 +127,30 @@ def read_payload(
     return raw, name, arguments(raw.get(key), key), ids
 
 
-def after_result(raw: dict[str, Any], fixed: str | None, response_keys: tuple[str, ...]) -> str:
-    """What a host's post event says of the call: ``fixed`` (a failure event's), else
-    ``failed`` when its answer (the first of ``response_keys`` present) says so, else
-    ``succeeded``. A failed answer: an MCP ``isError``, a non-empty ``error``, a
-    ``success: false``, or a ``resultType`` of ``failure``, ``error`` or ``denied``
-    (the hosts' shapes, docs/hosts.md)."""
-    if fixed is not None:
-        return fixed
+def after_result(
+    call: Call,
+    raw: dict[str, Any],
+    event: Any,
+    post_events: dict[str, str | None],
+    response_keys: tuple[str, ...],
+) -> Call:
+    """``call`` with its ``result`` set when ``event`` is one of the host's ``post_events``
+    (event -> the result it says, None: read the answer under the first of
+    ``response_keys`` present): ``failed`` for a failed answer (an MCP ``isError``, a
+    non-empty ``error``, a ``success: false``, a ``resultType`` of ``failure``, ``error``
+    or ``denied``: the hosts' shapes, docs/hosts.md), else ``succeeded``."""
+    if event not in post_events:
+        return call
+    fixed = post_events[event]
     response = next((raw[k] for k in response_keys if k in raw), None)
-    if isinstance(response, dict) and (
+    failed = isinstance(response, dict) and (
         response.get("isError") is True
         or bool(response.get("error"))
         or response.get("success") is False
         or response.get("resultType") in ("failure", "error", "denied")
-    ):
-        return "failed"
-    return "succeeded"
+    )
+    call.result = fixed or ("failed" if failed else "succeeded")
+    return call
 
 
 def host_call(

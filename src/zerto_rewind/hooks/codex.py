@@ -68,10 +68,7 @@ def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
     else:
         call = host_call(name, tool_input, ids, shell=SHELL_TOOLS, files=FILE_TOOLS,
                          path_keys=("file_path", "path"), mcp_name=name)  # fmt: skip
-    event = raw.get("hook_event_name", EVENT)
-    if event in POST_EVENTS:
-        call.result = after_result(raw, POST_EVENTS[event], ("tool_response",))
-    return call
+    return after_result(call, raw, raw.get("hook_event_name"), POST_EVENTS, ("tool_response",))
 
 
 def render(outcome: str, reason: str, context: str, *, prompt_as: str = DEFAULT_PROMPT) -> str:

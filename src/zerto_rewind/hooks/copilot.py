@@ -86,9 +86,7 @@ def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
     event = raw.get("hook_event_name", raw.get("hookEventName"))
     if event is None:
         event = "postToolUse" if "toolResult" in raw else EVENT
-    if event in POST_EVENTS:
-        call.result = after_result(raw, POST_EVENTS[event], ("toolResult", "tool_response"))
-    return call
+    return after_result(call, raw, event, POST_EVENTS, ("toolResult", "tool_response"))
 
 
 def render(outcome: str, reason: str, context: str, *, prompt_as: str = DEFAULT_PROMPT) -> str:

@@ -62,10 +62,7 @@ def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
     mcp_name = _mcp_name(name, raw.get("mcp_context"), servers)
     call = host_call(name, tool_input, ids, shell=SHELL_TOOLS, files=FILE_TOOLS,
                      path_keys=("file_path", "path"), mcp_name=mcp_name)  # fmt: skip
-    event = raw.get("hook_event_name", EVENT)
-    if event in POST_EVENTS:
-        call.result = after_result(raw, POST_EVENTS[event], ("tool_response",))
-    return call
+    return after_result(call, raw, raw.get("hook_event_name"), POST_EVENTS, ("tool_response",))
 
 
 def _mcp_name(name: str, context: Any, servers: tuple[str, ...]) -> str:

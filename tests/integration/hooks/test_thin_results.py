@@ -126,14 +126,8 @@ def test_a_shell_call_after_event_posts_nothing(served: tuple[Sandbox, str]) -> 
     """A host's own shell tool was never asked of the service: nothing to record."""
     box, url = served
     before = len(results(box))
-    payload = {
-        "session_id": "thin-shell",
-        "hook_event_name": "PostToolUse",
-        "tool_name": "Bash",
-        "tool_use_id": "call_sh",
-        "tool_input": {"command": "ls"},
-        "tool_response": {},
-    }
+    payload = {"session_id": "thin-shell", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+               "tool_use_id": "call_sh", "tool_input": {"command": "ls"}}  # fmt: skip
     run = hook(url, "codex", payload)
     assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
     assert len(results(box)) == before
