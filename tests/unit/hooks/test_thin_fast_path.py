@@ -63,3 +63,30 @@ def test_a_read_only_answer_over_the_socket_imports_nothing_heavy(tmp_path: Path
     assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
     assert "struct" not in imported  # the peer check reads struct ucred with int.from_bytes
     assert "pwd" not in imported  # a numeric --service-user (install writes one) needs no lookup
+
+
+def test_a_host_tools_after_event_posts_nothing_and_imports_nothing_heavy(tmp_path: Path) -> None:
+    """Codex's PostToolUse for its own shell tool: no request (the socket does not exist,
+    and nothing is said about it), silent exit 0, none of HEAVY imported."""
+    after = {
+        "session_id": "s",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_use_id": "call_1",
+        "tool_input": {"command": "ls"},
+        "tool_response": {},
+    }
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", LAUNCH_CODE, "hook", "--host", "codex",
+         "--service", f"unix:{tmp_path / 'absent.sock'}", "--service-user", "0"],
+        input=json.dumps(after),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (0, "")
+    lines = proc.stderr.splitlines()
+    assert not [line for line in lines if not line.startswith("import time:")]
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines if "|" in line}
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
