@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from .confine import launcher_argv
 
 if TYPE_CHECKING:
     from ..config.settings import Settings, UpstreamSettings
@@ -30,6 +31,7 @@ __all__ = [
     "ALLOW_FLAG",
     "UpstreamIdentity",
     "check_upstreams",
+    "confined_argv",
     "guard_file_owners",
     "private_dir",
     "privileged_reason",
@@ -220,3 +222,15 @@ def private_dir(spec: UpstreamSettings, identity: UpstreamIdentity) -> Iterator[
     finally:
         if made:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def confined_argv(command: list[str], identity: UpstreamIdentity, home: str) -> list[str]:
+    """The launcher's argv that runs ``command`` as ``identity`` in ``home``, dying with us."""
+    switch = identity.switch
+    return launcher_argv(
+        command,
+        uid=identity.uid if switch else None,
+        gid=identity.gid if switch else None,
+        cwd=home,
+        parent=os.getpid(),
+    )
