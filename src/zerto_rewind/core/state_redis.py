@@ -54,7 +54,6 @@ LOCK_LEASE_S = 15.0
 # Caches are judged by age when read (each reader has its own TTL); Redis
 # drops them after this so that stale lookups do not pile up.
 _CACHE_KEEP_S = 2 * 86_400
-_LOCK_POLL_S = 0.02
 
 
 class RedisGuardState(RedisStore):
@@ -80,17 +79,9 @@ class RedisGuardState(RedisStore):
     @contextlib.contextmanager
     def vpg(self, vpg_id: str) -> Iterator[VpgRecord]:
         """Lock the VPG's record, yield it, and save what the block changed."""
-        lock = self._redis.lock(
-            self._key("lock:vpg", vpg_id),
-            timeout=self.lock_lease_s,
-            sleep=_LOCK_POLL_S,
-            blocking_timeout=self.lock_timeout_s,
-            # The lease keeper renews from its own thread: the token must be shared.
-            thread_local=False,
-        )
-        with redis_errors_as_state_errors(self.url):
-            acquired = lock.acquire()
-        if not acquired:
+        # The lease keeper renews it from its own thread.
+        lock = self._acquired(self._key("lock:vpg", vpg_id), self.lock_lease_s, self.lock_timeout_s)
+        if lock is None:
             msg = (
                 f"timed out after {self.lock_timeout_s:.1f}s waiting for the lock on VPG "
                 f"{vpg_id} in the shared state at {self.location}; another replica holds it "

@@ -18,6 +18,7 @@ from ..errors import ConfigError, StateError
 
 if TYPE_CHECKING:
     import redis
+    from redis.lock import Lock
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -32,6 +33,7 @@ DEFAULT_PREFIX = "zerto-rewind:"
 # must still answer (deny, with the reason) well within its budget.
 CONNECT_TIMEOUT_S = 2.0
 COMMAND_TIMEOUT_S = 3.0
+_LOCK_POLL_S = 0.02  # how often a waiting replica asks for a lock again
 
 
 class RedisStore:
@@ -47,6 +49,20 @@ class RedisStore:
     def close(self) -> None:
         """Close the connections to Redis."""
         self._redis.close()
+
+    def _acquired(self, name: str, lease_s: float, timeout_s: float | None) -> Lock | None:
+        """The lock ``name``, held for ``lease_s`` unless renewed; None if another replica
+        still holds it after ``timeout_s``. Its token is shared between threads, so a
+        lease keeper may renew it from its own."""
+        lock = self._redis.lock(
+            name,
+            timeout=lease_s,
+            sleep=_LOCK_POLL_S,
+            blocking_timeout=timeout_s,
+            thread_local=False,
+        )
+        with redis_errors_as_state_errors(self.url):
+            return lock if lock.acquire() else None
 
 
 def redacted_url(url: str) -> str:

@@ -35,7 +35,6 @@ __all__ = ["RedisTokenCache"]
 # the others wait at most this long; a lease that runs out under a slow
 # request costs only a spare token, never a wrong one.
 TOKEN_LOCK_LEASE_S = 30.0
-_LOCK_POLL_S = 0.02
 
 
 class RedisTokenCache(RedisStore):
@@ -79,16 +78,8 @@ class RedisTokenCache(RedisStore):
         """Hold the per-identity lock; ZvmTimeout if it is not free within ``timeout_s``."""
         from redis.exceptions import RedisError
 
-        lock = self._redis.lock(
-            f"{self.prefix}lock:token:{key}",
-            timeout=TOKEN_LOCK_LEASE_S,
-            sleep=_LOCK_POLL_S,
-            blocking_timeout=timeout_s,
-            thread_local=False,
-        )
-        with redis_errors_as_state_errors(self.url):
-            acquired = lock.acquire()
-        if not acquired:
+        lock = self._acquired(f"{self.prefix}lock:token:{key}", TOKEN_LOCK_LEASE_S, timeout_s)
+        if lock is None:
             msg = (
                 "timed out waiting for another replica to fetch a ZVM token "
                 f"(the shared state at {self.location})"
