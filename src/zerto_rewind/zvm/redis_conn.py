@@ -10,8 +10,9 @@ path loads it. Every Redis failure becomes a StateError naming the server
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError, StateError
@@ -24,8 +25,10 @@ __all__ = [
     "DEFAULT_PREFIX",
     "RedisStore",
     "connect",
+    "read_json",
     "redacted_url",
     "redis_errors_as_state_errors",
+    "stored_json",
 ]
 
 DEFAULT_PREFIX = "zerto-rewind:"
@@ -63,6 +66,31 @@ class RedisStore:
         )
         with redis_errors_as_state_errors(self.url):
             return lock if lock.acquire() else None
+
+    @staticmethod
+    def _release(lock: Lock) -> None:
+        """Let ``lock`` go; one that expired, or a Redis that went away, frees itself with
+        its lease anyway."""
+        from redis.exceptions import RedisError
+
+        with contextlib.suppress(RedisError):
+            lock.release()
+
+
+def stored_json(obj: Any) -> str:
+    """``obj`` as the stores keep it: compact JSON, its keys sorted."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+
+
+def read_json(raw: object) -> Any | None:
+    """A stored value read back; None if there is none or it is not JSON (damaged, not
+    ours, or from an incompatible version: the caller starts over)."""
+    if not isinstance(raw, bytes | str):
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 def redacted_url(url: str) -> str:
