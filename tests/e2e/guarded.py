@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.harness import ClaudeRun, E2ESession, mcp_config
+from zerto_rewind.core.call_result import RESULT_EVENT
 from zerto_rewind.testing import DEMO_CATALOG, SECRET_ENV, Sandbox, fast_sim_config
 
 __all__ = [
@@ -217,8 +218,12 @@ class Guarded:
         return [float(a["at"]) for a in self.box.control("GET", "/_sim/vm-actions")]
 
     def log(self) -> list[dict[str, Any]]:
-        """The decision log, one dict per line."""
-        return self.box.log_records()
+        """The decision log's decision lines, one dict per line (result lines apart)."""
+        return [r for r in self.box.log_records() if r.get("event_type") != RESULT_EVENT]
+
+    def results(self) -> list[dict[str, Any]]:
+        """The result lines the hook wrote from the host's after-call events."""
+        return [r for r in self.box.log_records() if r.get("event_type") == RESULT_EVENT]
 
     def rows(self) -> list[tuple[str, str]]:
         """(row, decision) of every decision-log line."""

@@ -80,6 +80,11 @@ def test_two_calls_on_different_vpgs_get_a_tag_each(guarded: Guarded, mode: str)
     assert by_vm["jp-ubuntu"]["vpgs"] == ["jp-local"]
     assert sorted(by_vm["multi-1"]["vpgs"]) == ["multi-a", "multi-b"]
     assert len(by_vm["multi-1"]["checkpoint_ids"]) == 2
+    # The real CLI ran the hook after each call too (PostToolUse): one result line per change.
+    assert sorted((r["vms"][0], r["result"]) for r in guarded.results()) == [
+        ("jp-ubuntu", "succeeded"),
+        ("multi-1", "succeeded"),
+    ]
     stats = guarded.box.control("GET", "/_sim/stats")["tag_requests"]
     assert Counter(stats) == Counter({"jp-local": 1, "multi-a": 1, "multi-b": 1})
     contexts = [text for _tool, text in hook_contexts(guarded.e2e.api.system_texts())]
