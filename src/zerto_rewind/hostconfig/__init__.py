@@ -22,7 +22,10 @@ Apart from :mod:`.install`, it imports only ``config``, ``errors``, ``fsutil`` a
 ``netutil``; ``cli`` imports it. Nothing is re-exported here, so that importing one
 module does not load the others. What this module holds is the one table of every
 hook's options, :data:`FLAGS`, and its reader: :class:`.hook_command.HookCommand`
-writes and reads a command with them.
+writes and reads a command with them, and a hook reads its own command line with
+:func:`hook_options` alone, on its read-only path, where loading the package costs
+what this small, import-free module does and :mod:`.hook_command` (the whole command,
+written and read) is not loaded.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["FLAGS", "REPEATED", "SWITCHES", "read_options"]
+__all__ = ["FLAGS", "REPEATED", "SWITCHES", "hook_options", "read_options"]
 
 # flag -> field: the one table of the options every hook takes, in render order.
 # "--all-tools" is the only switch and "--protect" the only repeated option.
@@ -81,3 +84,22 @@ def read_options(words: list[str]) -> dict[str, Any]:
             values[name] = value
         i += 2
     return values
+
+
+def hook_options(args: list[str], takes: frozenset[str]) -> dict[str, Any]:
+    """A hook's own options, the words after ``hook``: each field of ``takes`` (None, or
+    False for a switch, () for ``protect``, when absent); ValueError naming the words it
+    does not take, an unknown word or a value left out."""
+    start = next((i for i, word in enumerate(args) if word.startswith("--")), len(args))
+    values = read_options(args[start:])
+    stray = [*args[:start], *values["extra"]]
+    stray += [
+        flag
+        for flag, name in FLAGS.items()
+        if name not in takes and values.get(name) not in (None, False, ())
+    ]
+    if stray:
+        msg = f"unexpected arguments {stray!r}"
+        raise ValueError(msg)
+    absent = {"all_tools": False, "protect": ()}
+    return {name: values.get(name, absent.get(name)) for name in takes}

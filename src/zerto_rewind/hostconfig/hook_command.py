@@ -27,7 +27,7 @@ table: it costs nothing to whoever imports it.
 
 from __future__ import annotations
 
-from . import FLAGS, REPEATED, SWITCHES, read_options
+from . import FLAGS, REPEATED, SWITCHES, hook_options, read_options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -180,17 +180,9 @@ class HookCommand:
     @classmethod
     def for_hook(cls, args: list[str], takes: frozenset[str]) -> HookCommand:
         """A hook's own options, the words after ``hook``; ValueError naming the words it
-        does not take (``takes``: its fields), an unknown word or a value left out."""
-        command = cls.from_argv(["hook", *args])
-        stray = [*command.launcher[1:], *command.extra]
-        others = [
-            (flag, getattr(command, name)) for flag, name in FLAGS.items() if name not in takes
-        ]
-        stray += [flag for flag, value in others if value not in (None, False, ())]
-        if stray:
-            msg = f"unexpected arguments {stray!r}"
-            raise ValueError(msg)
-        return command
+        does not take (``takes``: its fields), an unknown word or a value left out
+        (:func:`~zerto_rewind.hostconfig.hook_options`, which a hook can call alone)."""
+        return cls(("hook",), **hook_options(args, takes))
 
     # ------------------------------------------------------------ what it says
 
