@@ -23,8 +23,8 @@ does not block in Codex.
 
 from __future__ import annotations
 
+from . import Host
 from .calls import FILES, Call, apply_patch_paths, deny_reason, host_call, read_payload
-from .protocol import Host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -26,8 +26,8 @@ with JSON saying allow).
 
 from __future__ import annotations
 
+from . import Host
 from .calls import Call, deny_reason, host_call, read_payload, split_server
-from .protocol import Host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
