@@ -20,12 +20,11 @@ VS Code, Codex, Gemini CLI, Copilot CLI) keeps its servers in, used by ``install
 
 Apart from :mod:`.install`, it imports only ``config``, ``errors``, ``fsutil`` and
 ``netutil``; ``cli`` imports it. Nothing is re-exported here, so that importing one
-module does not load the others. What this module holds is the one table of every
+module does not load the others. This module holds only the one table of every
 hook's options, :data:`FLAGS`, and its reader: :class:`.hook_command.HookCommand`
-writes and reads a command with them, and a hook reads its own command line with
-:func:`hook_options` alone, on its read-only path, where loading the package costs
-what this small, import-free module does and :mod:`.hook_command` (the whole command,
-written and read) is not loaded.
+writes and reads a whole command with them, and a hook reads its own options with
+:func:`hook_options` alone, so that its read-only path loads this small, import-free
+module and not :mod:`.hook_command` (``tests/unit/hooks/test_fast_path.py``).
 """
 
 from __future__ import annotations
