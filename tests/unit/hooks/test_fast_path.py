@@ -71,6 +71,21 @@ def imported_modules(importtime_stderr: str) -> set[str]:
     }
 
 
+def silent_run_modules(argv: list[str], payload: bytes, env: dict[str, str]) -> set[str]:
+    """Run a hook command (``argv[0]`` the interpreter) under ``-X importtime``: it must exit
+    0 and print nothing; the modules it imported."""
+    proc = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]],
+        input=payload,
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    stderr = proc.stderr.decode()
+    assert (proc.returncode, proc.stdout) == (0, b""), stderr
+    return imported_modules(stderr)
+
+
 def test_hook_modules_import_nothing_heavy() -> None:
     """Importing hook, config, catalog and the Claude Code adapter loads no heavy module."""
     code = (
@@ -193,16 +208,8 @@ def test_a_read_only_post_event_is_as_light_as_its_pre_event(
         {**READ_ONLY_CALL, "hook_event_name": event, "tool_response": {"content": []}}
     ).encode()
     launch = "from zerto_rewind.hooks.standalone import run; run()"
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", launch, "hook", "--config", config_file],
-        input=payload,
-        capture_output=True,
-        env=hook_env,
-        timeout=60,
-    )
-    stderr = proc.stderr.decode()
-    assert (proc.returncode, proc.stdout) == (0, b""), stderr
-    modules = imported_modules(stderr)
+    argv = [sys.executable, "-c", launch, "hook", "--config", config_file]
+    modules = silent_run_modules(argv, payload, hook_env)
     assert "zerto_rewind.core.catalog" in modules
     assert modules.isdisjoint({"json", "re", "httpx", "hashlib"}), sorted(
         modules & {"json", "re", "httpx", "hashlib"}
@@ -228,20 +235,10 @@ def test_the_installed_command_loads_no_module_it_can_do_without(
     command = hook_command(
         sys.executable, config_file, config_sha256=file_sha256(config_file), settings=settings
     )
-    python, *rest = shlex.split(command)
     call = {**READ_ONLY_CALL, "tool_name": tool}
     if tool == "Bash":
         call["tool_input"] = {"command": "ls -la"}
-    proc = subprocess.run(
-        [python, "-X", "importtime", *rest],
-        input=json.dumps(call).encode(),
-        capture_output=True,
-        env=hook_env,
-        timeout=60,
-    )
-    stderr = proc.stderr.decode()
-    assert (proc.returncode, proc.stdout) == (0, b""), stderr
-    modules = imported_modules(stderr)
+    modules = silent_run_modules(shlex.split(command), json.dumps(call).encode(), hook_env)
     assert {"zerto_rewind.hostconfig", "zerto_rewind.hooks.standalone"} <= modules
     assert modules.isdisjoint(OFF_THE_PATH), sorted(modules & set(OFF_THE_PATH))
     ours = sorted(
