@@ -2,8 +2,9 @@
 
 Every path is reached by the same SDK client, in front of the same upstream
 (``_gw_upstream.py``): the upstream's own streamable HTTP ("direct") in each era,
-this gateway in each era (2026-07-28 single requests; 2025-11-25 sessions, answered
-as SSE), and each peer of ``_peers.py`` in the era the client negotiates with it.
+this gateway in each era (2026-07-28 single requests; 2025-11-25 sessions), with its
+read-only fast lane on and off (``gateway.fast_lane``, two gateway processes), and each
+peer of ``_peers.py`` in the era the client negotiates with it.
 
 * added ms: read-only calls alternate between every path call by call (the order
   rotating each round); the median of per-round (path − direct of the same era).
@@ -115,24 +116,30 @@ async def throughput(path: Path, direct: Path, blocks: int, calls_each: int) -> 
                     path.direct_rates.append(rate)
 
 
+def ratio(path: Path) -> float:
+    """Throughput ÷ direct: the median of the path's blocks ÷ that of the direct blocks
+    alternating with them."""
+    return _bench.median(path.rates) / _bench.median(path.direct_rates)
+
+
 def added_ms(path: Path, direct: Path) -> float:
     paired = [a - b for a, b in zip(path.times, direct.times, strict=True)]
     return _bench.median(paired) * 1000
 
 
 async def run(
-    direct_url: str, direct_pid: int, gateway: tuple[str, str, int], upstream: list[str],
-    tmp: str, *, rounds: int, blocks: int, calls_each: int,
+    direct_url: str, direct_pid: int, gateways: list[tuple[str, str, str, int]],
+    upstream: list[str], tmp: str, *, rounds: int, blocks: int, calls_each: int,
 ) -> tuple[list[Path], dict[str, Path]]:  # fmt: skip
-    """Install and start the peers, measure every path: (the paths, ours first; the direct
-    path of each era)."""
-    gw_url, token, gw_pid = gateway
+    """Install and start the peers, measure every path: (the paths, ours first, two per
+    gateway of ``gateways`` (label, url, token, pid): 2026-07-28, then 2025-11-25
+    sessions; the direct path of each era)."""
     directs = {MODERN: Path("direct", direct_url, None, "auto", [direct_pid]),
                LEGACY: Path("direct", direct_url, None, "legacy", [direct_pid])}  # fmt: skip
-    paths = [
-        Path("this gateway, 2026-07-28", gw_url, token, "auto", [gw_pid]),
-        Path("this gateway, 2025-11-25 (sessions)", gw_url, token, "legacy", [gw_pid]),
-    ]
+    paths = []
+    for label, gw_url, token, gw_pid in gateways:
+        paths.append(Path(f"{label}, 2026-07-28", gw_url, token, "auto", [gw_pid]))
+        paths.append(Path(f"{label}, 2025-11-25 (sessions)", gw_url, token, "legacy", [gw_pid]))
     not_installed = await anyio.to_thread.run_sync(_peers.install)
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -161,9 +168,8 @@ async def run(
     rows: list[list[Any]] = []
     for p in paths:
         direct = directs[p.era]
-        ratio = _bench.median(p.rates) / _bench.median(p.direct_rates)
         rows.append([p.label, p.era, f"{added_ms(p, direct):.2f}",
-                     f"{p.cpu_s / p.calls * 1000:.2f}", f"{ratio:.2f}"])  # fmt: skip
+                     f"{p.cpu_s / p.calls * 1000:.2f}", f"{ratio(p):.2f}"])  # fmt: skip
     _bench.table(["path", "era", "added ms", "CPU ms/call", "throughput ÷ direct"], rows)
     print(
         f"\n{rounds} interleaved rounds over every path; {blocks} blocks of {SESSIONS} "

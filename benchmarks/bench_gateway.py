@@ -10,6 +10,9 @@ One upstream, ``_gw_upstream.py`` (two instant tools, ``get_vm`` read-only and
 * gateway HTTP: ``zerto-rewind gateway --listen`` (bearer token) in front of
   the same upstream over stdio.
 
+Part 5 (``_side_by_side.py``) adds a second gateway process with ``gateway.fast_lane:
+false``, so the read-only fast lane is measured on and off in the same run.
+
 Read-only calls alternate between the four paths call by call (the order
 rotates each round), so load on the machine falls on all of them alike; the
 added latency is the median of the per-round differences (gateway − direct).
@@ -47,6 +50,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from zerto_rewind.core.call_result import RESULT_EVENT
 from zerto_rewind.gateway.http import token_digest
 
 UPSTREAM = str(Path(__file__).resolve().with_name("_gw_upstream.py"))
@@ -75,6 +79,19 @@ def configure(box: _bench.Sandbox, agents: int) -> None:
         state_dir=box.state_dir,
         log=box.log_path,
     )
+
+
+def lane_off_config(box: _bench.Sandbox, tmp: str) -> str:
+    """A copy of the box's config with ``gateway.fast_lane: false`` (mode 0600): a second
+    gateway, every call on the full path, measured beside the first in part 5."""
+    with open(box.config_path, encoding="utf-8") as fh:
+        config = json.load(fh)
+    config["gateway"]["fast_lane"] = False
+    path = os.path.join(tmp, "lane-off.json")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(config, fh)
+    return path
 
 
 def spawn_ready(argv: list[str], ready: str, env: dict[str, str], err: str) -> Any:
@@ -249,7 +266,8 @@ async def confirmed(
             used = sum(_bench.diff(_bench.zvm_requests(box), before).values())
             if not (result.meta or {}).get("zerto-rewind/checkpoints"):
                 raise RuntimeError(f"{name}: the result names no checkpoint")
-            record = box.log_records()[-1]
+            # the decision line, not the result line written after the call returned
+            record = [r for r in box.log_records() if r.get("event_type") != RESULT_EVENT][-1]
             if record["row"] != "confirmed":
                 raise RuntimeError(f"{name}: expected confirmed, logged {record['row']}")
             requested = _bench.epoch(record["requested_at"])
@@ -311,6 +329,10 @@ async def run(box: _bench.Sandbox, args: argparse.Namespace, tmp: str) -> int:
     up_http, up_info = spawn_ready(
         [sys.executable, UPSTREAM, "http", f"{tmp}/up.json"], f"{tmp}/up.json", env,
         f"{tmp}/up.err",
+    )  # fmt: skip
+    gw_off, off_info = spawn_ready(
+        [*gw_argv, "--config", lane_off_config(box, tmp), "--listen", "127.0.0.1:0",
+         "--ready-file", f"{tmp}/off.json"], f"{tmp}/off.json", env, f"{tmp}/off.err",
     )  # fmt: skip
     gw_url, direct_url = gw_info["mcp"]["vsphere"], up_info["url"]
     code = 0
@@ -385,7 +407,9 @@ async def run(box: _bench.Sandbox, args: argparse.Namespace, tmp: str) -> int:
                   f"{VM} at once: {tags} tag request(s) on {VPG}, {allowed}/{args.agents} "
                   f"allowed, {wall:.2f} s wall\n")  # fmt: skip
 
-            ours = (gw_url, token_list[0], gw_http.pid)
+            off_url = off_info["mcp"]["vsphere"]
+            ours = [("this gateway", gw_url, token_list[0], gw_http.pid),
+                    ("lane off", off_url, token_list[0], gw_off.pid)]  # fmt: skip
             code |= await side_by_side(args, direct_url, up_http.pid, ours, tmp)
             code |= _bench.judge("added latency, stdio (median)", stdio_added,
                                  STDIO_ADDED_TARGET_MS, unit=" ms")  # fmt: skip
@@ -402,25 +426,33 @@ async def run(box: _bench.Sandbox, args: argparse.Namespace, tmp: str) -> int:
                                  tags, 1, at_most=False)  # fmt: skip
     finally:
         stop(gw_http)
+        stop(gw_off)
         stop(up_http)
     return code
 
 
 async def side_by_side(
-    args: argparse.Namespace, direct_url: str, direct_pid: int, gateway: tuple[str, str, int],
-    tmp: str,
+    args: argparse.Namespace, direct_url: str, direct_pid: int,
+    gateways: list[tuple[str, str, str, int]], tmp: str,
 ) -> int:  # fmt: skip
-    """Part 5: this gateway (the read-only fast lane) and its peers, in both eras."""
+    """Part 5: this gateway (the read-only fast lane, on and off) and its peers, in both
+    eras. The targets are the lane's; the lane-off rows are shown beside it, not judged."""
     paths, directs = await _side_by_side.run(
-        direct_url, direct_pid, gateway, [sys.executable, UPSTREAM, "stdio"], tmp,
+        direct_url, direct_pid, gateways, [sys.executable, UPSTREAM, "stdio"], tmp,
         rounds=args.rounds, blocks=args.blocks, calls_each=args.calls,
     )  # fmt: skip
-    ours, peers = paths[:2], paths[2:]
+    ours, off, peers = paths[:2], paths[2:4], paths[4:]
+    for on, full in zip(ours, off, strict=True):
+        # throughput as each path's ratio to the direct blocks beside it: the load moves
+        print(f"{on.label}, lane on ÷ off: CPU per call "
+              f"{on.cpu_s / on.calls / (full.cpu_s / full.calls):.2f}×, throughput ÷ direct "
+              f"{_side_by_side.ratio(on) / _side_by_side.ratio(full):.2f}×")  # fmt: skip
+    print()
     code = 0
     for p in ours:
         added = _side_by_side.added_ms(p, directs[p.era])
         cpu = p.cpu_s / p.calls * 1000
-        ratio = _bench.median(p.rates) / _bench.median(p.direct_rates)
+        ratio = _side_by_side.ratio(p)
         code |= _bench.judge(f"{p.label}: CPU per read-only call", cpu, LANE_CPU_MS, unit=" ms")
         code |= _bench.judge(f"{p.label}: added latency", added, LANE_ADDED_MS, unit=" ms")
         code |= _bench.judge(f"{p.label}: throughput ÷ direct", ratio, LANE_THROUGHPUT,

@@ -2,8 +2,9 @@
 
 Every thin hook (Claude Code's, and the Codex, Gemini CLI and Copilot CLI hooks),
 ``install … --service`` and ``doctor`` ask the service through this one client:
-:func:`ask_service` posts a hook payload to ``/v1/decide``, :func:`request_json`
-is any request whose answer is a JSON object.
+:func:`ask_service` posts a hook payload to ``/v1/decide``, :func:`post_result` the
+result of a call it let through to ``/v1/result``, :func:`request_json` is any
+request whose answer is a JSON object.
 
 Service URL: ``unix:/path/to/socket`` (a local service; the socket's owner and
 mode decide who may ask) or ``https://host:port`` (a remote gateway, with a
@@ -50,6 +51,7 @@ __all__ = [
     "check_peer",
     "disarm_deadline",
     "parse_budget",
+    "post_result",
     "request",
     "request_json",
     "request_timeout_s",
@@ -90,6 +92,12 @@ def ask_service(opts: dict[str, str], body: bytes, *, timeout_s: float) -> dict[
         msg = "the service's answer has no outcome"
         raise ServiceError(msg)
     return answer
+
+
+def post_result(opts: dict[str, str], body: bytes, *, timeout_s: float) -> None:
+    """POST a call's result to ``/v1/result``; ServiceError (with the service's reason)
+    when it is not recorded."""
+    request_json(opts, "POST", "/v1/result", body, timeout_s=timeout_s)
 
 
 def request_json(

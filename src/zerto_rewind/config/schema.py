@@ -44,7 +44,13 @@ from .parse_base import (
     user_names,
     whole,
 )
-from .sections import ON_PENDING_CHOICES, PROMPT_AS_CHOICES, PROMPT_VIA_CHOICES, TAG_VIA_CHOICES
+from .sections import (
+    HTTP_IMPL_CHOICES,
+    ON_PENDING_CHOICES,
+    PROMPT_AS_CHOICES,
+    PROMPT_VIA_CHOICES,
+    TAG_VIA_CHOICES,
+)
 from .settings import RECOVERY_VIA_CHOICES, ZERTO_ID_FIELDS
 
 TYPE_CHECKING = False
@@ -190,6 +196,7 @@ GATEWAY = Section(
     Key("tls_key", path),
     Key("allow_insecure_bind", flag),
     Key("fast_lane", flag),
+    Key("http_impl", choice(HTTP_IMPL_CHOICES)),
     Key("limits"),
     Key("max_body_bytes", count(minimum=1024.0)),
     Key("elicit_timeout_s", number()),

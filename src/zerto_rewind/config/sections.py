@@ -31,6 +31,8 @@ PROMPT_VIA_CHOICES = ("host", "approvals")
 # Which ZVM takes a VPG's tag: its protected site's, or any that lists it (UNCONFIRMED
 # that Zerto accepts a tag from the recovery site's ZVM; docs/configuration.md).
 TAG_VIA_CHOICES = ("protected", "any")
+# The gateway listener's HTTP/1.1 parser (gateway/http_impl.py); auto: httptools when installed.
+HTTP_IMPL_CHOICES = ("auto", "h11", "httptools")
 DEFAULT_SITE_DOWN_S = 10.0
 SITE_KINDS = ("vcenter", "hyperv", "vcd", "aws", "azure", "gcp", "public_cloud", "unknown")
 DEFAULT_SITE_CADENCE_S = {
@@ -159,7 +161,8 @@ class GatewaySettings(Record):
     tls_cert: str | None = None
     tls_key: str | None = None
     allow_insecure_bind: bool = False
-    fast_lane: bool = False
+    fast_lane: bool = True
+    http_impl: str = "auto"
     max_body_bytes: int = 1_000_000
     elicit_timeout_s: float = 120.0
     # the listener's bounds (gateway/listener.py)

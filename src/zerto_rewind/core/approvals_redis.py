@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import StateError
-from ..zvm.redis_conn import RedisStore, redis_errors_as_state_errors
+from ..zvm.redis_conn import RedisStore, read_json, redis_errors_as_state_errors, stored_json
 from .approvals_model import (
     APPROVED,
     DEFAULT_MAX_OPEN,
@@ -67,7 +67,6 @@ from .approvals_store import (
     over_kept,
 )
 from .record_mac import RecordMac
-from .state_redis import _dumps, _loads
 
 if TYPE_CHECKING:
     import redis
@@ -274,12 +273,12 @@ class RedisApprovalStore(RedisStore):
         return f"{self.prefix}approvals:req:{request_id}"
 
     def _open_key(self, principal: str) -> str:
-        raw = _dumps([principal]).encode()
+        raw = stored_json([principal]).encode()
         return f"{self.prefix}approvals:open:{hashlib.sha256(raw).hexdigest()[:32]}"
 
     def _call_key(self, principal: str, tool: str, digest: str) -> str:
         # Hashed: a principal or tool name is not a safe key part, and is not needed in it.
-        raw = _dumps([principal, tool, digest]).encode()
+        raw = stored_json([principal, tool, digest]).encode()
         return f"{self.prefix}approvals:call:{hashlib.sha256(raw).hexdigest()[:32]}"
 
     @contextlib.contextmanager
@@ -321,7 +320,7 @@ class RedisApprovalStore(RedisStore):
 
     def _parse(self, request_id: str, raw: object) -> ApprovalRequest | None:
         # Missing, damaged or forged (its MAC fails): absent, as in the file store.
-        return open_request_record(self.mac, request_id, _loads(raw))
+        return open_request_record(self.mac, request_id, read_json(raw))
 
     def _queue_save(self, pipe: Pipeline, request: ApprovalRequest, now: float) -> None:
         if request.state in (PENDING, APPROVED):
@@ -329,7 +328,7 @@ class RedisApprovalStore(RedisStore):
         else:
             keep = request.done_at - now + RETENTION_S
         sealed = self.mac.seal("approval", request.id, request.to_json())
-        pipe.set(self._req_key(request.id), _dumps(sealed), ex=_seconds(keep))
+        pipe.set(self._req_key(request.id), stored_json(sealed), ex=_seconds(keep))
 
     def _all(self) -> list[ApprovalRequest]:
         """Every stored request, not yet settled; those past their retention are deleted."""

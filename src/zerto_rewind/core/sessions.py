@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import StateError, UsageError
 from .call_result import RESULT_EVENT
-from .log_line import log_record
+from .log_line import lines_holding, log_record
 
 if TYPE_CHECKING:
     from .record_mac import RecordMac
@@ -53,7 +53,6 @@ __all__ = [
 ]
 
 NOT_RECORDED = "not recorded"
-_CHUNK = 1 << 20  # bytes read at a time when looking for one session's lines
 _FORWARDED_ANSWERS = frozenset({"approved", "used"})
 
 
@@ -252,46 +251,16 @@ def _lines(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
 def _matching(
     path: str, needles: Callable[[], list[bytes]]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, record) for the lines holding one of ``needles()``, in order.
-
-    The JSON text of a value a reader looks for is in a line if the value is, so the
-    other lines are skipped without being decoded: a chunk of the file is searched
-    with ``bytes.find`` (C speed) rather than line by line. ``needles()`` is asked
-    again after each line handed out: the reader may look for more from then on."""
+    """(line number, record) for the lines holding one of ``needles()``, in order
+    (:func:`~.log_line.lines_holding`); damaged lines are skipped."""
     fh = _open(path)
     if fh is None:
         return
     with fh:
-        carry, before = b"", 0  # the unfinished last line; lines in earlier chunks
-        while True:
-            block = fh.read(_CHUNK)
-            data = carry + block
-            end = len(data) if not block else data.rfind(b"\n") + 1
-            chunk, carry = data[:end], data[end:]
-            yield from _in_chunk(chunk, before, needles)
-            before += chunk.count(b"\n")
-            if not block:
-                return
-
-
-def _in_chunk(
-    chunk: bytes, before: int, needles: Callable[[], list[bytes]]
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    position = counted = 0
-    number = before  # lines of the file before ``counted``
-    while True:
-        hits = [i for n in needles() if (i := chunk.find(n, position)) >= 0]
-        if not hits:
-            return
-        hit = min(hits)
-        start = chunk.rfind(b"\n", 0, hit) + 1
-        stop = chunk.find(b"\n", hit)
-        stop = len(chunk) if stop < 0 else stop + 1
-        number += chunk.count(b"\n", counted, start)
-        counted, position = start, stop
-        record = log_record(chunk[start:stop])
-        if record is not None:
-            yield number + 1, record
+        for number, line in lines_holding(fh, needles):
+            record = log_record(line)
+            if record is not None:
+                yield number, record
 
 
 def _strings(value: Any) -> tuple[str, ...]:

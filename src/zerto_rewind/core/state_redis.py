@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -37,7 +36,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StateError
-from ..zvm.redis_conn import RedisStore, redis_errors_as_state_errors
+from ..zvm.redis_conn import RedisStore, read_json, redis_errors_as_state_errors, stored_json
 from .record_mac import RecordMac
 from .state import LOCK_TIMEOUT_S, VpgRecord, _safe_name, cache_value
 
@@ -54,7 +53,6 @@ LOCK_LEASE_S = 15.0
 # Caches are judged by age when read (each reader has its own TTL); Redis
 # drops them after this so that stale lookups do not pile up.
 _CACHE_KEEP_S = 2 * 86_400
-_LOCK_POLL_S = 0.02
 
 
 class RedisGuardState(RedisStore):
@@ -80,17 +78,9 @@ class RedisGuardState(RedisStore):
     @contextlib.contextmanager
     def vpg(self, vpg_id: str) -> Iterator[VpgRecord]:
         """Lock the VPG's record, yield it, and save what the block changed."""
-        lock = self._redis.lock(
-            self._key("lock:vpg", vpg_id),
-            timeout=self.lock_lease_s,
-            sleep=_LOCK_POLL_S,
-            blocking_timeout=self.lock_timeout_s,
-            # The lease keeper renews from its own thread: the token must be shared.
-            thread_local=False,
-        )
-        with redis_errors_as_state_errors(self.url):
-            acquired = lock.acquire()
-        if not acquired:
+        # The lease keeper renews it from its own thread.
+        lock = self._acquired(self._key("lock:vpg", vpg_id), self.lock_lease_s, self.lock_timeout_s)
+        if lock is None:
             msg = (
                 f"timed out after {self.lock_timeout_s:.1f}s waiting for the lock on VPG "
                 f"{vpg_id} in the shared state at {self.location}; another replica holds it "
@@ -109,14 +99,14 @@ class RedisGuardState(RedisStore):
                 self._save(lock, vpg_id, after)
         finally:
             keeper.stop()
-            _release(lock)
+            self._release(lock)
 
     def peek_vpg(self, vpg_id: str) -> VpgRecord:
         """Read a VPG's record without locking (for display and previews)."""
         with redis_errors_as_state_errors(self.url):
             raw = self._redis.get(self._key("vpg", vpg_id))
         # A record whose MAC fails is absent: the guard starts over and tags anew.
-        return VpgRecord.from_json(vpg_id, self.mac.open("vpg", vpg_id, _loads(raw)))
+        return VpgRecord.from_json(vpg_id, self.mac.open("vpg", vpg_id, read_json(raw)))
 
     def _save(self, lock: Lock, vpg_id: str, record: dict[str, Any]) -> None:
         from redis.exceptions import LockNotOwnedError
@@ -134,7 +124,7 @@ class RedisGuardState(RedisStore):
                 )
                 raise StateError(msg) from None
             pipe = self._redis.pipeline(transaction=True)
-            pipe.set(self._key("vpg", vpg_id), _dumps(self.mac.seal("vpg", vpg_id, record)))
+            pipe.set(self._key("vpg", vpg_id), stored_json(self.mac.seal("vpg", vpg_id, record)))
             pipe.sadd(f"{self.prefix}vpgs", vpg_id)
             pipe.execute()
 
@@ -143,7 +133,7 @@ class RedisGuardState(RedisStore):
     def cached(self, kind: str, key: str, ttl_s: float) -> Any | None:
         """A cached value younger than ``ttl_s``, else None."""
         with redis_errors_as_state_errors(self.url):
-            raw = _loads(self._redis.get(self._cache_key(kind, key)))
+            raw = read_json(self._redis.get(self._cache_key(kind, key)))
         return cache_value(self.mac.open(f"cache:{kind}", key, raw), key, ttl_s)
 
     def store(self, kind: str, key: str, value: Any) -> None:
@@ -152,7 +142,7 @@ class RedisGuardState(RedisStore):
             f"cache:{kind}", key, {"key": key, "stored_at": time.time(), "value": value}
         )
         with redis_errors_as_state_errors(self.url):
-            self._redis.set(self._cache_key(kind, key), _dumps(payload), ex=_CACHE_KEEP_S)
+            self._redis.set(self._cache_key(kind, key), stored_json(payload), ex=_CACHE_KEEP_S)
 
     # ---- beside the records
 
@@ -197,24 +187,3 @@ class _LeaseKeeper(threading.Thread):
         self._stopped.set()
         if self.is_alive():
             self.join()
-
-
-def _release(lock: Lock) -> None:
-    from redis.exceptions import RedisError
-
-    # A lock that expired, or a Redis that went away, frees itself with its lease.
-    with contextlib.suppress(RedisError):
-        lock.release()
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
-
-
-def _loads(raw: object) -> Any | None:
-    if not isinstance(raw, bytes | str):
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None  # damaged, or from an incompatible version: start over

@@ -65,7 +65,15 @@ from ..core.approvals import APPROVED, PENDING, ApprovalError, ApprovalRequest, 
 from ..core.log_index import state_mac
 from ..core.sessions import SessionSummary, list_sessions, read_timeline
 from ..errors import StateError, UsageError
-from .approvals_auth import COOKIE, PageAuth, approver, check_password, hash_password, same_origin
+from .approvals_auth import (
+    COOKIE,
+    PageAuth,
+    Session,
+    approver,
+    check_password,
+    hash_password,
+    same_origin,
+)
 from .approvals_html import BASE as _BASE
 from .approvals_html import url as _url
 from .approvals_login import KNOWN_COOKIE, KNOWN_MAX_AGE_S, source_of
@@ -301,14 +309,22 @@ class _Routes:
         response.headers.append("set-cookie", known)
         return response
 
-    async def logout(self, request: Request) -> Response:
-        try:
-            form = await _form(request)
-        except _FormError as exc:
-            return _page(message_page(None, "Not accepted", exc.text), exc.status)
+    async def posted(self, request: Request) -> tuple[Session, dict[str, str]] | Response:
+        """A state-changing POST's session and form (its cookie, CSRF token and origin
+        checked), or the answer that refuses it: nothing was changed."""
+        form = await _form_or_refusal(request)
+        if isinstance(form, Response):
+            return form
         session = self.auth.checked(request, form)
         if session is None:
             return _page(not_accepted_page(self.auth.current(request)[1]), 403)
+        return session, form
+
+    async def logout(self, request: Request) -> Response:
+        posted = await self.posted(request)
+        if isinstance(posted, Response):
+            return posted
+        session, _ = posted
         self.auth.sessions.drop(request.cookies.get(COOKIE))
         log.info("approvals page: %s logged out", approver(session.name).label)
         response = _go("/login")
@@ -404,13 +420,10 @@ class _Routes:
     # ------------------------------------------------------------------ decisions
 
     async def decide(self, request: Request, approve: bool) -> Response:
-        try:
-            form = await _form(request)
-        except _FormError as exc:
-            return _page(message_page(None, "Not accepted", exc.text), exc.status)
-        session = self.auth.checked(request, form)
-        if session is None:
-            return _page(not_accepted_page(self.auth.current(request)[1]), 403)
+        posted = await self.posted(request)
+        if isinstance(posted, Response):
+            return posted
+        session, form = posted
         request_id = request.path_params["request_id"]
         note = None if approve else (form.get("note", "").strip()[:500] or None)
         try:
@@ -453,7 +466,7 @@ class _Routes:
         """The rewind's pages (``rewind_web``), over this page's logins and form helpers."""
         from .rewind_web import PageKit, RewindRoutes
 
-        kit = PageKit(form=_form_or_refusal, go=_go, to_login=_to_login)
+        kit = PageKit(posted=self.posted, go=_go, to_login=_to_login)
         return RewindRoutes(self.service, self.auth, kit, self.zvms).routes()
 
 

@@ -1,22 +1,37 @@
-"""``POST /v1/decide``: the guard service's answer for a thin hook.
+"""``POST /v1/decide`` and ``POST /v1/result``: the guard service's endpoints for a thin hook.
 
-The hook posts the host's PreToolUse payload as it got it; the service
-classifies it with its own catalog, runs the guard with its own credentials and
-state, logs the decision, and answers ``{"outcome", "row", "reason", "context",
-"retry_after", "prompt_as"}``. The hook only renders it: it holds no ZVM
-credential and keeps no guard state.
+``/v1/decide``: the hook posts the host's PreToolUse payload as it got it; the
+service classifies it with its own catalog, runs the guard with its own
+credentials and state, logs the decision, and answers ``{"outcome", "row",
+"reason", "context", "retry_after", "prompt_as"}``. The hook only renders it: it
+holds no ZVM credential and keeps no guard state. A payload without
+``tool_use_id`` is logged under :func:`~..core.call_lookup.call_key`, the id its
+after event derives too.
+
+``/v1/result``: after the call, the hook posts the same payload plus ``result``
+(``succeeded``, ``failed`` or ``unknown``) and ``host``. The result line is
+written (:func:`~..core.call_lookup.record_after`) only for a call this service
+decided for this same caller (the socket's peer user, or the token), let through,
+not read-only, and with no result yet; anything else is refused (404, 403, 409)
+and nothing is written: an agent cannot record results for another principal's
+calls, nor for calls nobody decided.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
 
+from ..core import call_lookup
+from ..core.call_result import RESULTS
 from ..core.decision import ToolCall
 from ..core.record import record
+from ..errors import StateError
 from . import tracing
 from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY
 
@@ -26,20 +41,28 @@ if TYPE_CHECKING:
 
     from .service import Gateway
 
-__all__ = ["decide_endpoint"]
+__all__ = ["decide_endpoint", "result_endpoint"]
+
+# The hosts a result line may name (the thin hook's --host values).
+_HOSTS = ("claude-code", "codex", "gemini", "copilot")
+# The refusals of /v1/result: (HTTP status, what the human reads).
+_REFUSED = {
+    call_lookup.NO_DECISION: (404, "no decision of this service for this call in its log"),
+    call_lookup.NOT_YOURS: (
+        403,
+        "the call was decided for another principal, or not by this service",
+    ),
+    call_lookup.NOT_A_CHANGE: (409, "the call was not let through as a change"),
+    call_lookup.ALREADY_RECORDED: (409, "the call's result is already recorded"),
+}
+# One result at a time: the look for an earlier result and the write are one step.
+_RESULT_LOCK = threading.Lock()
 
 
 async def decide_endpoint(gateway: Gateway, request: Request) -> Response:
-    body = await request.body()
-    if len(body) > gateway.settings.gateway.max_body_bytes:
-        return JSONResponse({"error": "request body too large"}, status_code=413)
-    try:
-        payload: Any = json.loads(body)
-    except ValueError:
-        return JSONResponse({"error": "the body is not JSON"}, status_code=400)
-    problem = _problem(payload)
-    if problem:
-        return JSONResponse({"error": problem}, status_code=400)
+    payload, refused = await _payload(gateway, request)
+    if refused is not None:
+        return refused
     return await tracing.serving(
         payload["tool_name"],
         lambda: _answer(gateway, request, payload),
@@ -48,17 +71,25 @@ async def decide_endpoint(gateway: Gateway, request: Request) -> Response:
     )
 
 
+async def _payload(gateway: Gateway, request: Request) -> tuple[dict[str, Any], Response | None]:
+    """The body as a hook payload, or the 4xx answer that refuses it."""
+    body = await request.body()
+    if len(body) > gateway.settings.gateway.max_body_bytes:
+        return {}, JSONResponse({"error": "request body too large"}, status_code=413)
+    try:
+        payload: Any = json.loads(body)
+    except ValueError:
+        return {}, JSONResponse({"error": "the body is not JSON"}, status_code=400)
+    problem = _problem(payload)
+    if problem:
+        return {}, JSONResponse({"error": problem}, status_code=400)
+    return payload, None
+
+
 async def _answer(gateway: Gateway, request: Request, payload: dict[str, Any]) -> Response:
     started = time.monotonic()
     principal = _principal(request)
-    call = ToolCall(
-        payload["tool_name"],
-        payload.get("tool_input", {}),
-        session_id=_opt_str(payload, "session_id"),
-        tool_use_id=_opt_str(payload, "tool_use_id"),
-        origin="service",
-        principal=principal,
-    )
+    call = _call(payload, principal)
     # guard.prompt_via: approvals. The hook does not wait (its host's timeout is short):
     # the person approves, the agent retries, and the retry of the same call runs once.
     after = [gateway.approvals.step(principal)] if _by_approval(gateway) else []
@@ -83,6 +114,45 @@ async def _answer(gateway: Gateway, request: Request, payload: dict[str, Any]) -
             "prompt_as": gateway.settings.guard.prompt_as,
         }
     )
+
+
+async def result_endpoint(gateway: Gateway, request: Request) -> Response:
+    """``POST /v1/result``: the result line of a call this caller had decided here."""
+    payload, refused = await _payload(gateway, request)
+    if refused is not None:
+        return refused
+    result, host = payload.get("result"), payload.get("host")
+    if result not in RESULTS:
+        return JSONResponse({"error": f"result must be one of {', '.join(RESULTS)}"}, 400)
+    if host not in _HOSTS:
+        return JSONResponse({"error": f"host must be one of {', '.join(_HOSTS)}"}, 400)
+    principal = _principal(request)
+    call = _call(payload, principal)
+    try:
+        done = await asyncio.to_thread(_record, gateway, call, result, principal, host)
+    except (StateError, OSError) as exc:
+        msg = f"not recorded: the decision log could not be written ({exc})"
+        return JSONResponse({"error": msg}, status_code=503)
+    if done == call_lookup.RECORDED:
+        return JSONResponse({"recorded": True})
+    status, why = _REFUSED[done]
+    return JSONResponse({"error": f"not recorded: {why}"}, status_code=status)
+
+
+def _record(gateway: Gateway, call: ToolCall, result: str, principal: str, host: str) -> str:
+    with _RESULT_LOCK:
+        return call_lookup.record_after(
+            gateway.settings, call, result, client=principal, host=host, owner=principal
+        )
+
+
+def _call(payload: dict[str, Any], principal: str) -> ToolCall:
+    """The payload's call; without a ``tool_use_id``, the id its after event derives too."""
+    name, tool_input = payload["tool_name"], payload.get("tool_input", {})
+    session_id = _opt_str(payload, "session_id")
+    use_id = _opt_str(payload, "tool_use_id") or call_lookup.call_key(session_id, name, tool_input)
+    return ToolCall(name, tool_input, session_id=session_id, tool_use_id=use_id,
+                    origin="service", principal=principal)  # fmt: skip
 
 
 def _by_approval(gateway: Gateway) -> bool:

@@ -6,7 +6,8 @@ of CPU, of which the guard's own decision is 0.1 ms. Here, for a call that is
 read-only by the catalog, the body that :class:`~.limits.TokenLimits` already
 read is parsed once, strictly (:mod:`.fastlane_wire`), classified, and forwarded
 through the upstream's SDK session as a request built from that parse; the
-result goes back as the server sent it, re-serialized, with no model built.
+result goes back re-serialized, with no model built, in the client's protocol era
+(the upstream's may be the other one: ``fastlane_wire.in_clients_era``).
 
 It sits after everything that gates the full path: the bearer token and the
 session's owner (:class:`~.http._BearerAuth`), the per-token caps (``TokenLimits``
@@ -53,7 +54,7 @@ from ..core.decision import Decision, Outcome, Row
 from . import tracing
 from .calls import host_tool_name
 from .fastlane_sdk import in_flight, open_session, sessions_readable
-from .fastlane_wire import LaneCall, lane_call, strict_json, takes
+from .fastlane_wire import LaneCall, in_clients_era, lane_call, strict_json, takes
 from .proxy import PEER_USER_KEY
 from .result_notes import error_result
 from .upstream import UpstreamError
@@ -75,11 +76,13 @@ _PARAM_PREFIX = "mcp-param-"
 class _Route:
     """One ``/mcp/<upstream>`` endpoint: its upstream and the SDK's session manager."""
 
-    __slots__ = ("manager", "upstream")
+    __slots__ = ("manager", "server_info", "upstream")
 
     def __init__(self, upstream: Upstream, manager: StreamableHTTPSessionManager) -> None:
         self.upstream = upstream
         self.manager = manager
+        # the stamp the SDK's server puts on a 2026-07-28 result; read-only from here on
+        self.server_info: dict[str, Any] = manager.app.server_info_stamp
 
 
 class _Admitted:
@@ -118,10 +121,11 @@ class FastLane:
     ) -> None:
         self.app = app
         self.gateway = gateway
-        self.routes = {path: _Route(*pair) for path, pair in routes.items()}
         self.security = TransportSecurityMiddleware(security)
-        if not sessions_readable([route.manager for route in self.routes.values()]):
-            self.routes = {}  # an SDK without what the lane reads: everything the full path's
+        self.routes: dict[str, _Route] = {}
+        # An SDK without what the lane reads: no route, everything the full path's.
+        if sessions_readable([manager for _, manager in routes.values()]):
+            self.routes = {path: _Route(*pair) for path, pair in routes.items()}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = self.routes.get(scope.get("path", "")) if scope["type"] == "http" else None
@@ -134,6 +138,9 @@ class FastLane:
             admitted = await self._admit(scope, first.get("body", b""), route)
         if admitted is None:
             await self.app(scope, _replay(first, receive), send)
+            return
+        if admitted.transport is None:  # 2026-07-28: no session to keep
+            await self._serve(admitted, send)
             return
         manager, bound = route.manager, self.gateway.call_timeout_s(route.upstream)
         with in_flight(admitted.transport, manager.session_idle_timeout, bound):
@@ -192,6 +199,8 @@ class FastLane:
             protocol_version=admitted.version,
             session_id=admitted.session_id,
         )
+        modern = admitted.version in MODERN_PROTOCOL_VERSIONS
+        in_clients_era(answer.result, modern, admitted.route.server_info)
         body = {"jsonrpc": "2.0", "id": call.request_id, "result": answer.result}
         await _send(send, json.dumps(body, separators=(",", ":")).encode(), admitted.session_id)
 
@@ -208,7 +217,7 @@ class FastLane:
                 result = await upstream.call_raw(
                     call.tool, call.arguments, gateway.call_timeout_s(upstream), meta=trace_meta
                 )
-                if not isinstance(result, dict) or not isinstance(result.get("content"), list):
+                if not _complete(result):
                     msg = (
                         f"the VM MCP server {upstream.name!r} failed on {call.tool}: "
                         "its answer is not a tool result"
@@ -221,6 +230,16 @@ class FastLane:
         metrics.forwarded(upstream.name, Row.READ_ONLY)
         metrics.fast_lane(upstream.name)
         return _Answer(result, result.get("isError") is True)
+
+
+def _complete(result: Any) -> bool:
+    """Whether an upstream's answer is a whole tool result (not a question, nor an
+    extension's shape): the only answer the lane relays."""
+    return (
+        isinstance(result, dict)
+        and isinstance(result.get("content"), list)
+        and result.get("resultType", "complete") == "complete"
+    )
 
 
 class _Answer:

@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mcp_types import SERVER_INFO_META_KEY
+
 from ..core.catalog import READ_ONLY, classify
 from ..errors import ConfigError
 from .calls import host_tool_name
@@ -25,12 +27,13 @@ if TYPE_CHECKING:
     from ..config.settings import CatalogSettings
     from .pins import PinGate
 
-__all__ = ["LaneCall", "StrictJsonError", "lane_call", "strict_json", "takes"]
+__all__ = ["LaneCall", "StrictJsonError", "in_clients_era", "lane_call", "strict_json", "takes"]
 
 # What a plain call may carry; anything else (inputResponses, requestState, a task)
 # is the full path's to read.
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAM_KEYS = frozenset({"name", "arguments", "_meta"})
+_RESULT_TYPE = "resultType"
 
 
 class StrictJsonError(ValueError):
@@ -108,3 +111,23 @@ def takes(
     except ConfigError:
         return False
     return verdict.kind == READ_ONLY
+
+
+def in_clients_era(result: dict[str, Any], modern: bool, server_info: dict[str, Any]) -> None:
+    """Shape an upstream's tool result, in place, for the client's era, as the SDK's server
+    shapes the full path's: the upstream's era may be the other one.
+
+    A 2026-07-28 client requires ``resultType``, which a handshake-era server (mcvsphere)
+    never sends; it gets ``complete`` and, unless the upstream stamped its own, the
+    gateway's ``serverInfo`` in ``_meta``. A 2025-11-25 client's schema has no
+    ``resultType``: a 2026-07-28 upstream's is dropped.
+    """
+    if not modern:
+        result.pop(_RESULT_TYPE, None)
+        return
+    result.setdefault(_RESULT_TYPE, "complete")
+    meta = result.get("_meta")
+    if meta is None:
+        result["_meta"] = {SERVER_INFO_META_KEY: server_info}
+    elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+        result["_meta"] = {**meta, SERVER_INFO_META_KEY: server_info}

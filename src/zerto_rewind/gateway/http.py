@@ -38,7 +38,7 @@ from starlette.routing import Route
 from ..errors import ConfigError
 from ..netutil import is_loopback, token_digest
 from . import probes
-from .decide import decide_endpoint
+from .decide import decide_endpoint, result_endpoint
 from .fastlane import FastLane
 from .limits import BoundedSessionManager, Ledger, TokenLimits
 from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY, build_proxy
@@ -391,8 +391,8 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
         lanes[f"/mcp/{name}"] = (upstream, manager)
     routes += _service_routes(gateway, host)
     app = Starlette(routes=routes, lifespan=_lifespan(gateway, managers))
-    # Read-only calls take the fast lane, behind every gate before it (auth, caps), when
-    # gateway.fast_lane asks for it (off by default: docs/gateway.md says why).
+    # Read-only calls take the fast lane, behind every gate before it (auth, caps), unless
+    # gateway.fast_lane is false.
     lane = FastLane(app, gateway, lanes, security) if settings.fast_lane else app
     limited = TokenLimits(lane, ledger, settings.max_body_bytes)
     return _BearerAuth(limited, settings.clients, settings.max_body_bytes, _bindings_for(managers))
@@ -423,6 +423,10 @@ def _service_routes(gateway: Gateway, host: str) -> list[Route]:
         """The decision endpoint for thin hooks: a PreToolUse payload in, the decision out."""
         return await decide_endpoint(gateway, request)
 
+    async def result(request: Request) -> Response:
+        """After the call: a thin hook records the result of a change decided by /v1/decide."""
+        return await result_endpoint(gateway, request)
+
     async def catalog(request: Request) -> Response:
         """Which tools the catalog names (no vm_arg, no secrets): `install --service` compiles
         the hook matcher from it, so the hook starts for every call the service guards."""
@@ -441,6 +445,7 @@ def _service_routes(gateway: Gateway, host: str) -> list[Route]:
         Route("/healthz", healthz),
         Route("/metrics", metrics),
         Route("/v1/decide", decide, methods=["POST"]),
+        Route("/v1/result", result, methods=["POST"]),
         Route("/v1/catalog", catalog, methods=["GET"]),
     ]
 

@@ -53,7 +53,6 @@ __all__ = [
     "process_gate",
     "raise_fd_limit",
     "source_of",
-    "uvicorn_options",
 ]
 
 log = logging.getLogger("zerto_rewind.gateway")
@@ -415,12 +414,16 @@ class _Guarded(_ProtocolBase):  # type: ignore[misc]
         self._deadline = None
         self._phase = ""
 
+    def _nothing_answered(self) -> bool:
+        """No response has begun on this connection's current request (a 408 may be sent)."""
+        return self.conn.our_state is h11.IDLE
+
     def _expired(self) -> None:
         phase, self._deadline = self._phase, None
         if self.transport is None or self.transport.is_closing():
             return
         self.gate.refused.labels(phase).inc()
-        if phase == "header" and self.conn.our_state is h11.IDLE:
+        if phase == "header" and self._nothing_answered():
             text = f"no complete request head within {self.gate.header_timeout_s:g} s"
             self.transport.write(_raw_response(408, "Request Timeout", text))
         self.transport.close()
@@ -432,13 +435,3 @@ def guarded_protocol(gate: ConnectionGate, base: type | None = None) -> type:
 
     parent = base if base is not None else H11Protocol
     return type("GuardedProtocol", (_Guarded, parent), {"gate": gate})
-
-
-def uvicorn_options(gate: ConnectionGate, base: type | None = None) -> dict[str, Any]:
-    """What ``uvicorn.Config`` takes for a listener bounded by ``gate``. Serve it on sockets
-    made by :meth:`ConnectionGate.listening`: the connection caps are counted there."""
-    return {
-        "http": guarded_protocol(gate, base),
-        "timeout_keep_alive": gate.idle_timeout_s,
-        "h11_max_incomplete_event_size": MAX_HEAD_BYTES,
-    }

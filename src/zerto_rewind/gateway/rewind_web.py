@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from ..errors import StateError, UsageError, ZertoRewindError
 from .approvals_auth import PageAuth, Session, approver
-from .approvals_pages import message_page, not_accepted_page
+from .approvals_pages import message_page
 from .rewind_page import plan_page, rewind_path, run_json, run_page
 from .rewind_runs import MODES, PageRuns
 
@@ -58,8 +58,9 @@ class PageKit:
     """The page's own HTTP plumbing, handed over by ``approvals_web`` (which imports this
     module; this one does not import it back)."""
 
-    # The POST's form, or the answer refusing it (too large, not urlencoded…).
-    form: Callable[[Request], Awaitable[dict[str, str] | Response]]
+    # A state-changing POST's session and form, or the answer refusing it (too large, not
+    # urlencoded, no session, a wrong CSRF token or origin…).
+    posted: Callable[[Request], Awaitable[tuple[Session, dict[str, str]] | Response]]
     go: Callable[[str], Response]  # 303 to an app-local path
     to_login: Callable[[Request], Response]  # to the login, coming back here
 
@@ -170,12 +171,10 @@ class RewindRoutes:
 
     async def start(self, request: Request) -> Response:
         """Start a saved plan: an approver's POST with the page's CSRF token; else 403."""
-        form = await self.kit.form(request)
-        if isinstance(form, Response):
-            return form
-        session = self.auth.checked(request, form)
-        if session is None:
-            return HTMLResponse(not_accepted_page(self.auth.current(request)[1]), status_code=403)
+        posted = await self.kit.posted(request)
+        if isinstance(posted, Response):
+            return posted
+        session, form = posted
         refused = self._refusal(session)
         if refused is not None:
             log.warning("approvals page: rewind refused to %s", approver(session.name).label)

@@ -20,7 +20,8 @@ import anyio
 from ..errors import ConfigError, UsageError
 from ..fsutil import atomic_write_text
 from .http import build_app, check_bind
-from .listener import ConnectionGate, process_gate, uvicorn_options
+from .http_impl import http_impl, listener_options, protocol_base
+from .listener import ConnectionGate, process_gate
 from .proxy import PEER_USER_KEY, build_proxy
 from .service import Gateway
 from .socket_reach import check_trust_socket
@@ -131,7 +132,9 @@ async def _serve_page(gateway: Gateway, tg: anyio.abc.TaskGroup, host: str, port
     app = build_approvals_app(gateway.approvals, secure_cookies=tls, zvms=gateway.guard)
     gate = process_gate(g, gateway.metrics.registry)
     tcp = gate.listening(_tcp_listener(host, port, "--approvals-listen"), tls=tls)
-    server = _uvicorn_server(app, g, gate, lifespan="off", grace_s=2)
+    server = _uvicorn_server(
+        app, g, gate, http_impl(g.http_impl, gateway.settings.path), lifespan="off", grace_s=2
+    )
     tg.start_soon(lambda: server.serve(sockets=[tcp]))
     while not server.started:
         await anyio.sleep(0.02)
@@ -143,12 +146,14 @@ def _uvicorn_server(
     app: ASGIApp,
     g: GatewaySettings,
     gate: ConnectionGate,
+    impl: str,
     *,
     lifespan: Literal["on", "off"],
     grace_s: int,
     protocol: type | None = None,
 ) -> uvicorn.Server:
-    """A quiet uvicorn server for ``app`` under ``gate``, with the gateway's TLS files."""
+    """A quiet uvicorn server for ``app`` under ``gate``, parsed by ``impl``, with the
+    gateway's TLS files."""
     import uvicorn
 
     config = uvicorn.Config(
@@ -159,7 +164,7 @@ def _uvicorn_server(
         ssl_keyfile=g.tls_key,
         lifespan=lifespan,
         timeout_graceful_shutdown=grace_s,
-        **uvicorn_options(gate, protocol),
+        **listener_options(gate, impl, protocol),
     )
     return uvicorn.Server(config)
 
@@ -247,14 +252,17 @@ async def serve_http(
 
     _check_http(settings, host, unix_socket, allow_privileged_upstream=allow_privileged_upstream)
     g = settings.gateway
+    impl = http_impl(g.http_impl, settings.path)  # before anything starts
     if approvals is not None:
         approvals.bind_socket()
     gateway = Gateway(settings)
     app = build_app(gateway, host=host or "127.0.0.1", unix_only=host is None)
     gate = process_gate(g, gateway.metrics.registry)  # raises the descriptor limit
-    info: dict[str, object] = {"pid": os.getpid(), "limits": gate.describe()}
+    info: dict[str, object] = {"pid": os.getpid(), "limits": gate.describe(), "http": impl}
     sockets = _listeners(gateway, gate, info, (host, port), (unix_socket, socket_mode))
-    server = _uvicorn_server(app, g, gate, lifespan="on", grace_s=5, protocol=_peer_protocol())
+    server = _uvicorn_server(
+        app, g, gate, impl, lifespan="on", grace_s=5, protocol=_peer_protocol(protocol_base(impl))
+    )
     try:
         if unix_socket is not None:  # once bound: its group is the file system's to say
             check_trust_socket(settings, unix_socket)
@@ -346,8 +354,8 @@ def _listeners(
     return sockets
 
 
-def _peer_protocol() -> type:
-    """Uvicorn's HTTP protocol, plus the unix peer's user in each request's scope.
+def _peer_protocol(base: type) -> type:
+    """Uvicorn's HTTP protocol ``base``, plus the unix peer's user in each request's scope.
 
     The decide socket's callers are hooks of agents' users; knowing which user
     asked keeps one user's approval from covering another's call. The kernel
@@ -356,9 +364,9 @@ def _peer_protocol() -> type:
     import pwd
     import struct
 
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    class PeerProtocol(base):  # type: ignore[misc]
+        app: Any  # uvicorn's protocol's, wrapped once connected
 
-    class PeerProtocol(H11Protocol):
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             sock = transport.get_extra_info("socket")

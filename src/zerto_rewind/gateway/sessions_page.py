@@ -15,6 +15,7 @@ full text is its SVG ``<title>``, which browsers show on hover.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from urllib.parse import quote
 
@@ -218,20 +219,27 @@ def _lane(plot: _Plot, vm: str) -> str:
     )
 
 
-def _marks(plot: _Plot, entry: Entry) -> str:
-    """A call's marks on each of its lanes; a change's checkpoint and later changes too."""
-    at = _epoch(entry.time)
+def _on_lanes(
+    plot: _Plot, time: str, vms: Iterable[str], mark: Callable[[float, float], str]
+) -> str:
+    """``mark(x, y)`` at ``time`` on each of the ``vms``' lanes; nothing if it is not a time."""
+    at = _epoch(time)
     if at is None:
         return ""
-    x, out = plot.x(at), []
+    x = plot.x(at)
+    return "".join(mark(x, plot.y(vm)) for vm in vms)
+
+
+def _marks(plot: _Plot, entry: Entry) -> str:
+    """A call's marks on each of its lanes; a change's checkpoint and later changes too."""
     about = f"{_when(entry.time)} {entry.tool}: {entry.decision}"
     if entry.kind == "change":
         about += f"; result {entry.result}; {entry.rewind_point}"
-    for vm in entry.vms or (NO_VM,):
-        y = plot.y(vm)
-        out.append(_checkpoint(plot, entry, x, y))
-        out.append(_call_mark(entry, x, y, about))
-    return "".join(out)
+
+    def mark(x: float, y: float) -> str:
+        return _checkpoint(plot, entry, x, y) + _call_mark(entry, x, y, about)
+
+    return _on_lanes(plot, entry.time, entry.vms or (NO_VM,), mark)
 
 
 def _call_mark(entry: Entry, x: float, y: float, about: str) -> str:
@@ -260,14 +268,10 @@ def _checkpoint(plot: _Plot, entry: Entry, x: float, y: float) -> str:
 
 def _later(plot: _Plot, other: Later) -> str:
     """A later change by another session, on each of the session's lanes it touched."""
-    at = _epoch(other.time)
-    if at is None:
-        return ""
-    x, out = plot.x(at), []
     about = f"{_when(other.time)} later, by session {other.session_id}: {other.tool}"
-    for vm in other.vms:
-        if vm in plot.lanes:
-            y = plot.y(vm)
-            d = f"M{x},{y - 8} L{x + 8},{y + 6} L{x - 8},{y + 6} Z"
-            out.append(f'<path class="mark other" d="{d}"><title>{_e(about)}</title></path>')
-    return "".join(out)
+
+    def mark(x: float, y: float) -> str:
+        d = f"M{x},{y - 8} L{x + 8},{y + 6} L{x - 8},{y + 6} Z"
+        return f'<path class="mark other" d="{d}"><title>{_e(about)}</title></path>'
+
+    return _on_lanes(plot, other.time, [vm for vm in other.vms if vm in plot.lanes], mark)

@@ -38,10 +38,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..errors import ZertoRewindError
 from ..fsutil import atomic_write_text
-from .confine import launcher_argv
 from .stdio_tap import LaneTap, tapped_stdio_client
 from .upstream_log import UpstreamLog, secret_values
-from .upstream_user import private_dir, stdio_env, upstream_identity
+from .upstream_user import confined_argv, private_dir, stdio_env, upstream_identity
 
 if TYPE_CHECKING:
     from ..config.settings import UpstreamSettings
@@ -280,13 +279,7 @@ class Upstream:
         with private_dir(s, identity) as home:
             env = stdio_env(s, identity, home)
             # Through the launcher: its own user, its own directory, dies with the gateway.
-            argv = launcher_argv(
-                s.command,
-                uid=identity.uid if identity.switch else None,
-                gid=identity.gid if identity.switch else None,
-                cwd=home,
-                parent=os.getpid(),
-            )
+            argv = confined_argv(s.command, identity, home)
             params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
             errlog = UpstreamLog(self.log_path, secret_values(s.env))
             self._launcher_said = None

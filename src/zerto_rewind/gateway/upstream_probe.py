@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Literal
 from ..errors import ConfigError
 from .confine import LAUNCHER_PREFIX, launcher_argv
 from .upstream_log import Redactor
-from .upstream_user import UpstreamIdentity, private_dir, stdio_env, upstream_identity
+from .upstream_user import (
+    UpstreamIdentity,
+    confined_argv,
+    private_dir,
+    stdio_env,
+    upstream_identity,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -100,13 +106,7 @@ def probe_start(
     assert spec.command is not None  # callers pass stdio upstreams only
     who = identity.label
     with private_dir(spec, identity) as home:
-        argv = launcher_argv(
-            spec.command,
-            uid=identity.uid if identity.switch else None,
-            gid=identity.gid if identity.switch else None,
-            cwd=home,
-            parent=os.getpid(),
-        )
+        argv = confined_argv(spec.command, identity, home)
         try:
             proc = subprocess.Popen(
                 argv,

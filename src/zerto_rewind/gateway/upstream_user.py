@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..fsaccess import user_label
+from .confine import launcher_argv
 
 if TYPE_CHECKING:
     from ..config.settings import Settings, UpstreamSettings
@@ -30,6 +32,7 @@ __all__ = [
     "ALLOW_FLAG",
     "UpstreamIdentity",
     "check_upstreams",
+    "confined_argv",
     "guard_file_owners",
     "private_dir",
     "privileged_reason",
@@ -59,18 +62,11 @@ class UpstreamIdentity:
         return self.label.partition(" (uid")[0].removeprefix("uid ")
 
 
-def _label(uid: int) -> str:
-    try:
-        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
-    except KeyError:
-        return f"uid {uid}"
-
-
 def upstream_identity(spec: UpstreamSettings, config: str | None = None) -> UpstreamIdentity:
     """The identity ``spec`` names (``user``/``group``), else the gateway's own."""
     if spec.user is None:
         uid = os.geteuid()
-        return UpstreamIdentity(uid, os.getegid(), _label(uid), switch=False)
+        return UpstreamIdentity(uid, os.getegid(), user_label(uid), switch=False)
     key = f"upstreams.{spec.name}"
     try:
         entry: pwd.struct_passwd | None = (
@@ -93,7 +89,7 @@ def upstream_identity(spec: UpstreamSettings, config: str | None = None) -> Upst
     else:
         msg = f"uid {uid} is not in the user database, so it has no primary group: give group"
         raise ConfigError(msg, path=config, key=f"{key}.group")
-    return UpstreamIdentity(uid, gid, _label(uid), switch=True)
+    return UpstreamIdentity(uid, gid, user_label(uid), switch=True)
 
 
 def guard_file_owners(settings: Settings) -> dict[int, list[str]]:
@@ -138,7 +134,7 @@ def check_upstreams(settings: Settings, names: Iterable[str], *, allow_privilege
         identity = upstream_identity(spec, settings.path)
         if identity.switch and os.geteuid() not in (0, identity.uid):
             msg = (
-                f"the gateway runs as {_label(os.geteuid())} and cannot start upstream "
+                f"the gateway runs as {user_label(os.geteuid())} and cannot start upstream "
                 f"{name!r} as {identity.label}: run the gateway as root (it drops to that "
                 "user for the upstream only, and keeps root for nothing else it starts)"
             )
@@ -208,7 +204,7 @@ def private_dir(spec: UpstreamSettings, identity: UpstreamIdentity) -> Iterator[
             owner = os.stat(path).st_uid
             if owner != identity.uid:
                 msg = (
-                    f"{path} belongs to {_label(owner)}, not to {identity.label}: "
+                    f"{path} belongs to {user_label(owner)}, not to {identity.label}: "
                     "give the upstream a working directory of its own"
                 )
                 raise ConfigError(msg, key=f"upstreams.{spec.name}.workdir") from None
@@ -220,3 +216,15 @@ def private_dir(spec: UpstreamSettings, identity: UpstreamIdentity) -> Iterator[
     finally:
         if made:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def confined_argv(command: list[str], identity: UpstreamIdentity, home: str) -> list[str]:
+    """The launcher's argv that runs ``command`` as ``identity`` in ``home``, dying with us."""
+    switch = identity.switch
+    return launcher_argv(
+        command,
+        uid=identity.uid if switch else None,
+        gid=identity.gid if switch else None,
+        cwd=home,
+        parent=os.getpid(),
+    )

@@ -14,11 +14,12 @@ module              what it is
 :mod:`.thin`        the thin runner, every host's: stdin → the guard service
                     (``POST /v1/decide``, :mod:`zerto_rewind.service_client`) →
                     stdout; a shell or file call checked against the hook's own
-                    files here (:mod:`.selfprotect`).
+                    files here (:mod:`.selfprotect`); after the call, its result
+                    posted to ``POST /v1/result``.
 :mod:`.claude_code` Claude Code's ``PreToolUse``/``PostToolUse``: parse, render, block.
-:mod:`.codex`       Codex CLI's ``PreToolUse``.
-:mod:`.gemini`      Gemini CLI's ``BeforeTool``.
-:mod:`.copilot`     Copilot CLI's ``preToolUse``.
+:mod:`.codex`       Codex CLI's ``PreToolUse``/``PostToolUse``.
+:mod:`.gemini`      Gemini CLI's ``BeforeTool``/``AfterTool``.
+:mod:`.copilot`     Copilot CLI's ``preToolUse``/``postToolUse``.
 :mod:`.calls`       a host's call normalised to the catalog's names (:class:`.calls.Call`).
 (this module)       what the protocol modules share: :class:`Host` and the one reader of
                     a hook's stdin (:func:`load_object`), here rather than in a module of

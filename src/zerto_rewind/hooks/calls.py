@@ -22,6 +22,7 @@ __all__ = [
     "Call",
     "HookInputError",
     "Host",
+    "after_result",
     "apply_patch_paths",
     "arguments",
     "deny_reason",
@@ -77,11 +78,13 @@ class Call:
         # After the call (a post event): succeeded or failed; None before it.
         self.result: str | None = None
 
-    def payload(self) -> bytes:
-        """The ``POST /v1/decide`` body: a PreToolUse payload in the catalog's names."""
+    def payload(self, **more: str) -> bytes:
+        """The ``POST /v1/decide`` body: a PreToolUse payload in the catalog's names; with
+        ``more`` (``result``, ``host``), the ``POST /v1/result`` body of a post event."""
         import json
 
         body: dict[str, Any] = {
+            **more,
             "hook_event_name": "PreToolUse",
             "tool_name": self.tool_name,
             "tool_input": self.tool_input,
@@ -111,7 +114,8 @@ def read_payload(
     raw = load_object(data)
     event = raw.get("hook_event_name", raw.get("hookEventName", events[0]))
     if event not in events:
-        msg = f"zerto-rewind's {host} hook handles {events[0]} only, got hook_event_name={event!r}"
+        handled = ", ".join(events)
+        msg = f"zerto-rewind's {host} hook handles {handled} only, got hook_event_name={event!r}"
         raise HookInputError(msg)
     name = tool_name_of(raw, *name_keys)
     key = next((k for k in input_keys if k in raw), input_keys[0])
@@ -121,6 +125,32 @@ def read_payload(
         for field in ("session_id", "tool_use_id", "cwd")
     }
     return raw, name, arguments(raw.get(key), key), ids
+
+
+def after_result(
+    call: Call,
+    raw: dict[str, Any],
+    event: Any,
+    post_events: dict[str, str | None],
+    response_keys: tuple[str, ...],
+) -> Call:
+    """``call`` with its ``result`` set when ``event`` is one of the host's ``post_events``
+    (event -> the result it says, None: read the answer under the first of
+    ``response_keys`` present): ``failed`` for a failed answer (an MCP ``isError``, a
+    non-empty ``error``, a ``success: false``, a ``resultType`` of ``failure``, ``error``
+    or ``denied``: the hosts' shapes, docs/hosts.md), else ``succeeded``."""
+    if event not in post_events:
+        return call
+    fixed = post_events[event]
+    response = next((raw[k] for k in response_keys if k in raw), None)
+    failed = isinstance(response, dict) and (
+        response.get("isError") is True
+        or bool(response.get("error"))
+        or response.get("success") is False
+        or response.get("resultType") in ("failure", "error", "denied")
+    )
+    call.result = fixed or ("failed" if failed else "succeeded")
+    return call
 
 
 def host_call(

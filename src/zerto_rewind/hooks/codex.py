@@ -1,4 +1,4 @@
-"""Codex CLI's ``PreToolUse`` hook protocol (``~/.codex/hooks.json``).
+"""Codex CLI's ``PreToolUse`` and ``PostToolUse`` hook protocol (``~/.codex/hooks.json``).
 
 Stdin: ``tool_name`` (``Bash``, ``apply_patch``, or ``mcp__<server>__<tool>``: the
 catalog's own names), ``tool_input`` (MCP: the arguments; ``Bash`` and
@@ -17,6 +17,11 @@ prompt     ``deny``: Codex does not support ``ask`` (the hook is marked
 defer      ``deny``: Codex has no defer
 =========  ==============================================================
 
+``PostToolUse`` (the call ran): the hook answers nothing and records the result
+with the service; ``failed`` when its ``tool_response`` says so
+(:func:`.calls.after_result`; the field is UNCONFIRMED, docs/hosts.md). A
+failure to record is exit 1 (a failed hook, nothing blocked).
+
 Bad stdin is exit 2 with the reason on stderr: exit 2 with an *empty* stderr
 does not block in Codex.
 """
@@ -24,28 +29,46 @@ does not block in Codex.
 from __future__ import annotations
 
 from . import Host
-from .calls import FILES, Call, apply_patch_paths, deny_reason, host_call, read_payload
+from .calls import (
+    FILES,
+    Call,
+    after_result,
+    apply_patch_paths,
+    deny_reason,
+    host_call,
+    read_payload,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["DEFAULT_PROMPT", "EVENT", "PROTOCOL", "blocking", "parse", "render"]
+__all__ = [
+    "DEFAULT_PROMPT", "EVENT", "POST_EVENTS", "POST_FAILURE_EXIT", "PROTOCOL", "blocking",
+    "parse", "render",
+]  # fmt: skip
 
 PROTOCOL = Host("codex", "PreToolUse", ("deny",))
 EVENT, DEFAULT_PROMPT = PROTOCOL.event, PROTOCOL.default_prompt
+# The events after a call, and the result each says (None: read the tool's answer).
+POST_EVENTS: dict[str, str | None] = {"PostToolUse": None}
+# A post hook that fails: any code but 0 and 2 is a failed hook; the session goes on.
+POST_FAILURE_EXIT = 1
 # The tools this hook checks itself, as Codex names them (apply_patch's aliases too).
 SHELL_TOOLS = ("Bash",)
 FILE_TOOLS = ("Write", "Edit")  # and apply_patch, whose patch names its files
 
 
 def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
-    """Stdin → the call; HookInputError for anything that is not a PreToolUse payload."""
-    _, name, tool_input, ids = read_payload(data, "Codex", (EVENT,))
+    """Stdin → the call (``result`` set for a post event); HookInputError for anything
+    that is not a PreToolUse or PostToolUse payload."""
+    raw, name, tool_input, ids = read_payload(data, "Codex", (EVENT, *POST_EVENTS))
     if name == "apply_patch":
-        return Call(FILES, "Write", name, tool_input, ids, paths=apply_patch_paths(tool_input))
-    return host_call(name, tool_input, ids, shell=SHELL_TOOLS, files=FILE_TOOLS,
-                     path_keys=("file_path", "path"), mcp_name=name)  # fmt: skip
+        call = Call(FILES, "Write", name, tool_input, ids, paths=apply_patch_paths(tool_input))
+    else:
+        call = host_call(name, tool_input, ids, shell=SHELL_TOOLS, files=FILE_TOOLS,
+                         path_keys=("file_path", "path"), mcp_name=name)  # fmt: skip
+    return after_result(call, raw, raw.get("hook_event_name"), POST_EVENTS, ("tool_response",))
 
 
 def render(outcome: str, reason: str, context: str, *, prompt_as: str = DEFAULT_PROMPT) -> str:

@@ -1,4 +1,4 @@
-"""Gemini CLI's ``BeforeTool`` hook protocol (``hooks.BeforeTool`` in ``settings.json``).
+"""Gemini CLI's ``BeforeTool`` and ``AfterTool`` hook protocol (``hooks`` in ``settings.json``).
 
 Stdin: ``tool_name`` (``run_shell_command``, ``write_file``, ``replace``, or
 ``mcp_<server>_<tool>``), ``tool_input``, ``mcp_context`` for MCP tools
@@ -22,6 +22,11 @@ prompt     ``decision: ask`` (Gemini asks the user, even under ``--yolo``) —
 defer      ``deny``: Gemini has no defer
 =========  ==============================================================
 
+``AfterTool`` (the call ran): the hook answers nothing and records the result with
+the service; ``failed`` when its ``tool_response`` carries an ``error``
+(:func:`.calls.after_result`; the field is UNCONFIRMED, docs/hosts.md). A failure
+to record is exit 1 (a warning; the session goes on).
+
 Bad stdin: a JSON deny on stdout *and* exit 2 with the reason on stderr (Gemini
 honours the JSON whatever the exit code; exit 2 blocks with stderr as reason).
 """
@@ -29,26 +34,35 @@ honours the JSON whatever the exit code; exit 2 blocks with stderr as reason).
 from __future__ import annotations
 
 from . import Host
-from .calls import Call, deny_reason, host_call, read_payload, split_server
+from .calls import Call, after_result, deny_reason, host_call, read_payload, split_server
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["DEFAULT_PROMPT", "EVENT", "PROTOCOL", "blocking", "parse", "render"]
+__all__ = [
+    "DEFAULT_PROMPT", "EVENT", "POST_EVENTS", "POST_FAILURE_EXIT", "PROTOCOL", "blocking",
+    "parse", "render",
+]  # fmt: skip
 
 PROTOCOL = Host("gemini", "BeforeTool", ("ask", "deny"))
 EVENT, DEFAULT_PROMPT = PROTOCOL.event, PROTOCOL.default_prompt
+# The events after a call, and the result each says (None: read the tool's answer).
+POST_EVENTS: dict[str, str | None] = {"AfterTool": None}
+# A post hook that fails: any code but 0 and 2 is a warning; the session goes on.
+POST_FAILURE_EXIT = 1
 SHELL_TOOLS = ("run_shell_command",)
 FILE_TOOLS = ("write_file", "replace")
 
 
 def parse(data: bytes, servers: tuple[str, ...] = ()) -> Call:
-    """Stdin → the call; HookInputError for anything that is not a BeforeTool payload."""
-    raw, name, tool_input, ids = read_payload(data, "Gemini", (EVENT,))
+    """Stdin → the call (``result`` set for a post event); HookInputError for anything
+    that is not a BeforeTool or AfterTool payload."""
+    raw, name, tool_input, ids = read_payload(data, "Gemini", (EVENT, *POST_EVENTS))
     mcp_name = _mcp_name(name, raw.get("mcp_context"), servers)
-    return host_call(name, tool_input, ids, shell=SHELL_TOOLS, files=FILE_TOOLS,
+    call = host_call(name, tool_input, ids, shell=SHELL_TOOLS, files=FILE_TOOLS,
                      path_keys=("file_path", "path"), mcp_name=mcp_name)  # fmt: skip
+    return after_result(call, raw, raw.get("hook_event_name"), POST_EVENTS, ("tool_response",))
 
 
 def _mcp_name(name: str, context: Any, servers: tuple[str, ...]) -> str:

@@ -17,9 +17,13 @@ the one table install and doctor use too.
   against the host's own hook and MCP files, the Python environment the hook
   runs from, and every ``--protect`` path: a write to one of them is denied.
   Nothing else about it is asked: the service's catalog does not list host tools.
-* After the call (Claude Code's ``PostToolUse``) nothing is sent: the service
-  has no endpoint for results yet, and install does not register it; the hook
-  says so on stderr and blocks nothing.
+* After the call (Claude Code's ``PostToolUse``/``PostToolUseFailure``, Codex's
+  ``PostToolUse``, Gemini's ``AfterTool``, Copilot's ``postToolUse``/
+  ``postToolUseFailure``) an MCP call's result is posted to the service
+  (``POST /v1/result``), which writes it only for a change it let through for
+  this same caller. A shell or file call posts nothing (the service decided
+  none). Nothing after the call blocks it (it ran): a result not recorded is said
+  on stderr, with the exit code the host reads as non-blocking.
 
 It holds no ZVM credential, reads no zerto-rewind config and keeps no guard
 state: the service, which runs as another user or on another machine,
@@ -46,6 +50,7 @@ from ..service_client import (
     ask_service,
     disarm_deadline,
     parse_budget,
+    post_result,
     request_timeout_s,
     undecided_reason,
 )
@@ -68,6 +73,11 @@ HOSTS: dict[str, ModuleType] = {
 }  # fmt: skip
 DEFAULT_HOST = "claude-code"  # the thin hook `install claude-code --service` writes has no --host
 DEFAULT_BUDGET_S = codex.PROTOCOL.budget_s  # the other hosts' (Codex, Gemini, Copilot)
+# How long the post event waits for the service to record a result.
+RESULT_TIMEOUT_S = 10.0
+# The service's refusals for a call that is no change: no decision line (read-only calls
+# write none), or a decision that let nothing through.
+_NOT_A_CHANGE = ("the service answered HTTP 404", "the service answered HTTP 409")
 # The fields of HookCommand a thin hook takes.
 _TAKES = frozenset(
     ("host", "service", "service_user", "token_file", "ca_file", "budget", "servers",
@@ -129,12 +139,8 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         call = opts.host.parse(data, opts.servers)
     except HookInputError as exc:
         return _block(opts.host, f"zerto-rewind hook: {exc}. The call is blocked; check the hook.")
-    if call.result is not None:  # after the call: nothing is asked, nothing blocked
-        sys.stderr.write(
-            f"zerto-rewind hook: the thin hook records no results; the result of "
-            f"{call.host_tool} was not recorded.\n"
-        )
-        return 0
+    if call.result is not None:  # after the call: its result is recorded, nothing blocked
+        return _after(opts, call)
     text = _answer(opts, call, data, env)
     if text:
         sys.stdout.write(text + "\n")
@@ -161,6 +167,27 @@ def _answer(opts: Options, call: Call, data: bytes, env: Mapping[str, str]) -> s
         text = _deny(host, call.host_tool, service, f"{type(exc).__name__}: {exc}")
     disarm_deadline()
     return text
+
+
+def _after(opts: Options, call: Call) -> int:
+    """Post the result of an MCP call; a shell or file call posts nothing (the service
+    decided none). A result not recorded is said on stderr; the call has run."""
+    if call.kind in (SHELL, FILES):
+        return 0
+    body = call.payload(result=call.result or "unknown", host=opts.host.PROTOCOL.name)
+    try:
+        post_result(opts.client, body, timeout_s=min(RESULT_TIMEOUT_S, opts.budget))
+    except Exception as exc:  # never block a call that already ran; say why
+        why = str(exc) if isinstance(exc, ServiceError) else f"{type(exc).__name__}: {exc}"
+        sys.stderr.write(
+            f"zerto-rewind hook: the result of {call.host_tool} was not recorded by the guard "
+            f"service ({opts.service}): {why}. The call itself ran.\n"
+        )
+        # 404 / 409: a call the service let through as no change (a read-only one) is
+        # not an error of the guard.
+        quiet = isinstance(exc, ServiceError) and str(exc).startswith(_NOT_A_CHANGE)
+        return 0 if quiet else int(opts.host.POST_FAILURE_EXIT)
+    return 0
 
 
 def _host_arg(args: list[str]) -> str:

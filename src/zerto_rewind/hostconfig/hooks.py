@@ -26,6 +26,12 @@ The matchers are anchored regular expressions over the host's own tool names:
 the VM servers' tools (Codex ``mcp__<server>__…``, Gemini ``mcp_<server>_…``,
 Copilot ``<server>-…``) and the host's shell and file tools, which the hook
 checks against its own files.
+
+After the call, the same command is registered for the host's post events
+(:data:`POST_EVENTS`: Codex ``PostToolUse``, Gemini ``AfterTool``, Copilot
+``postToolUse`` and ``postToolUseFailure``), matched on the VM servers' tools
+only (:func:`post_matcher_for`), with a short timeout: the hook posts the
+change's result to the guard service.
 """
 
 from __future__ import annotations
@@ -46,13 +52,16 @@ from .objectfile import read_object_file
 __all__ = [
     "HOOK_HOSTS",
     "HOOK_MARKER",
+    "POST_EVENTS",
     "HookPlan",
     "InstalledHook",
     "build_entry",
     "hook_file",
     "installed_hooks",
     "matcher_for",
+    "missing_post_events",
     "plan_hook_file",
+    "post_matcher_for",
     "write_hook_file",
 ]
 
@@ -62,6 +71,14 @@ HOOK_MARKERS = (HOOK_MARKER, "zerto_rewind.agent_hooks.hook")
 HOOK_HOSTS = ("codex", "gemini", "copilot")
 # host -> (the event key under "hooks", its shell and file tools as the host names them)
 _EVENTS = {"codex": "PreToolUse", "gemini": "BeforeTool", "copilot": "preToolUse"}
+# The events after the call each host's hook is registered for (hooks/<host>.py reads them).
+POST_EVENTS = {
+    "codex": ("PostToolUse",),
+    "gemini": ("AfterTool",),
+    "copilot": ("postToolUse", "postToolUseFailure"),
+}
+# A post hook posts one result: a short host timeout (s).
+POST_TIMEOUT_S = 30
 _OWN_TOOLS = {
     "codex": ("Bash", "apply_patch", "Edit", "Write"),
     "gemini": ("run_shell_command", "write_file", "replace"),
@@ -101,6 +118,16 @@ def matcher_for(host: str, servers: Sequence[str]) -> str:
     return body if host == "copilot" else f"^(?:{body})$"
 
 
+def post_matcher_for(host: str, servers: Sequence[str]) -> str:
+    """The post events' matcher: the servers' tools only (a host's own shell and file tools
+    were never asked of the service, so they have no result to record)."""
+    names = "|".join(re.escape(_sanitised(host, s)) for s in servers)
+    body = {"codex": f"mcp__(?:{names})__.+", "gemini": f"mcp_(?:{names})_.+"}.get(
+        host, f"(?:{names})-.+"
+    )
+    return body if host == "copilot" else f"^(?:{body})$"
+
+
 def _sanitised(host: str, server: str) -> str:
     """The server as the host spells it in a tool name (Gemini replaces odd characters)."""
     if host == "gemini":
@@ -134,10 +161,16 @@ class HookPlan:
     drops_comments: bool
 
 
-def plan_hook_file(host: str, path: str, entry: dict[str, Any]) -> HookPlan:
-    """Our entry merged into the file at ``path``; ConfigError when it cannot be read."""
+def plan_hook_file(
+    host: str, path: str, entry: dict[str, Any], post: dict[str, Any] | None = None
+) -> HookPlan:
+    """Our entry merged into the file at ``path`` (and ``post`` under each of the host's
+    post events); ConfigError when it cannot be read."""
     data, original, existed = _read(path)
     merged, kept = _merge(host, data, entry)
+    if post is not None:
+        for event in POST_EVENTS[host]:
+            merged, _ = _merge(host, merged, post, event)
     if merged == data:
         return HookPlan(host, path, None, existed, kept, False)
     in_place = _edited_in_place(original, merged) if original else None
@@ -191,15 +224,18 @@ def _read(path: str) -> tuple[dict[str, Any], str, bool]:
     return read.data, text, read.exists
 
 
-def _merge(host: str, data: dict[str, Any], entry: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """``data`` with our entry in place of any earlier one; (the result, other hooks kept)."""
+def _merge(
+    host: str, data: dict[str, Any], entry: dict[str, Any], event: str | None = None
+) -> tuple[dict[str, Any], int]:
+    """``data`` with our entry under ``event`` (default: the host's pre-call event) in place
+    of any earlier one; (the result, other hooks kept)."""
     merged = dict(data)
     hooks = merged.get("hooks", {})
     if not isinstance(hooks, dict):
         msg = "its hooks key is not an object; fix it by hand first"
         raise ConfigError(msg)
     hooks = dict(hooks)
-    event = _EVENTS[host]
+    event = event or _EVENTS[host]
     current = hooks.get(event, [])
     if not isinstance(current, list):
         msg = f"its hooks.{event} is not a list; fix it by hand first"
@@ -229,6 +265,31 @@ def _ours(handler: Any) -> bool:
         return False
     return any(isinstance(handler.get(k), str) and any(m in handler[k] for m in HOOK_MARKERS)
                for k in ("command", "bash"))  # fmt: skip
+
+
+def missing_post_events(host: str, path: str) -> list[str]:
+    """The host's post events the file at ``path`` registers no hook of ours for (so the
+    changes' results are not recorded); ConfigError when it cannot be read."""
+    data, _text, _existed = _read(path)
+    hooks = data.get("hooks")
+    missing = []
+    for event in POST_EVENTS[host]:
+        items = hooks.get(event) if isinstance(hooks, dict) else None
+        handlers = [
+            handler
+            for item in (items if isinstance(items, list) else [])
+            for handler in _handlers(host, item)
+        ]
+        if not any(_ours(h) for h in handlers):
+            missing.append(event)
+    return missing
+
+
+def _handlers(host: str, item: Any) -> list[Any]:
+    if host == "copilot":
+        return [item]
+    handlers = item.get("hooks") if isinstance(item, dict) else None
+    return handlers if isinstance(handlers, list) else []
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
+from ..core.log_line import lines_holding
 from ..core.sessions import kind_of
 from ..errors import StateError, UsageError
 
@@ -42,8 +43,6 @@ __all__ = [
     "scope_needles",
     "select",
 ]
-
-_CHUNK = 1 << 20  # bytes searched at a time for the lines a plan needs
 
 
 @dataclass(frozen=True)
@@ -148,7 +147,7 @@ def read_changes(log_path: str, needles: Iterable[str] = ()) -> list[Change]:
         msg = f"cannot read the decision log {log_path}: {exc.strerror}; run as its owner"
         raise StateError(msg) from exc
     with fh:
-        lines = _lines_holding(fh, keys) if keys else enumerate(fh, start=1)
+        lines = lines_holding(fh, lambda: keys) if keys else enumerate(fh, start=1)
         return _changes(lines, frozenset(needles))
 
 
@@ -212,35 +211,6 @@ def _names_one(change: Change, needles: frozenset[str]) -> bool:
     """Whether the change names a needle as its session, a VM or a VPG id (what the
     index files a line under; a needle met elsewhere in a line does not count)."""
     return change.session_id in needles or not needles.isdisjoint((*change.vms, *change.vpg_ids))
-
-
-def _lines_holding(fh: BinaryIO, keys: set[bytes]) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) of each line holding one of ``keys``, in order.
-
-    Searches a chunk at a time for the keys themselves, so a line about something
-    else is never split out or parsed."""
-    number, pending = 1, b""  # the line number at the start of ``pending``
-    while True:
-        chunk = fh.read(_CHUNK)
-        data = pending + chunk
-        end = len(data) if not chunk else data.rfind(b"\n") + 1
-        block, pending = data[:end], data[end:]
-        starts: set[int] = set()
-        for key in keys:
-            at = block.find(key)
-            while at >= 0:
-                starts.add(block.rfind(b"\n", 0, at) + 1)
-                after = block.find(b"\n", at)
-                at = -1 if after < 0 else block.find(key, after)
-        cursor = 0
-        for start in sorted(starts):
-            number += block.count(b"\n", cursor, start)
-            cursor = start
-            stop = block.find(b"\n", start)
-            yield number, block[start : len(block) if stop < 0 else stop]
-        number += block.count(b"\n", cursor)
-        if not chunk:
-            return
 
 
 def scope_needles(log_path: str, scope: Scope) -> set[str]:

@@ -35,7 +35,7 @@ from typing import Any
 from ..config.settings import CatalogSettings, ToolSpec, VmPath
 from ..core.catalog import READ_ONLY as CATALOG_READ_ONLY
 from ..core.catalog import UNLISTED, classify, glob_match, specificity
-from .hostpaths import find_host_paths, schema_types
+from .hostpaths import MAX_DEPTH, find_host_paths, schema_types, snake_case
 from .identity import ResolverProposal, merge_resolvers, propose_resolver
 
 __all__ = [
@@ -92,8 +92,6 @@ NEW_KEYS = frozenset(
 )  # fmt: skip
 GENERIC_KEYS = frozenset({"name", "id", "uuid"})
 _VM_TEXT = re.compile(r"\b(virtual machines?|vms?|guests?)\b", re.IGNORECASE)
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_MAX_DEPTH = 3
 
 
 @dataclass
@@ -306,7 +304,7 @@ def _walk(
     for key, prop in properties.items():
         if not isinstance(prop, Mapping):
             continue
-        norm = _snake(str(key))
+        norm = snake_case(str(key))
         path = f"{prefix}{key}"
         text = str(prop.get("description") or "")
         types = schema_types(prop)
@@ -331,7 +329,7 @@ def _walk(
             found.append((1, path, f"schema {path!r} (VM tool)"))
         elif text and _VM_TEXT.search(text) and "name" in norm and "object" not in types:
             found.append((1, path, f"schema {path!r} (described as VM)"))
-        elif "object" in types and depth < _MAX_DEPTH:
+        elif "object" in types and depth < MAX_DEPTH:
             inner = prop.get("properties")
             if isinstance(inner, Mapping):
                 nested_vm = about_vm or norm in VM_KEYS
@@ -344,12 +342,8 @@ def _annotations(tool: Mapping[str, Any]) -> Mapping[str, Any]:
     return annotations if isinstance(annotations, Mapping) else {}
 
 
-def _snake(name: str) -> str:
-    return _CAMEL.sub("_", name).replace("-", "_").lower()
-
-
 def _tokens(name: str) -> list[str]:
-    return [t for t in _snake(name).split("_") if t]
+    return [t for t in snake_case(name).split("_") if t]
 
 
 def _verb(tokens: list[str]) -> str:

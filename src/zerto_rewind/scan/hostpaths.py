@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HostPathFinding", "find_host_paths", "schema_types"]
+__all__ = ["MAX_DEPTH", "HostPathFinding", "find_host_paths", "schema_types", "snake_case"]
 
 # Names that mean "a file on this machine" by themselves (snake_case, lower).
 HOST_PATH_KEYS = frozenset(
@@ -66,7 +66,7 @@ _LOCAL_TEXT = re.compile(
 _PATH_FORMATS = frozenset({"path", "file-path", "filepath", "file", "directory", "dir-path"})
 _URI_FORMATS = frozenset({"uri", "uri-reference", "iri", "iri-reference"})
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_MAX_DEPTH = 3
+MAX_DEPTH = 3  # how deep the scan follows nested objects of an input schema
 
 
 @dataclass
@@ -97,7 +97,7 @@ def find_host_paths(tool: Mapping[str, Any]) -> HostPathFinding:
         if why is not None:
             finding.paths.append(path)
             finding.evidence.append(f"host path: {path}{why}")
-        elif _snake(path.rsplit(".", 1)[-1].removesuffix("[]")) in GENERIC_PATH_KEYS:
+        elif snake_case(path.rsplit(".", 1)[-1].removesuffix("[]")) in GENERIC_PATH_KEYS:
             generic.append(path)
     said = _LOCAL_TEXT.search(description)
     if said is not None and not finding.paths:
@@ -130,7 +130,7 @@ def _collect(
             continue
         types = schema_types(prop)
         inner = prop.get("properties")
-        if "object" in types and isinstance(inner, Mapping) and depth < _MAX_DEPTH:
+        if "object" in types and isinstance(inner, Mapping) and depth < MAX_DEPTH:
             _collect(inner, f"{path}.", depth + 1, description, out)
         elif "array" in types and isinstance(prop.get("items"), Mapping):
             if "string" in schema_types(prop["items"]):
@@ -141,8 +141,8 @@ def _collect(
 
 def _why(path: str, prop: Mapping[str, Any], text: str) -> str | None:
     """Why this property is a host path (the evidence's tail), or None."""
-    key = _snake(path.rsplit(".", 1)[-1].removesuffix("[]"))
-    title = _snake(str(prop.get("title") or "").replace(" ", "_"))
+    key = snake_case(path.rsplit(".", 1)[-1].removesuffix("[]"))
+    title = snake_case(str(prop.get("title") or "").replace(" ", "_"))
     for name, where in ((key, ""), (title, " (title)")):
         tokens = set(name.split("_"))
         if name in HOST_PATH_KEYS or ("local" in tokens and tokens & _FILE_TOKENS):
@@ -167,7 +167,7 @@ def _file_scheme(prop: Mapping[str, Any], text: str) -> bool:
 
 
 def _elsewhere(name: str, text: str) -> bool:
-    return bool(set(_snake(name).split("_")) & _ELSEWHERE_TOKENS) or bool(
+    return bool(set(snake_case(name).split("_")) & _ELSEWHERE_TOKENS) or bool(
         _ELSEWHERE_TEXT.search(text)
     )
 
@@ -198,5 +198,6 @@ def schema_types(prop: Mapping[str, Any]) -> set[str]:
     return types
 
 
-def _snake(name: str) -> str:
+def snake_case(name: str) -> str:
+    """``saveTo``, ``save-to`` and ``Save_To`` as ``save_to``: how the scan compares names."""
     return _CAMEL.sub("_", name).replace("-", "_").lower()

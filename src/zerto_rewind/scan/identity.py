@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .hostpaths import find_host_paths, schema_types
+from .hostpaths import find_host_paths, schema_types, snake_case
 
 __all__ = ["ResolverProposal", "merge_resolvers", "propose_resolver"]
 
@@ -52,7 +52,6 @@ _VM_TEXT = re.compile(r"\b(virtual machines?|vms?)\b", re.IGNORECASE)
 _MANY_TEXT = re.compile(r"\b(all|every|list)\b", re.IGNORECASE)
 _INSTANCE_TEXT = re.compile(r"instance[ _-]?uuid", re.IGNORECASE)
 _MOREF_TEXT = re.compile(r"\b(moref|moid|managed object)", re.IGNORECASE)
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 @dataclass
@@ -97,7 +96,7 @@ def propose_resolver(
 
 def _as_resolver(tool: Mapping[str, Any]) -> ResolverProposal | None:
     name = str(tool.get("name", ""))
-    words = [w for w in _CAMEL.sub("_", name).replace("-", "_").lower().split("_") if w]
+    words = [w for w in snake_case(name).split("_") if w]
     description = str(tool.get("description") or "")
     if not words or words[0] not in LOOKUP_VERBS or _MANY_TEXT.search(description):
         return None

@@ -159,26 +159,28 @@ def merge_report(merge: PinMerge, server: str) -> list[str]:
         lines.append(f"pins: {server} had no pins; pinned {len(merge.added)} tool(s) as scanned")
     elif diff.clean:
         lines.append(f"pins: every tool of {server} matches its pin")
-    for name in diff.changed:
-        if name in merge.repinned:
-            lines.append(f"pins: CHANGED {name}: re-pinned as scanned now (--repin)")
-        else:
-            lines.append(
-                f"pins: CHANGED {name}: its description, input schema or annotations differ "
-                "from the pin; the pin is kept, so the gateway treats it as unlisted. Review "
-                "the tool's entry against the table, then scan again with --repin"
-            )
+    lines += _by_repin(
+        diff.changed,
+        merge.repinned,
+        "pins: CHANGED {name}: re-pinned as scanned now (--repin)",
+        "pins: CHANGED {name}: its description, input schema or annotations differ "
+        "from the pin; the pin is kept, so the gateway treats it as unlisted. Review "
+        "the tool's entry against the table, then scan again with --repin",
+    )
     if diff.pinned:
         for name in merge.added:
             lines.append(f"pins: NEW {name}: pinned; review its entry before installing")
     for name, why in merge.held.items():
         lines.append(f"pins: NEW {name}: NOT pinned ({why}); add an exact entry, or --repin")
-    for name in diff.removed:
-        if name in merge.dropped:
-            lines.append(f"pins: REMOVED {name}: the server no longer lists it; pin dropped")
-        else:
-            lines.append(
-                f"pins: REMOVED {name}: the server no longer lists it; the pin is kept "
-                "(--repin drops it)"
-            )
+    lines += _by_repin(
+        diff.removed,
+        merge.dropped,
+        "pins: REMOVED {name}: the server no longer lists it; pin dropped",
+        "pins: REMOVED {name}: the server no longer lists it; the pin is kept (--repin drops it)",
+    )
     return lines
+
+
+def _by_repin(names: list[str], done: list[str], when_done: str, when_kept: str) -> list[str]:
+    """A line a tool: ``when_done`` if --repin acted on it, else ``when_kept``."""
+    return [(when_done if name in done else when_kept).format(name=name) for name in names]

@@ -10,21 +10,25 @@ path loads it. Every Redis failure becomes a StateError naming the server
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import ConfigError, StateError
 
 if TYPE_CHECKING:
     import redis
+    from redis.lock import Lock
 
 __all__ = [
     "DEFAULT_PREFIX",
     "RedisStore",
     "connect",
+    "read_json",
     "redacted_url",
     "redis_errors_as_state_errors",
+    "stored_json",
 ]
 
 DEFAULT_PREFIX = "zerto-rewind:"
@@ -32,6 +36,7 @@ DEFAULT_PREFIX = "zerto-rewind:"
 # must still answer (deny, with the reason) well within its budget.
 CONNECT_TIMEOUT_S = 2.0
 COMMAND_TIMEOUT_S = 3.0
+_LOCK_POLL_S = 0.02  # how often a waiting replica asks for a lock again
 
 
 class RedisStore:
@@ -47,6 +52,45 @@ class RedisStore:
     def close(self) -> None:
         """Close the connections to Redis."""
         self._redis.close()
+
+    def _acquired(self, name: str, lease_s: float, timeout_s: float | None) -> Lock | None:
+        """The lock ``name``, held for ``lease_s`` unless renewed; None if another replica
+        still holds it after ``timeout_s``. Its token is shared between threads, so a
+        lease keeper may renew it from its own."""
+        lock = self._redis.lock(
+            name,
+            timeout=lease_s,
+            sleep=_LOCK_POLL_S,
+            blocking_timeout=timeout_s,
+            thread_local=False,
+        )
+        with redis_errors_as_state_errors(self.url):
+            return lock if lock.acquire() else None
+
+    @staticmethod
+    def _release(lock: Lock) -> None:
+        """Let ``lock`` go; one that expired, or a Redis that went away, frees itself with
+        its lease anyway."""
+        from redis.exceptions import RedisError
+
+        with contextlib.suppress(RedisError):
+            lock.release()
+
+
+def stored_json(obj: Any) -> str:
+    """``obj`` as the stores keep it: compact JSON, its keys sorted."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+
+
+def read_json(raw: object) -> Any | None:
+    """A stored value read back; None if there is none or it is not JSON (damaged, not
+    ours, or from an incompatible version: the caller starts over)."""
+    if not isinstance(raw, bytes | str):
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 def redacted_url(url: str) -> str:

@@ -16,7 +16,6 @@ Layout::
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ZvmTimeout
 from .auth import CachedToken
-from .redis_conn import RedisStore, redis_errors_as_state_errors
+from .redis_conn import RedisStore, read_json, redis_errors_as_state_errors, stored_json
 
 if TYPE_CHECKING:
     import redis
@@ -35,7 +34,6 @@ __all__ = ["RedisTokenCache"]
 # the others wait at most this long; a lease that runs out under a slow
 # request costs only a spare token, never a wrong one.
 TOKEN_LOCK_LEASE_S = 30.0
-_LOCK_POLL_S = 0.02
 
 
 class RedisTokenCache(RedisStore):
@@ -56,39 +54,29 @@ class RedisTokenCache(RedisStore):
         """The cached token for ``key`` if it is still fresh."""
         with redis_errors_as_state_errors(self.url):
             raw = self._redis.get(self._key(key))
-        token = CachedToken.from_json(_loads(raw))
+        token = CachedToken.from_json(read_json(raw))
         return token if token and token.fresh(self.wall_clock()) else None
 
     def store(self, key: str, token: CachedToken) -> None:
         """Replace the cached token for ``key``; Redis forgets it when it expires."""
         # Relative to our clock: the injected wall clock may not be Redis's.
         lifetime = max(1, math.ceil(token.expires_at - self.wall_clock()))
-        payload = json.dumps(token.to_json(), separators=(",", ":"), sort_keys=True)
+        payload = stored_json(token.to_json())
         with redis_errors_as_state_errors(self.url):
             self._redis.set(self._key(key), payload, ex=lifetime)
 
     def drop(self, key: str, access_token: str) -> None:
         """Delete the entry if it still holds ``access_token`` (call under :meth:`lock`)."""
         with redis_errors_as_state_errors(self.url):
-            held = CachedToken.from_json(_loads(self._redis.get(self._key(key))))
+            held = CachedToken.from_json(read_json(self._redis.get(self._key(key))))
             if held and held.access_token == access_token:
                 self._redis.delete(self._key(key))
 
     @contextlib.contextmanager
     def lock(self, key: str, timeout_s: float | None) -> Iterator[None]:
         """Hold the per-identity lock; ZvmTimeout if it is not free within ``timeout_s``."""
-        from redis.exceptions import RedisError
-
-        lock = self._redis.lock(
-            f"{self.prefix}lock:token:{key}",
-            timeout=TOKEN_LOCK_LEASE_S,
-            sleep=_LOCK_POLL_S,
-            blocking_timeout=timeout_s,
-            thread_local=False,
-        )
-        with redis_errors_as_state_errors(self.url):
-            acquired = lock.acquire()
-        if not acquired:
+        lock = self._acquired(f"{self.prefix}lock:token:{key}", TOKEN_LOCK_LEASE_S, timeout_s)
+        if lock is None:
             msg = (
                 "timed out waiting for another replica to fetch a ZVM token "
                 f"(the shared state at {self.location})"
@@ -97,19 +85,7 @@ class RedisTokenCache(RedisStore):
         try:
             yield
         finally:
-            # Expired or unreachable: the lease ends it anyway, and a lost
-            # token lock only ever costs a spare token.
-            with contextlib.suppress(RedisError):
-                lock.release()
+            self._release(lock)  # a lost token lock only ever costs a spare token
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}token:{key}"
-
-
-def _loads(raw: object) -> object:
-    if not isinstance(raw, bytes | str):
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None  # not ours, or damaged: fetch a new token

@@ -50,6 +50,7 @@ def test_every_host_hook_is_checked_and_no_claude_hook_check_runs(
     assert [c.status for c in named(checks, "guard service")] == ["pass"] * 3
     assert [c.status for c in named(checks, "hook timeout")] == ["pass"] * 3
     assert [c.status for c in named(checks, "service identity")] == ["pass"] * 3
+    assert [c.status for c in named(checks, "hook results")] == ["pass"] * 3
     (setup,) = named(checks, "gateway setup")
     assert setup.status == "pass"
     assert "Copilot CLI" in setup.detail
@@ -75,6 +76,24 @@ def test_a_host_timeout_at_the_budget_and_a_dead_service_fail(service: str, tmp_
     assert reach.status == "fail"
     assert "gateway --socket" in reach.fix
     assert "no-such.sock" in reach.detail
+
+
+def test_a_hook_not_registered_after_the_call_is_a_results_warning(
+    service: str, tmp_path: Path
+) -> None:
+    """Copilot's file without the post events (as installed before results were recorded):
+    "hook results" warns, naming the events and the reinstall."""
+    home = tmp_path / "home"
+    install(["copilot", "--user", "--service", service], home)
+    path = home / ".copilot" / "hooks" / "zerto-rewind.json"
+    data = json.loads(path.read_text())
+    del data["hooks"]["postToolUseFailure"]
+    path.write_text(json.dumps(data))
+    (results,) = named(doctor(home, host="copilot"), "hook results")
+    assert results.status == "warn"
+    assert "postToolUseFailure" in results.detail
+    assert "not recorded" in results.detail
+    assert "install host-hook copilot" in results.fix
 
 
 def test_an_unreadable_hook_file_fails_naming_it(tmp_path: Path) -> None:

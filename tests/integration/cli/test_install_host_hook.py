@@ -50,6 +50,10 @@ def test_codex_user_and_project_files_keep_the_users_other_hooks(
     assert words[words.index("--servers") + 1] == "vsphere"
     assert handler["timeout"] > float(words[words.index("--budget") + 1])
     assert ours["matcher"] == "^(?:mcp__(?:vsphere)__.+|Bash|apply_patch|Edit|Write)$"
+    (post,) = data["hooks"]["PostToolUse"]  # the same command records the result after it
+    assert post["hooks"][0]["command"] == handler["command"]
+    assert post["matcher"] == "^(?:mcp__(?:vsphere)__.+)$"
+    assert "results:  PostToolUse" in out
     before = (home / ".codex" / "hooks.json").read_text()
     assert install(["codex", "--user", "--service", service], home) == 0
     assert "already installed, nothing to change" in capsys.readouterr().out
@@ -114,6 +118,9 @@ def test_copilot_writes_its_own_file(service: str, tmp_path: Path) -> None:
     (entry,) = data["hooks"]["preToolUse"]
     assert entry["matcher"] == "(?:vsphere)-.+|bash|create|edit"
     assert entry["timeoutSec"] > 10
+    for event in ("postToolUse", "postToolUseFailure"):
+        (post,) = data["hooks"][event]
+        assert (post["bash"], post["matcher"]) == (entry["bash"], "(?:vsphere)-.+")
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,7 @@ def _metric(url: str, name: str, **labels: str) -> float:
 async def test_read_only_takes_the_fast_lane_and_mutating_the_full_path(
     box: Sandbox, tmp_path: Path, actions_log: Path, mode: str
 ) -> None:
-    gateway_config(box, actions_log, gateway={"fast_lane": True})
+    gateway_config(box, actions_log)  # on by default
     with gateway_process(box, tmp_path) as gw:
         async with client(gw.endpoint(), TOKENS["agent-a"], mode=mode) as c:
             await c.list_tools()
@@ -73,6 +73,21 @@ async def test_read_only_takes_the_fast_lane_and_mutating_the_full_path(
     assert [(d["tool"], d["row"]) for d in decisions(box)] == [
         ("mcp__vsphere__power_off_vm", "confirmed")
     ]
+
+
+async def test_switched_off_every_call_takes_the_full_path(
+    box: Sandbox, tmp_path: Path, actions_log: Path
+) -> None:
+    gateway_config(box, actions_log, gateway={"fast_lane": False})
+    with gateway_process(box, tmp_path) as gw:
+        async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
+            await c.list_tools()
+            got = await c.call_tool("get_vm", {"name": "jp-ubuntu"})
+            again = await c.call_tool("get_vm", {"name": "jp-ubuntu"})
+        assert not got.is_error, text_of(got)
+        assert not again.is_error, text_of(again)
+        assert _metric(gw.url, "zerto_rewind_decisions_total", row="read_only", outcome="none") == 2
+        assert _metric(gw.url, LANE, upstream="vsphere") == 0
 
 
 async def test_an_unlisted_or_host_path_call_is_not_taken(

@@ -251,14 +251,24 @@ def test_the_total_cap_sits_below_the_descriptor_limit(
     assert "gateway.max_connections 4096 lowered to 344" in stderr
 
 
-@pytest.fixture
-def quick(box: Sandbox, tmp_path: Path, actions_log: Path) -> Iterator[GatewayProcess]:
+@pytest.fixture(params=["h11", "httptools"])
+def quick(
+    box: Sandbox, tmp_path: Path, actions_log: Path, request: pytest.FixtureRequest
+) -> Iterator[GatewayProcess]:
+    """Short deadlines; each test runs with either HTTP parser (``gateway.http_impl``)."""
     gateway_config(
         box,
         actions_log,
-        gateway={"header_timeout_s": 1.5, "body_timeout_s": 1.5, "idle_timeout_s": 1},
+        gateway={
+            "header_timeout_s": 1.5,
+            "body_timeout_s": 1.5,
+            "idle_timeout_s": 1,
+            "http_impl": request.param,
+        },
     )
     with gateway_process(box, tmp_path) as gw:
+        assert gw.info is not None
+        assert gw.info["http"] == request.param
         yield gw
 
 

@@ -21,6 +21,7 @@ from support.service import served, served_box, served_url  # noqa: F401  (fixtu
 from support.users import reachable_dir, unix_user
 from zerto_rewind.cli import install_claude_code
 from zerto_rewind.cli import run_command as cli_edge
+from zerto_rewind.cli.doctor import run_checks
 from zerto_rewind.errors import ConfigError
 from zerto_rewind.hooks.thin import LAUNCH_CODE
 from zerto_rewind.hostconfig.hook_command import HookCommand
@@ -103,6 +104,16 @@ def test_install_service_writes_a_thin_hook_matched_on_the_services_catalog(
     assert decided is not None
     assert decided["permissionDecision"] in ("ask", "deny")
     assert run_command(handler["command"], "mcp__vsphere__list_vms", {}) is None
+    # After the call, the same command records the result (the catalog's mutating tools).
+    hooks = json.loads(settings.read_text())["hooks"]
+    for event in ("PostToolUse", "PostToolUseFailure"):
+        (post,) = hooks[event]
+        assert (post["matcher"], post["hooks"][0]["command"]) == (
+            entry["matcher"], handler["command"])  # fmt: skip
+        assert "onFailure" not in post["hooks"][0]
+    checks = run_checks(settings_files=[str(settings)], env=env, project_dirs=[])
+    (results,) = [c for c in checks if c.name == "hook results"]
+    assert results.status == "pass", results
     # Twice changes nothing.
     before = settings.read_text()
     assert main(argv, env) == 0

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from zerto_rewind.core import sessions
+from zerto_rewind.core import log_line, sessions
 from zerto_rewind.core.call_result import result_record
 from zerto_rewind.core.decision import ToolCall
 from zerto_rewind.core.decisions_log import write_record
@@ -176,7 +176,7 @@ def test_small_chunks_find_the_same_lines_with_the_same_numbers(
     """The chunked search gives what reading every line gives, whatever the chunk size."""
     whole = read_timeline(str(log), "sess-aaa").to_json()
     for size in (7, 64, 333):
-        monkeypatch.setattr(sessions, "_CHUNK", size)
+        monkeypatch.setattr(log_line, "_CHUNK", size)
         assert read_timeline(str(log), "sess-aaa").to_json() == whole
     lines = [n for n, r in sessions._lines(str(log)) if r.get("session_id") == "sess-aaa"]
     assert [e["line"] for e in whole["entries"]] == lines[:4]

@@ -22,10 +22,11 @@ from zerto_rewind.config.catalog_settings import CatalogSettings
 from zerto_rewind.core.catalog import Classification, classify
 from zerto_rewind.core.decision import Decision, Outcome, Row, ToolCall
 from zerto_rewind.core.guard import classified_decision
-from zerto_rewind.gateway.fastlane import _modern_rejection
+from zerto_rewind.gateway.fastlane import _complete, _modern_rejection
 from zerto_rewind.gateway.fastlane_wire import (
     LaneCall,
     StrictJsonError,
+    in_clients_era,
     lane_call,
     strict_json,
     takes,
@@ -120,6 +121,51 @@ def test_a_plain_call_is_read_from_its_one_parse() -> None:
     assert got == LaneCall(3, "get_vm", {"name": "jp-ubuntu"}, message)
     assert lane_call(call(name="list_vms")) == LaneCall(3, "list_vms", {}, call(name="list_vms"))
     assert lane_call({**call(name="x"), "id": "a-1"}) is not None
+
+
+# --------------------------------------------------------------------------- the answer's era
+
+STAMP = {"name": "zerto-rewind-gateway/esxi", "version": ""}
+TEXT = [{"type": "text", "text": "jp-ubuntu"}]
+
+
+def test_a_handshake_era_result_gets_the_modern_eras_fields_for_a_modern_client() -> None:
+    """mcvsphere's results have no resultType; a 2026-07-28 client refuses them without one
+    (the deployment guide's end-to-end run), so the lane adds it, as the SDK's server does."""
+    result: dict[str, Any] = {"content": TEXT, "isError": False}
+    in_clients_era(result, True, STAMP)
+    assert result == {"content": TEXT, "isError": False, "resultType": "complete",
+                      "_meta": {types.SERVER_INFO_META_KEY: STAMP}}  # fmt: skip
+    mine = {"content": TEXT, "_meta": {"k": 1}}
+    in_clients_era(mine, True, STAMP)
+    assert mine["_meta"] == {"k": 1, types.SERVER_INFO_META_KEY: STAMP}
+    theirs = {"content": TEXT, "resultType": "complete",
+              "_meta": {types.SERVER_INFO_META_KEY: {"name": "upstream"}}}  # fmt: skip
+    in_clients_era(theirs, True, STAMP)
+    assert theirs["_meta"] == {types.SERVER_INFO_META_KEY: {"name": "upstream"}}
+
+
+def test_a_modern_result_loses_its_result_type_for_a_handshake_era_client() -> None:
+    result: dict[str, Any] = {"content": TEXT, "resultType": "complete"}
+    in_clients_era(result, False, STAMP)
+    assert result == {"content": TEXT}
+    validated = types.CallToolResult.model_validate(result)
+    assert validated.content[0].text == "jp-ubuntu"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("answer", "relayed"),
+    [
+        ({"content": TEXT}, True),
+        ({"content": TEXT, "resultType": "complete"}, True),
+        ({"content": TEXT, "resultType": "input_required"}, False),
+        ({"resultType": "input_required", "inputRequests": {}}, False),
+        ({"content": "jp-ubuntu"}, False),
+        ([TEXT], False),
+    ],
+)
+def test_only_a_whole_tool_result_is_relayed(answer: Any, relayed: bool) -> None:
+    assert _complete(answer) is relayed
 
 
 # --------------------------------------------------------------------------- classification

@@ -174,11 +174,57 @@ def test_bad_stdin_is_a_hook_input_error(host: ModuleType, data: bytes) -> None:
 
 
 @pytest.mark.parametrize(
-    ("host", "event"), [(codex, "PostToolUse"), (gemini, "AfterTool"), (copilot, "postToolUse")]
+    ("host", "event"), [(codex, "Stop"), (gemini, "BeforeModel"), (copilot, "sessionStart")]
 )
 def test_another_event_is_refused(host: ModuleType, event: str) -> None:
     with pytest.raises(HookInputError, match="only"):
         host.parse(raw(hook_event_name=event, tool_name="x", toolName="x"))
+
+
+# ------------------------------------------------------------------ parse: after the call
+
+
+def test_codex_post_tool_use_says_what_became_of_the_call() -> None:
+    """PostToolUse: succeeded, unless its tool_response is an MCP error answer."""
+    ids = {"session_id": "s", "tool_use_id": "c1", "tool_name": "mcp__vm__power_off",
+           "tool_input": {"name": "web-01"}, "hook_event_name": "PostToolUse"}  # fmt: skip
+    call = codex.parse(raw(**ids, tool_response={"content": []}))
+    assert (call.kind, call.tool_name, call.tool_use_id, call.result) == (
+        MCP, "mcp__vm__power_off", "c1", "succeeded")  # fmt: skip
+    assert codex.parse(raw(**ids, tool_response={"isError": True})).result == "failed"
+    assert codex.parse(raw(**{**ids, "hook_event_name": "PreToolUse"})).result is None
+
+
+def test_gemini_after_tool_says_what_became_of_the_call() -> None:
+    """AfterTool: failed when its tool_response carries an error; the MCP name as before."""
+    ids = {"session_id": "s", "tool_name": "mcp_vm_power_off", "tool_input": {},
+           "hook_event_name": "AfterTool",
+           "mcp_context": {"server_name": "vm", "tool_name": "power_off"}}  # fmt: skip
+    call = gemini.parse(raw(**ids, tool_response={"llmContent": "ok", "error": None}))
+    assert (call.tool_name, call.result) == ("mcp__vm__power_off", "succeeded")
+    failed = gemini.parse(raw(**ids, tool_response={"error": {"message": "boom"}}))
+    assert failed.result == "failed"
+    assert gemini.parse(raw(**{**ids, "hook_event_name": "BeforeTool"})).result is None
+
+
+def test_copilot_post_events_say_what_became_of_the_call() -> None:
+    """postToolUse reads toolResult's resultType; postToolUseFailure is failed; a payload
+    that names no event but carries a toolResult is a postToolUse, never a new call."""
+    ids = {"sessionId": "s", "toolCallId": "t1", "toolName": "vm-power_off", "toolArgs": "{}"}
+    ok = copilot.parse(raw(**ids, toolResult={"resultType": "success"}), ("vm",))
+    assert (ok.tool_name, ok.tool_use_id, ok.result) == ("mcp__vm__power_off", "t1", "succeeded")
+    bad = copilot.parse(raw(**ids, toolResult={"resultType": "failure"}), ("vm",))
+    assert bad.result == "failed"
+    failure = copilot.parse(raw(**ids, hookEventName="postToolUseFailure"), ("vm",))
+    assert failure.result == "failed"
+    assert copilot.parse(raw(**ids), ("vm",)).result is None
+
+
+def test_a_post_event_of_a_host_tool_is_still_that_tool() -> None:
+    """A shell call's after event stays a shell call (the thin hook posts nothing for it)."""
+    call = codex.parse(raw(hook_event_name="PostToolUse", tool_name="Bash",
+                           tool_input={"command": "ls"}, tool_response={}))  # fmt: skip
+    assert (call.kind, call.result) == (SHELL, "succeeded")
 
 
 def test_blocking_errors_block_in_each_host() -> None:

@@ -13,6 +13,7 @@ from zerto_rewind.hostconfig.hooks import (
     build_entry,
     hook_file,
     matcher_for,
+    missing_post_events,
     plan_hook_file,
     write_hook_file,
 )
@@ -181,3 +182,22 @@ def test_a_file_that_is_not_a_hook_file_is_refused(tmp_path: Path, text: str) ->
     path.write_text(text)
     with pytest.raises(ConfigError):
         plan_hook_file("gemini", str(path), {"matcher": "m", "hooks": []})
+
+
+def test_the_post_entry_goes_under_each_post_event_and_is_found_again(tmp_path: Path) -> None:
+    """Gemini's AfterTool gets our post entry beside the user's own; a file without it
+    misses the event (the doctor's "hook results" warning)."""
+    theirs = {"matcher": "x", "hooks": [{"type": "command", "command": "audit.sh"}]}
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"hooks": {"AfterTool": [theirs]}}))
+    assert missing_post_events("gemini", str(path)) == ["AfterTool"]
+    entry = build_entry("gemini", command=OURS, matcher="m", timeout_s=10)
+    post = build_entry("gemini", command=OURS, matcher="p", timeout_s=30)
+    write_hook_file(plan_hook_file("gemini", str(path), entry, post))
+    data = json.loads(path.read_text())
+    assert data["hooks"]["AfterTool"] == [theirs, post]
+    assert missing_post_events("gemini", str(path)) == []
+    assert plan_hook_file("gemini", str(path), entry, post).text is None  # idempotent
+    copilot = tmp_path / "zerto-rewind.json"
+    write_hook_file(plan_hook_file("copilot", str(copilot), entry))
+    assert missing_post_events("copilot", str(copilot)) == ["postToolUse", "postToolUseFailure"]

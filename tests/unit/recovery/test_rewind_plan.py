@@ -174,7 +174,7 @@ def test_the_chunked_search_agrees_with_reading_every_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """Lines split across chunks, and a last line with no newline, are found whole."""
-    from zerto_rewind.recovery import rewind_plan
+    from zerto_rewind.core import log_line
 
     log = tmp_path / "log.jsonl"
     records = [
@@ -183,6 +183,6 @@ def test_the_chunked_search_agrees_with_reading_every_line(
     ]
     log.write_text("\n".join(json.dumps(r) for r in records))
     every = [c for c in read_changes(str(log)) if "vm-1" in c.vms or c.session_id == "s2"]
-    monkeypatch.setattr(rewind_plan, "_CHUNK", 7)
+    monkeypatch.setattr(log_line, "_CHUNK", 7)
     assert read_changes(str(log), ["vm-1", "s2"]) == every
     assert every[-1].line == 39

@@ -134,7 +134,7 @@ def host_checks(
                 checks += thin(host.path, entry, handler)
                 continue
             checks += _hook_checks(host.path, entry, handler, settings, config)
-        if any(not is_thin_hook(handler) for _entry, handler in host.hooks):
+        if host.hooks:  # standalone or thin: each records results after the call
             checks.append(results_check(host.path, host.data))
     with_hook = [h.path for h in hosts if h.hooks]
     if with_hook:

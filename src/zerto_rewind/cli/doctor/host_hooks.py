@@ -5,7 +5,9 @@ service holds the config and credentials. So, per hook found in the host's user
 or project hook file: does its command name a service, does the socket belong
 to its ``--service-user``, does the service answer, and does the host's own
 timeout exceed the hook's budget? All three hosts let the call run when *their*
-timeout fires first, so a host timeout at or below the budget is a failure.
+timeout fires first, so a host timeout at or below the budget is a failure. And is
+the hook registered for the host's after events ("hook results"), so each change's
+result is recorded?
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from collections.abc import Mapping, Sequence
 from ...errors import ConfigError
 from ...hooks.thin import DEFAULT_BUDGET_S
 from ...hostconfig.hook_command import HookCommand
-from ...hostconfig.hooks import HOOK_HOSTS, InstalledHook, hook_file, installed_hooks
+from ...hostconfig.hooks import (
+    HOOK_HOSTS,
+    POST_EVENTS,
+    InstalledHook,
+    hook_file,
+    installed_hooks,
+    missing_post_events,
+)
 from ...hostconfig.install.catalog_client import ServiceCatalog, fetch_catalog
 from ...hostconfig.specs import HOSTS
 from .check import Check
@@ -88,6 +97,7 @@ def host_hook_checks(hook: InstalledHook) -> list[Check]:
         checks.append(Check("guard service", "pass", detail))
     budget = command.budget_s(DEFAULT_BUDGET_S)
     checks.append(_timeout_check(hook, label, budget, reinstall))
+    checks.append(_results_check(hook, reinstall))
     if remote is not None and budget < remote.guard_timeout_s + 1.0:
         detail = (
             f"{hook.path}: the hook's budget {budget:g} s does not exceed the service's "
@@ -96,6 +106,24 @@ def host_hook_checks(hook: InstalledHook) -> list[Check]:
         )
         checks.append(Check("hook budget", "fail", detail, reinstall))
     return checks
+
+
+def _results_check(hook: InstalledHook, reinstall: str) -> Check:
+    """Whether the hook is registered for the host's after events: a warning otherwise
+    (the guard still guards; ``session show`` says ``not recorded``)."""
+    events = POST_EVENTS[hook.host]
+    try:
+        missing = missing_post_events(hook.host, hook.path)
+    except ConfigError as exc:
+        return Check("hook results", "warn", f"{hook.path}: {exc}", reinstall)
+    if not missing:
+        detail = f"{hook.path}: {', '.join(events)} record each change's result"
+        return Check("hook results", "pass", detail)
+    detail = (
+        f"{hook.path}: the hook is not registered for {', '.join(missing)}, so the results "
+        "of the changes it lets through are not recorded (session show says 'not recorded')"
+    )
+    return Check("hook results", "warn", detail, reinstall)
 
 
 def _timeout_check(hook: InstalledHook, label: str, budget: float, reinstall: str) -> Check:

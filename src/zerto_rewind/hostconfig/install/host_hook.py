@@ -19,7 +19,17 @@ from dataclasses import dataclass
 
 from ...hooks.thin import HOSTS, LAUNCH_CODE
 from ..hook_command import HookCommand
-from ..hooks import HookPlan, build_entry, hook_file, matcher_for, plan_hook_file, write_hook_file
+from ..hooks import (
+    POST_EVENTS,
+    POST_TIMEOUT_S,
+    HookPlan,
+    build_entry,
+    hook_file,
+    matcher_for,
+    plan_hook_file,
+    post_matcher_for,
+    write_hook_file,
+)
 from .catalog_client import thin_budget
 from .claude_code import reach_service
 from .matcher import covered_servers
@@ -113,8 +123,10 @@ def install_host_hook(args: HostHookOptions, env: Mapping[str, str], report: Ins
     command = hook_command(python, host, opts, budget_s=budget, servers=servers,
                            prompt_as=args.prompt_as, protect=protect)  # fmt: skip
     matcher = matcher_for(host, servers)
+    post = build_entry(host, command=command, matcher=post_matcher_for(host, servers),
+                       timeout_s=POST_TIMEOUT_S)  # fmt: skip
     plan = plan_hook_file(host, path, build_entry(host, command=command, matcher=matcher,
-                                                  timeout_s=timeout))  # fmt: skip
+                                                  timeout_s=timeout), post)  # fmt: skip
     if plan.drops_comments and not args.force:
         msg = (
             f"{path} has comments, which a rewrite would drop; nothing was written. Add the "
@@ -131,6 +143,7 @@ def install_host_hook(args: HostHookOptions, env: Mapping[str, str], report: Ins
         f"command:  {command}",
         f"timeout:  {timeout} s (hook budget {budget} s, service guard budget "
         f"{remote.guard_timeout_s:g} s)",
+        f"results:  {', '.join(POST_EVENTS[host])} post each change's result to the service",
         f"kept:     {plan.kept_hooks} other hook entr{'y' if plan.kept_hooks == 1 else 'ies'}",
         f"trust:    {TRUST_STEPS[host]}",
     ]

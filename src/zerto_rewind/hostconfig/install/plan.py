@@ -309,9 +309,12 @@ def plan_thin_hook(
         summary.insert(2, f"identity: {identity}")
     if note:
         summary.append(f"note:     {note}")
+    summary.append(f"results:  {', '.join(POST_EVENTS)} post each change's result to the service")
+    # After the call: the same command, for the catalog's mutating tools only.
+    post = build_post_entry(matcher, entry["hooks"][0]["command"])
     return InstallPlan(
         what="the zerto-rewind thin hook",
-        settings=_settings_change(options, current, entry),
+        settings=_settings_change(options, current, entry, post),
         summary=tuple(summary),
         check=None if options.managed else _thin_check(options),
     )
@@ -374,7 +377,7 @@ def _settings_change(
     post: dict[str, Any] | None = None,
 ) -> FileChange:
     """``current`` with ``entry`` merged in, and ``post`` under each post event (None: our
-    post entries removed: the thin hook records no results), and the managed policy."""
+    post entries removed), and the managed policy."""
     try:
         merged = merge(current.data, entry)
         for event in POST_EVENTS:

@@ -114,9 +114,10 @@ def test_the_hook_plan_registers_the_same_command_after_the_call() -> None:
     assert any(line.startswith("results:  PostToolUse") for line in plan.summary)
 
 
-def test_the_thin_plan_removes_the_post_entries_of_a_standalone_install() -> None:
-    """The thin hook records no results: a standalone install's post entries are removed,
-    other hooks under those events are kept."""
+def test_the_thin_plan_replaces_the_post_entries_of_a_standalone_install() -> None:
+    """The thin hook records results through the service: a standalone install's post
+    entries become the thin hook's (same command as its PreToolUse, the catalog's mutating
+    tools, no onFailure), other hooks under those events are kept."""
     standalone = json.loads(hook_plan().settings.text)
     other = {"matcher": "Bash", "hooks": [{"type": "command", "command": "echo hi"}]}
     standalone["hooks"]["PostToolUse"].append(other)
@@ -124,8 +125,20 @@ def test_the_thin_plan_removes_the_post_entries_of_a_standalone_install() -> Non
     current = CurrentFile(SETTINGS_PATH, standalone, json.dumps(standalone))
     plan = plan_thin_hook(thin_options(), remote, python=PYTHON, sources=[VSPHERE], current=current)
     hooks = json.loads(plan.settings.text)["hooks"]
-    assert hooks["PostToolUse"] == [other]
-    assert hooks["PostToolUseFailure"] == []
+    (pre,) = hooks["PreToolUse"]
+    for event in ("PostToolUse", "PostToolUseFailure"):
+        ours = [e for e in hooks[event] if e != other]
+        assert [e for e in hooks[event] if e == other] == (
+            [other] if event == "PostToolUse" else []
+        )
+        (entry,) = ours
+        (handler,) = entry["hooks"]
+        assert handler["command"] == pre["hooks"][0]["command"]
+        assert "zerto_rewind.hooks.thin" in handler["command"]
+        assert "onFailure" not in handler
+        assert entry["matcher"] == pre["matcher"]
+        assert "list_vms" in entry["matcher"]  # excluded: a read-only call posts nothing
+    assert any(line.startswith("results:  PostToolUse") for line in plan.summary)
 
 
 def test_the_hook_plan_keeps_what_the_file_holds_and_sees_no_change_twice() -> None:
