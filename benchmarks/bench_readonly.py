@@ -1,7 +1,9 @@
 """Speed 1: the hook process for a read-only call, as a ratio to ``python -c pass``.
 
 Every entry form is timed in interleaved rounds (so load on the machine hits
-them alike); the judged form is the command ``zerto-rewind install`` writes.
+them alike); the judged form is the command ``zerto-rewind install`` writes. Each
+process's CPU time (user + system) is shown too: on a loaded machine the wall-time
+ratio swings by ±0.2 from run to run, the CPU ratio far less.
 The Node peer guard cc-safety-net 2.4.5 is timed too when npm can install it.
 
     .venv/bin/python benchmarks/bench_readonly.py [--rounds 100] [--no-node]
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shlex
 import shutil
 import subprocess
@@ -75,6 +78,13 @@ def cc_safety_net(workdir: str) -> tuple[list[str] | None, str]:
             return None, f"npm install failed: {proc.stderr.decode()[-200:].strip()}"
     node = shutil.which("node") or "node"
     return [node, entry, "hook", "--claude-code"], "npm cc-safety-net@2.4.5"
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of every child waited for so far. Beside the wall time:
+    a busy machine stretches a process's wall time far more than the CPU it spends."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def imported_modules(argv: list[str], stdin: bytes, env: dict[str, str]) -> set[str]:
@@ -158,17 +168,23 @@ def measure(box: _bench.Sandbox, args: argparse.Namespace) -> int:
             return node_payload, node_env
         return (bash_payload if name == bash else payload), env
 
+    cpu: dict[str, list[float]] = {name: [] for name in candidates}
     for name, argv in candidates.items():  # warm the page cache and .pyc files
         _bench.timed(argv, *inputs(name))
     for _round in range(args.rounds):
         for name, argv in candidates.items():
+            spent = _children_cpu()
             times[name].append(_bench.timed(argv, *inputs(name)))
+            cpu[name].append(_children_cpu() - spent)
     base = _bench.median(times["python -c pass (baseline)"])
+    cpu_base = _bench.median(cpu["python -c pass (baseline)"])
     rows = []
     for name, values in times.items():
-        med = _bench.median(values)
-        rows.append([name, f"{med * 1000:.2f}", f"{min(values) * 1000:.2f}", f"{med / base:.3f}"])
-    _bench.table(["entry form", "median ms", "min ms", "ratio"], rows)
+        med, cpu_med = _bench.median(values), _bench.median(cpu[name])
+        rows.append([name, f"{med * 1000:.2f}", f"{min(values) * 1000:.2f}", f"{med / base:.3f}",
+                     f"{cpu_med * 1000:.2f}", f"{cpu_med / cpu_base:.3f}"])  # fmt: skip
+    _bench.table(["entry form", "median ms", "min ms", "ratio", "CPU ms", "CPU ratio"], rows)
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"\nrounds: {args.rounds}; cc-safety-net: {node_note}")
     if installed is not None:
         print(f"install writes: {shlex.join(installed)}")

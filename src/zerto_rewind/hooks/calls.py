@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import _fastjson
 from ..errors import HookInputError
-from .protocol import MAX_INPUT_BYTES, Host, load_object, tool_name_of
+from . import MAX_INPUT_BYTES, Host, load_object, tool_name_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ defer      ``defer`` (honoured by ``claude -p`` only)
 from __future__ import annotations
 
 from ..errors import HookInputError
-from .protocol import MAX_INPUT_BYTES, Host, load_object, tool_name_of
+from . import MAX_INPUT_BYTES, Host, load_object, tool_name_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

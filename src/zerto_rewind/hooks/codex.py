@@ -28,6 +28,7 @@ does not block in Codex.
 
 from __future__ import annotations
 
+from . import Host
 from .calls import (
     FILES,
     Call,
@@ -37,7 +38,6 @@ from .calls import (
     host_call,
     read_payload,
 )
-from .protocol import Host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

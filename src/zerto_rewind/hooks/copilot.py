@@ -35,8 +35,8 @@ with JSON saying allow).
 
 from __future__ import annotations
 
+from . import Host
 from .calls import Call, after_result, deny_reason, host_call, read_payload, split_server
-from .protocol import Host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

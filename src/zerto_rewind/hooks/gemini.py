@@ -33,8 +33,8 @@ honours the JSON whatever the exit code; exit 2 blocks with stderr as reason).
 
 from __future__ import annotations
 
+from . import Host
 from .calls import Call, after_result, deny_reason, host_call, read_payload, split_server
-from .protocol import Host
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

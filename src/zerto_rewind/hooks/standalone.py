@@ -26,12 +26,13 @@ from ..config.loader import load_settings
 from ..config.settings import LEGACY_LOG_NAME, Settings, default_log_path
 from ..core.catalog import READ_ONLY, UNLISTED, classify
 from ..errors import ConfigError
-from ..hostconfig.hook_command import HookCommand
+from ..hostconfig import hook_options
 from . import claude_code
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
 
     from ..core.approval_policy import Approvals
     from ..core.catalog import Classification
@@ -61,7 +62,8 @@ so an unlisted Bash/Write/Edit call gets the unlisted rule.
 install --with-mcp-server): the rewind hint then names its tool
 mcp__NAME__zerto_recovery_plan instead of the CLI.
 """
-# The fields of HookCommand the standalone hook takes (its flags: hostconfig.hook_command.FLAGS).
+# The options the standalone hook takes (its flags: hostconfig.FLAGS, the table
+# HookCommand writes and reads every hook's command with).
 _TAKES = frozenset(("config", "config_sha256", "settings", "all_tools", "mcp_server"))
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
@@ -120,12 +122,12 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool)
         sys.stdout.write(_USAGE)
         return 0
     try:
-        command = HookCommand.for_hook(args, _TAKES)
+        command = hook_options(args, _TAKES)
     except ValueError as exc:
         sys.stderr.write(f"zerto-rewind hook: {exc}; the call is blocked.\n{_USAGE}")
         return 2
-    if command.config is not None:
-        env = {**env, "ZERTO_REWIND_CONFIG": command.config}
+    if command["config"] is not None:
+        env = {**env, "ZERTO_REWIND_CONFIG": command["config"]}
     try:
         payload = claude_code.parse_input(sys.stdin.buffer.read())
     except claude_code.HookInputError as exc:
@@ -137,7 +139,7 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool)
     if payload.result is not None:  # a post event: the call ran
         return _after(payload, command, env)
     try:
-        settings = load_settings(env, pin=command.config_sha256)
+        settings = load_settings(env, pin=command["config_sha256"])
     except ConfigError as exc:
         return _config_denial(payload, exc, env, started_wall)
     return _route(payload, settings, command, env, watchdog=watchdog,
@@ -147,7 +149,7 @@ def _main(argv: list[str] | None, env: Mapping[str, str] | None, watchdog: bool)
 def _route(
     payload: claude_code.HookInput,
     settings: Settings,
-    command: HookCommand,
+    command: dict[str, Any],
     env: Mapping[str, str],
     *,
     watchdog: bool,
@@ -155,11 +157,11 @@ def _route(
 ) -> int:
     """Classify once, leave a read-only call at once, else run the pipeline's steps."""
     started_wall, started_mono = started
-    server, all_tools = command.mcp_server or "", command.all_tools
+    server, all_tools = command["mcp_server"] or "", command["all_tools"]
     if not set(server) <= _NAME_CHARS:
         server = ""  # only a hint: an odd name falls back to the CLI command
     own_tool = payload.tool_name in _SELF_TOOLS and settings.guard.protect_self
-    watch_own = own_tool and _may_name_own_files(payload, settings, command.settings)
+    watch_own = own_tool and _may_name_own_files(payload, settings, command["settings"])
     verdict: Classification | None = None
     try:  # classified once, here: the pipeline's steps read this verdict
         verdict = classify(payload.tool_name, payload.tool_input, settings.catalog)
@@ -175,7 +177,7 @@ def _route(
         from .protect import SelfProtection
 
         protection = SelfProtection(
-            settings, settings_file=command.settings, env=env, cwd=payload.cwd
+            settings, settings_file=command["settings"], env=env, cwd=payload.cwd
         )
         if kind == READ_ONLY or only_own:
             return _protect_only(payload, settings, protection, verdict, started_wall)
@@ -209,17 +211,17 @@ def _call(payload: claude_code.HookInput, started_wall: float) -> ToolCall:
     )
 
 
-def _after(payload: claude_code.HookInput, command: HookCommand, env: Mapping[str, str]) -> int:
+def _after(payload: claude_code.HookInput, command: dict[str, Any], env: Mapping[str, str]) -> int:
     """A post event: the result of a change the guard let through is recorded (:mod:`.post`);
     a read-only call costs what its PreToolUse does. Nothing here blocks: the call ran."""
     problem: ConfigError | None = None
     try:
-        settings = load_settings(env, pin=command.config_sha256)
+        settings = load_settings(env, pin=command["config_sha256"])
         kind = classify(payload.tool_name, payload.tool_input, settings.catalog).kind
     except ConfigError as exc:
         settings, kind, problem = None, None, exc
     if kind == READ_ONLY or (payload.tool_name in _SELF_TOOLS and kind == UNLISTED
-                             and not command.all_tools):  # fmt: skip
+                             and not command["all_tools"]):  # fmt: skip
         return 0
     _full_site()
     from .post import after

@@ -15,16 +15,19 @@ Copilot            --servers A,B --prompt-as ask|deny --protect P… --budget S`
 The installers build a :class:`HookCommand` and render it; the doctor parses
 what a host's file holds back into one and checks its fields; each hook reads its
 own command line with it too (:meth:`HookCommand.from_argv`), so the flags are
-written, read and checked from the one table, :data:`FLAGS`. Parsing is
+written, read and checked from the one table, :data:`FLAGS` (kept, with its reader,
+in the package's module: a hook reads its options without loading this one). Parsing is
 lenient where the doctor needs it (a hook refuses what :attr:`HookCommand.extra`
 holds): a word it does not know is kept in
 :attr:`HookCommand.extra` (and rendered last), a repeated option's last value
 wins (as in the hooks), and ``NAME=value`` words before the program are the
-command's environment. Nothing is imported at module level: it costs nothing
-to whoever imports it, the hook's read-only path included.
+command's environment. Nothing is imported at module level but the package's
+table: it costs nothing to whoever imports it.
 """
 
 from __future__ import annotations
+
+from . import FLAGS, REPEATED, SWITCHES, hook_options, read_options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,26 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["FLAGS", "HookCommand"]
 
-# flag -> field: the one table of the options every hook takes, in render order.
-# "--all-tools" is the only switch and "--protect" the only repeated option.
-FLAGS: dict[str, str] = {
-    "--host": "host",
-    "--config": "config",
-    "--config-sha256": "config_sha256",
-    "--settings": "settings",
-    "--all-tools": "all_tools",
-    "--mcp-server": "mcp_server",
-    "--service": "service",
-    "--service-user": "service_user",
-    "--token-file": "token_file",
-    "--ca-file": "ca_file",
-    "--servers": "servers",
-    "--prompt-as": "prompt_as",
-    "--protect": "protect",
-    "--budget": "budget",
-}
-_SWITCHES = frozenset({"--all-tools"})
-_REPEATED = frozenset({"--protect"})
 # What the client of the guard service needs from the command (service_client's options).
 _SERVICE_FIELDS = ("service", "service_user", "token_file", "ca_file")
 # Every field but the launcher, in the constructor's order.
@@ -147,9 +130,9 @@ class HookCommand:
         words = list(self.launcher)
         for flag, name in FLAGS.items():
             value = getattr(self, name)
-            if flag in _SWITCHES:
+            if flag in SWITCHES:
                 words += [flag] if value else []
-            elif flag in _REPEATED:
+            elif flag in REPEATED:
                 for item in value:
                     words += [flag, item]
             elif name == "servers":
@@ -192,27 +175,14 @@ class HookCommand:
             raise ValueError(msg)
         # The options start at the first long option after the program.
         start = next((i for i, w in enumerate(words) if i and w.startswith("--")), len(words))
-        values: dict[str, Any] = {"protect": (), "extra": ()}
-        rest = words[start:]
-        i = 0
-        while i < len(rest):
-            i = _take(rest, i, values)
-        return cls(tuple(words[:start]), tuple(env), **values)
+        return cls(tuple(words[:start]), tuple(env), **read_options(words[start:]))
 
     @classmethod
     def for_hook(cls, args: list[str], takes: frozenset[str]) -> HookCommand:
         """A hook's own options, the words after ``hook``; ValueError naming the words it
-        does not take (``takes``: its fields), an unknown word or a value left out."""
-        command = cls.from_argv(["hook", *args])
-        stray = [*command.launcher[1:], *command.extra]
-        others = [
-            (flag, getattr(command, name)) for flag, name in FLAGS.items() if name not in takes
-        ]
-        stray += [flag for flag, value in others if value not in (None, False, ())]
-        if stray:
-            msg = f"unexpected arguments {stray!r}"
-            raise ValueError(msg)
-        return command
+        does not take (``takes``: its fields), an unknown word or a value left out
+        (:func:`~zerto_rewind.hostconfig.hook_options`, which a hook can call alone)."""
+        return cls(("hook",), **hook_options(args, takes))
 
     # ------------------------------------------------------------ what it says
 
@@ -255,23 +225,3 @@ class HookCommand:
 def _is_assignment(word: str) -> bool:
     name, sep, _value = word.partition("=")
     return bool(sep) and name.isidentifier() and name.isascii()
-
-
-def _take(words: list[str], i: int, values: dict[str, Any]) -> int:
-    """Read the option at ``words[i]`` into ``values``; the index after it."""
-    flag = words[i]
-    name = FLAGS.get(flag)
-    if name is not None and flag in _SWITCHES:
-        values[name] = True
-        return i + 1
-    if name is None or i + 1 >= len(words):
-        values["extra"] = (*values["extra"], flag)
-        return i + 1
-    value = words[i + 1]
-    if flag in _REPEATED:
-        values[name] = (*values[name], value)
-    elif name == "servers":
-        values[name] = tuple(s for s in value.split(",") if s)
-    else:
-        values[name] = value
-    return i + 2

@@ -11,6 +11,10 @@ from pathlib import Path
 import pytest
 
 HEAVY = ("json", "re", "typing", "dataclasses", "httpx", "enum", "pathlib")
+# Project modules kept off the read-only path: the whole hook command (the path reads its
+# options with hostconfig's package module alone) and any other hostconfig module, and
+# the hooks' shared protocol bits as a module of their own (they live in the package's).
+OFF_THE_PATH = ("zerto_rewind.hostconfig.hook_command", "zerto_rewind.hooks.protocol")
 READ_ONLY_CALL = {
     "session_id": "0f3c9a1e-77aa-4bd0-9d8e-123456789abc",
     "transcript_path": "/tmp/t.jsonl",
@@ -67,6 +71,21 @@ def imported_modules(importtime_stderr: str) -> set[str]:
     }
 
 
+def silent_run_modules(argv: list[str], payload: bytes, env: dict[str, str]) -> set[str]:
+    """Run a hook command (``argv[0]`` the interpreter) under ``-X importtime``: it must exit
+    0 and print nothing; the modules it imported."""
+    proc = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]],
+        input=payload,
+        capture_output=True,
+        env=env,
+        timeout=60,
+    )
+    stderr = proc.stderr.decode()
+    assert (proc.returncode, proc.stdout) == (0, b""), stderr
+    return imported_modules(stderr)
+
+
 def test_hook_modules_import_nothing_heavy() -> None:
     """Importing hook, config, catalog and the Claude Code adapter loads no heavy module."""
     code = (
@@ -102,6 +121,7 @@ def test_read_only_hook_call_is_silent_and_light(
     assert {"zerto_rewind.core.catalog", "zerto_rewind.hooks.claude_code"} <= modules
     assert modules.isdisjoint({"json", "re", "httpx"}), sorted(modules & {"json", "re", "httpx"})
     assert not any(m.startswith(("json.", "httpx.", "mcp")) for m in modules)
+    assert modules.isdisjoint(OFF_THE_PATH), sorted(modules & set(OFF_THE_PATH))
     assert not os.path.exists(hook_env["ZERTO_HOOK_LOG"])  # read-only calls are not logged
 
 
@@ -188,20 +208,44 @@ def test_a_read_only_post_event_is_as_light_as_its_pre_event(
         {**READ_ONLY_CALL, "hook_event_name": event, "tool_response": {"content": []}}
     ).encode()
     launch = "from zerto_rewind.hooks.standalone import run; run()"
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", launch, "hook", "--config", config_file],
-        input=payload,
-        capture_output=True,
-        env=hook_env,
-        timeout=60,
-    )
-    stderr = proc.stderr.decode()
-    assert (proc.returncode, proc.stdout) == (0, b""), stderr
-    modules = imported_modules(stderr)
+    argv = [sys.executable, "-c", launch, "hook", "--config", config_file]
+    modules = silent_run_modules(argv, payload, hook_env)
     assert "zerto_rewind.core.catalog" in modules
     assert modules.isdisjoint({"json", "re", "httpx", "hashlib"}), sorted(
         modules & {"json", "re", "httpx", "hashlib"}
     )
     assert not any(m.startswith(("json.", "httpx.", "mcp", "zerto_rewind.hooks.post"))
                    for m in modules)  # fmt: skip
+    assert not os.path.exists(hook_env["ZERTO_HOOK_LOG"])
+
+
+@pytest.mark.parametrize("tool", ["mcp__vsphere__list_vms", "Bash"])
+def test_the_installed_command_loads_no_module_it_can_do_without(
+    tool: str, config_file: str, hook_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The command install writes (``python -S -c …``), for a read-only call and a harmless
+    Bash call: silent, and of hostconfig and the hooks it loads the package modules and
+    the runner's own only. Each module more costs start-up (docs/performance.md)."""
+    import shlex
+
+    from zerto_rewind.config.loader import file_sha256
+    from zerto_rewind.hostconfig.install.settings_file import hook_command
+
+    settings = str(tmp_path / "project" / ".claude" / "settings.json")
+    command = hook_command(
+        sys.executable, config_file, config_sha256=file_sha256(config_file), settings=settings
+    )
+    call = {**READ_ONLY_CALL, "tool_name": tool}
+    if tool == "Bash":
+        call["tool_input"] = {"command": "ls -la"}
+    modules = silent_run_modules(shlex.split(command), json.dumps(call).encode(), hook_env)
+    assert {"zerto_rewind.hostconfig", "zerto_rewind.hooks.standalone"} <= modules
+    assert modules.isdisjoint(OFF_THE_PATH), sorted(modules & set(OFF_THE_PATH))
+    ours = sorted(
+        m for m in modules if m.startswith(("zerto_rewind.hostconfig.", "zerto_rewind.hooks."))
+    )
+    assert ours == ["zerto_rewind.hooks.claude_code", "zerto_rewind.hooks.standalone"]
+    assert modules.isdisjoint({*HEAVY, "shlex", "inspect", "hashlib"}), sorted(
+        modules & {*HEAVY, "shlex", "inspect", "hashlib"}
+    )
     assert not os.path.exists(hook_env["ZERTO_HOOK_LOG"])

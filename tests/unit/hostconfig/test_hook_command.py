@@ -201,3 +201,24 @@ def test_reading_a_hooks_options_loads_nothing_heavy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_a_hook_reads_its_options_with_the_package_reader_alone() -> None:
+    """hostconfig.hook_options, what the standalone hook reads with on its read-only path:
+    the fields it takes, absent ones None (False, ()), as for_hook reads them."""
+    from zerto_rewind.hostconfig import hook_options
+
+    takes = frozenset(("config", "config_sha256", "settings", "all_tools", "mcp_server"))
+    args = ["--config", "/a", "--all-tools", "--config", "/c", "--settings", "/s"]
+    options = hook_options(args, takes)
+    assert options == {
+        "config": "/c",
+        "config_sha256": None,
+        "settings": "/s",
+        "all_tools": True,
+        "mcp_server": None,
+    }
+    command = HookCommand.for_hook(args, takes)
+    assert {name: getattr(command, name) for name in takes} == options
+    with pytest.raises(ValueError, match=r"unexpected arguments \['--service'\]"):
+        hook_options([*args, "--service", "unix:/s"], takes)
