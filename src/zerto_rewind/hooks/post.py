@@ -11,34 +11,14 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from ..core.call_lookup import (
-    NO_DECISION,
-    NOT_A_CHANGE,
-    RECORDED,
-    SCAN_BYTES,
-    call_key,
-    find_decision,
-    record_after,
-    result_line,
-)
+from ..core.call_lookup import NO_DECISION, record_after
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
     from ..core.decision import ToolCall
     from ..errors import ConfigError
 
-__all__ = [
-    "HOST",
-    "NOT_A_CHANGE",
-    "NO_DECISION",
-    "RECORDED",
-    "SCAN_BYTES",
-    "after",
-    "call_key",
-    "find_decision",
-    "record_after",
-    "result_line",
-]
+__all__ = ["HOST", "after"]
 
 # The host, as the result lines name it.
 HOST = "claude-code"

@@ -195,8 +195,8 @@ def _route(
 
 
 def _call(payload: claude_code.HookInput, started_wall: float) -> ToolCall:
+    from ..core.call_lookup import call_key
     from ..core.decision import ToolCall
-    from .post import call_key
 
     use_id = payload.tool_use_id or call_key(
         payload.session_id, payload.tool_name, payload.tool_input
