@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.decision import fmt_time
@@ -60,7 +60,7 @@ class VmResult:
     why: str
 
     def to_json(self) -> dict[str, str]:
-        return {"vm": self.vm, "state": self.state, "vm_state": self.vm_state, "why": self.why}
+        return asdict(self)
 
 
 @dataclass

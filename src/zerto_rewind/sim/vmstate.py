@@ -8,7 +8,7 @@ real vCenter, and unit tests drive it with a fake :class:`VcenterLink`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 POWERED_ON = "poweredOn"
@@ -53,15 +53,8 @@ class VmState:
     nics: tuple[NicState, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The state as JSON (the control plane's ``/_sim/vcenter`` view)."""
-        return {
-            "power_state": self.power_state,
-            "num_cpu": self.num_cpu,
-            "memory_mb": self.memory_mb,
-            "annotation": self.annotation,
-            "disks": [vars(d) for d in self.disks],
-            "nics": [vars(n) for n in self.nics],
-        }
+        """The state as JSON, its fields (the control plane's ``/_sim/vcenter`` view)."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)

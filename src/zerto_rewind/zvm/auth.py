@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ApiError, AuthError, StateError, ZvmTimeout
@@ -57,13 +57,8 @@ class CachedToken:
         return now < self.refresh_at
 
     def to_json(self) -> dict[str, Any]:
-        """The on-disk form (no refresh token is ever stored)."""
-        return {
-            "access_token": self.access_token,
-            "token_type": self.token_type,
-            "expires_at": self.expires_at,
-            "refresh_at": self.refresh_at,
-        }
+        """The on-disk form, its fields (no refresh token is ever stored)."""
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: Any) -> CachedToken | None:
