@@ -39,6 +39,7 @@ __all__ = [
     "hook_config",
     "host_checks",
     "installed_matchers",
+    "interpreter_problems",
     "matcher_test",
     "on_failure_check",
     "results_check",
@@ -203,11 +204,7 @@ def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
         )
         return Check(name, "fail", detail, reinstall)
     program = parsed.program
-    problems = []
-    if not os.path.isabs(program):
-        problems.append(f"the interpreter {program!r} is not an absolute path (it depends on PATH)")
-    elif not os.access(program, os.X_OK):
-        problems.append(f"the interpreter {program} does not exist or is not executable")
+    problems = interpreter_problems(program)
     if config_used is not None and not os.path.isabs(config_used):
         problems.append(f"the config {config_used!r} is not an absolute path")
     elif config_used is not None and not os.path.isfile(config_used):
@@ -232,6 +229,15 @@ def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
         return pinned
     detail = f"{path}: {shlex.join(argv)} starts; the config matches its pin"
     return Check(name, "pass", detail)
+
+
+def interpreter_problems(program: str) -> list[str]:
+    """Why the hook command's interpreter cannot start the hook, if it cannot (else none)."""
+    if not os.path.isabs(program):
+        return [f"the interpreter {program!r} is not an absolute path (it depends on PATH)"]
+    if not os.access(program, os.X_OK):
+        return [f"the interpreter {program} does not exist or is not executable"]
+    return []
 
 
 def _pin_check(path: str, config: str, pin: str | None) -> Check | None:

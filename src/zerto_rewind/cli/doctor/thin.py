@@ -34,6 +34,7 @@ from ...hostconfig.install.settings_file import handler_command
 from .check import Check
 from .hook import (
     COMMAND_PROBE_TIMEOUT_S,
+    interpreter_problems,
     matcher_test,
     on_failure_check,
     timeout_check,
@@ -152,11 +153,7 @@ def _command_check(path: str, handler: Mapping[str, Any], command: HookCommand |
     argv = command.argv()
     opts = command.service_options()
     program = command.program
-    problems = []
-    if not os.path.isabs(program):
-        problems.append(f"the interpreter {program!r} is not an absolute path (it depends on PATH)")
-    elif not os.access(program, os.X_OK):
-        problems.append(f"the interpreter {program} does not exist or is not executable")
+    problems = interpreter_problems(program)
     service = opts.get("service", "")
     if not service:
         problems.append("it names no --service")
