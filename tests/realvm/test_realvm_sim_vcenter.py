@@ -129,7 +129,7 @@ async def test_identities_come_from_the_vcenter(
     with ZvmClient(settings, token_cache=TokenCache(str(tmp_path / "state"))) as client:
         (ref,) = client.find_vms(WEB)
     by_uuid = ResolverSpec(
-        "vsphere", "get_vm_info", "name", "instance_uuid",
+        server="vsphere", tool="get_vm_info", arg="name", id_path="instance_uuid",
         zerto_field="instance_identifier", zerto_pattern="^(?P<id>.+)$",
     )  # fmt: skip
     expected = zerto_identity(VmIdentity(ref.vm_id, ref.instance_id), by_uuid)
@@ -137,7 +137,7 @@ async def test_identities_come_from_the_vcenter(
         answer = await server.call_tool("get_vm_info", {"name": WEB})
     assert expected == (resolver_identity(answer, "instance_uuid"), None)
     # The moref form: Zerto's whole VmIdentifier is this vCenter's and this VM's.
-    by_moref = ResolverSpec("vsphere", "find_vm", "name", "moref")
+    by_moref = ResolverSpec(server="vsphere", tool="find_vm", arg="name", id_path="moref")
     whole = zerto_identity(VmIdentity(ref.vm_id, ref.instance_id), by_moref)
     assert whole == (seen["vms"][WEB]["moref"], seen["server_id"])
     # A VM the vCenter does not show keeps a generated identity, under its site's GUID.

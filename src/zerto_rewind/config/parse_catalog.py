@@ -94,7 +94,7 @@ class CatalogParser(ParserBase):
             values["vcenter_path"] = self.one_value_path(
                 spec["vcenter_path"], f"{key}.vcenter_path"
             )
-        return ResolverSpec(server, tool, arg, id_path, **values)
+        return ResolverSpec(server=server, tool=tool, arg=arg, id_path=id_path, **values)
 
     def one_value_path(self, value: Any, key: str) -> str:
         """A dotted path to one value of a resolver's answer (no fan-out)."""

@@ -64,7 +64,7 @@ class GatewayParser(ParserBase):
             user, group, workdir = self.confinement(spec, key)
             log = self.file_path(spec["log"], f"{key}.log") if "log" in spec else None
             return UpstreamSettings(
-                name, command=argv, env=env, user=user, group=group, workdir=workdir,
+                name=name, command=argv, env=env, user=user, group=group, workdir=workdir,
                 log_path=log, **values,
             )  # fmt: skip
         for local in ("user", "group", "workdir", "log"):
@@ -74,7 +74,7 @@ class GatewayParser(ParserBase):
         if not url.startswith(("https://", "http://")):
             self.fail(f"{key}.url", "must be an http(s):// URL of the MCP endpoint")
         headers = self.string_map(spec.get("headers", {}), f"{key}.headers")
-        return UpstreamSettings(name, url=url, headers=headers, **values)
+        return UpstreamSettings(name=name, url=url, headers=headers, **values)
 
     def confinement(
         self, spec: dict[str, Any], key: str

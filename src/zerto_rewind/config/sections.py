@@ -84,49 +84,22 @@ class GuardSettings(Record):
     unknown_outcome_window_s: float = 600.0
 
 
-class UpstreamSettings:
+class UpstreamSettings(Record):
     """One VM MCP server behind the gateway: a stdio command or a streamable-HTTP URL."""
 
-    __slots__ = (
-        "command",
-        "env",
-        "group",
-        "headers",
-        "log_path",
-        "name",
-        "timeout_s",
-        "url",
-        "user",
-        "workdir",
-    )
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        command: list[str] | None = None,
-        env: dict[str, str] | None = None,
-        url: str | None = None,
-        headers: dict[str, str] | None = None,
-        timeout_s: float = 60.0,
-        user: str | None = None,
-        group: str | None = None,
-        workdir: str | None = None,
-        log_path: str | None = None,
-    ) -> None:
-        self.name = name
-        # upstreams.NAME.log: a stdio server's stderr, redacted (default: under state_dir)
-        self.log_path = log_path
-        self.command = command
-        self.env = env or {}
-        self.url = url
-        self.headers = headers or {}
-        self.timeout_s = timeout_s
-        # A stdio server's own identity (names or numeric ids) and private directory;
-        # None: the gateway's user, a fresh directory per start (gateway/confine.py).
-        self.user = user
-        self.group = group
-        self.workdir = workdir
+    name: str
+    # upstreams.NAME.log: a stdio server's stderr, redacted (default: under state_dir)
+    log_path: str | None = None
+    command: list[str] | None = None
+    env: dict[str, str] = {}
+    url: str | None = None
+    headers: dict[str, str] = {}
+    timeout_s: float = 60.0
+    # A stdio server's own identity (names or numeric ids) and private directory;
+    # None: the gateway's user, a fresh directory per start (gateway/confine.py).
+    user: str | None = None
+    group: str | None = None
+    workdir: str | None = None
 
     def __repr__(self) -> str:
         # env and headers hold credentials: never in a repr, a log or an error

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from zerto_rewind.config.catalog_settings import ResolverSpec
 from zerto_rewind.config.sections import (
     DEFAULT_SITE_CADENCE_S,
     ApprovalsSettings,
@@ -14,6 +15,7 @@ from zerto_rewind.config.sections import (
     LimitsSettings,
     LogAnchorSettings,
     StateRedisSettings,
+    UpstreamSettings,
 )
 
 RECORDS = [
@@ -23,6 +25,8 @@ RECORDS = [
     ApprovalsSettings,
     LogAnchorSettings,
     StateRedisSettings,
+    UpstreamSettings,
+    ResolverSpec,
 ]
 
 

@@ -46,7 +46,6 @@ def catalog(**resolver: Any) -> CatalogSettings:
     spec = {"tool": "get_vm_info", "arg": "name", "id_path": "moid", "timeout_s": 4.0,
             "vcenter": VCENTER}  # fmt: skip
     spec.update(resolver)
-    tool, arg, id_path = spec.pop("tool"), spec.pop("arg"), spec.pop("id_path")
     tools = {TOOL: ToolSpec(TOOL, (VmPath("name"),), None)}
     return CatalogSettings(
         ("mcp__vsphere__get_*",),
@@ -54,7 +53,7 @@ def catalog(**resolver: Any) -> CatalogSettings:
         None,
         "prompt",
         "default",
-        resolvers={"vsphere": ResolverSpec("vsphere", tool, arg, id_path, **spec)},
+        resolvers={"vsphere": ResolverSpec(server="vsphere", **spec)},
     )
 
 
@@ -185,7 +184,7 @@ def test_instance_uuid_against_the_links_instance_identifier() -> None:
 
 
 def test_zerto_identity_default_pattern_reads_the_moref() -> None:
-    spec = ResolverSpec("vsphere", "get_vm_info", "name", "moid")
+    spec = ResolverSpec(server="vsphere", tool="get_vm_info", arg="name", id_path="moid")
     assert zerto_identity(VmIdentity(ZERTO_ID), spec) == ("vm-42", VCENTER)
     assert zerto_identity(VmIdentity("no-moref-here"), spec) is None
     assert zerto_identity(None, spec) is None

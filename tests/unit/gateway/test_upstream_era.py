@@ -88,7 +88,7 @@ async def refusing_transport() -> AsyncIterator[Any]:
 def test_a_remembered_handshake_that_fails_is_forgotten(tmp_path: Path) -> None:
     """The next attempt probes server/discover again: a server upgraded to 2026-07-28 only
     is reached after one failed connection, not never."""
-    upstream = Upstream(UpstreamSettings("vsphere", command=["true"]))
+    upstream = Upstream(UpstreamSettings(name="vsphere", command=["true"]))
     upstream.era = memo(tmp_path)
     upstream.era.remember_handshake("2025-06-18")
 

@@ -20,7 +20,7 @@ LOG = "/var/lib/zerto-rewind/upstreams/vsphere.log"
 
 
 def upstream(**spec: object) -> Upstream:
-    u = Upstream(UpstreamSettings("vsphere", **({"command": ["mcvsphere"]} | spec)))  # type: ignore[arg-type]
+    u = Upstream(UpstreamSettings(name="vsphere", **({"command": ["mcvsphere"]} | spec)))  # type: ignore[arg-type]
     u.log_path = LOG
     return u
 
