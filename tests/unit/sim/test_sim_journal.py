@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 
 import pytest
 
@@ -158,9 +157,10 @@ def test_earliest_and_latest() -> None:
 
 
 def test_untouched_journals_are_cheap() -> None:
-    """Creating 10,000 journals does not generate checkpoints."""
+    """Creating 10,000 journals generates no checkpoints: each holds one segment, nothing else.
+
+    Checked by what a journal holds, not by a wall-clock bound, which a busy machine breaks.
+    """
     clock = FakeClock(START)
-    started = time.perf_counter()
     journals = [journal(clock, seed=i) for i in range(10_000)]
-    assert time.perf_counter() - started < 1.0
-    assert all(not j.tags for j in journals)
+    assert all(len(j.segments) == 1 and not j.tags for j in journals)
