@@ -19,9 +19,10 @@ VS Code, Codex, Gemini CLI, Copilot CLI) keeps its servers in, used by ``install
   subpackage ranked above the doors, whose hooks it writes.
 
 Apart from :mod:`.install`, it imports only ``config``, ``errors``, ``fsutil`` and
-``netutil``; ``cli`` imports it. Nothing is re-exported here, so that importing one
-module does not load the others. This module holds only the one table of every
-hook's options, :data:`FLAGS`, and its reader: :class:`.hook_command.HookCommand`
+``netutil``; ``cli`` and the hooks import it, the gateway its table of hosts. Nothing
+is re-exported here, so that importing one module does not load the others. This
+module holds only the one table of every hook's options, :data:`FLAGS`, the values
+of ``--host`` (:data:`HOST_NAMES`), and its reader: :class:`.hook_command.HookCommand`
 writes and reads a whole command with them, and a hook reads its own options with
 :func:`hook_options` alone, so that its read-only path loads this small, import-free
 module and not :mod:`.hook_command` (``tests/unit/hooks/test_fast_path.py``).
@@ -33,7 +34,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["FLAGS", "REPEATED", "SWITCHES", "hook_options", "read_options"]
+__all__ = ["FLAGS", "HOST_NAMES", "REPEATED", "SWITCHES", "hook_options", "read_options"]
+
+# The values of ``--host``: every agent host a thin hook speaks for (one protocol module
+# each in ``hooks``), the default first. The guard service takes a result line from these
+# hosts alone (``gateway.decide``).
+HOST_NAMES = ("claude-code", "codex", "gemini", "copilot")
 
 # flag -> field: the one table of the options every hook takes, in render order.
 # "--all-tools" is the only switch and "--protect" the only repeated option.
