@@ -14,7 +14,12 @@ HEAVY = ("json", "re", "typing", "dataclasses", "httpx", "enum", "pathlib")
 # Project modules kept off the read-only path: the whole hook command (the path reads its
 # options with hostconfig's package module alone) and any other hostconfig module, and
 # the hooks' shared protocol bits as a module of their own (they live in the package's).
-OFF_THE_PATH = ("zerto_rewind.hostconfig.hook_command", "zerto_rewind.hooks.protocol")
+# A secret is read only on the mutating path: its file reader stays off the path too.
+OFF_THE_PATH = (
+    "zerto_rewind.hostconfig.hook_command",
+    "zerto_rewind.hooks.protocol",
+    "zerto_rewind.config.secret_file",
+)
 READ_ONLY_CALL = {
     "session_id": "0f3c9a1e-77aa-4bd0-9d8e-123456789abc",
     "transcript_path": "/tmp/t.jsonl",
