@@ -1,6 +1,6 @@
 """The hook's command line, written and read in one place: :class:`HookCommand`.
 
-Every hook zerto-rewind installs is one shell command, ``PYTHON [-S] -c CODE hook
+Every hook zerto-rewind installs is one shell command, ``PYTHON [-S] -P -c CODE hook
 OPTIONS``, in three shapes:
 
 =================  =====================================================================
@@ -118,12 +118,16 @@ class HookCommand:
 
     @staticmethod
     def launcher_for(python: str, code: str, *, isolated: bool = False) -> tuple[str, ...]:
-        """``python [-S] -c code hook``: how every hook install writes starts.
+        """``python [-S] -P -c code hook``: how every hook install writes starts.
 
-        ``isolated`` adds ``-S`` (no ``site``: the standalone hook runs it itself,
-        off its read-only path).
+        ``-P``: the host runs the hook in the agent's working directory, which the agent
+        can write; without it ``-c`` puts that directory on ``sys.path``, and a
+        ``__future__.py`` or ``_json.py`` (or, for a hook found through ``site``, a
+        ``zerto_rewind/``) left there would run as the guard. It also spares the
+        read-only path a look through that directory. ``isolated`` adds ``-S`` (no
+        ``site``: the standalone hook runs it itself, off its read-only path).
         """
-        return (python, *(["-S"] if isolated else []), "-c", code, "hook")
+        return (python, *(["-S"] if isolated else []), "-P", "-c", code, "hook")
 
     def argv(self) -> list[str]:
         """The command's words (its environment left out), options in :data:`FLAGS` order."""

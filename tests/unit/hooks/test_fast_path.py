@@ -76,7 +76,9 @@ def imported_modules(importtime_stderr: str) -> set[str]:
     }
 
 
-def silent_run_modules(argv: list[str], payload: bytes, env: dict[str, str]) -> set[str]:
+def silent_run_modules(
+    argv: list[str], payload: bytes, env: dict[str, str], cwd: Path | None = None
+) -> set[str]:
     """Run a hook command (``argv[0]`` the interpreter) under ``-X importtime``: it must exit
     0 and print nothing; the modules it imported."""
     proc = subprocess.run(
@@ -85,6 +87,7 @@ def silent_run_modules(argv: list[str], payload: bytes, env: dict[str, str]) -> 
         capture_output=True,
         env=env,
         timeout=60,
+        cwd=cwd,
     )
     stderr = proc.stderr.decode()
     assert (proc.returncode, proc.stdout) == (0, b""), stderr
@@ -254,3 +257,28 @@ def test_the_installed_command_loads_no_module_it_can_do_without(
         modules & {*HEAVY, "shlex", "inspect", "hashlib"}
     )
     assert not os.path.exists(hook_env["ZERTO_HOOK_LOG"])
+
+
+def test_the_installed_command_runs_nothing_from_the_working_directory(
+    config_file: str, hook_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The host runs the hook in the agent's working directory, which the agent can write:
+    a ``__future__.py``, ``_json.py`` or ``zerto_rewind/`` there is never imported (``-P``),
+    so it cannot answer in the guard's place."""
+    import shlex
+
+    from zerto_rewind.config.loader import file_sha256
+    from zerto_rewind.hostconfig.install.settings_file import hook_command
+
+    planted = tmp_path / "project"
+    (planted / "zerto_rewind").mkdir(parents=True)
+    marker = tmp_path / "ran.txt"
+    body = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    for name in ("__future__.py", "_json.py", "zerto_rewind/__init__.py"):
+        (planted / name).write_text(body)
+    command = hook_command(sys.executable, config_file, config_sha256=file_sha256(config_file))
+    modules = silent_run_modules(
+        shlex.split(command), json.dumps(READ_ONLY_CALL).encode(), hook_env, cwd=planted
+    )
+    assert "zerto_rewind.hooks.standalone" in modules
+    assert not marker.exists(), marker.read_text()

@@ -66,8 +66,11 @@ def test_each_written_shape_renders_and_parses_back(text: str, command: HookComm
 
 
 def test_launcher_for_is_the_launch_line_install_writes() -> None:
-    assert HookCommand.launcher_for("/p", CODE, isolated=True) == ("/p", "-S", "-c", CODE, "hook")
-    assert HookCommand.launcher_for("/p", CODE) == ("/p", "-c", CODE, "hook")
+    # -P: the working directory (the agent's) is never on the hook's sys.path
+    assert HookCommand.launcher_for("/p", CODE, isolated=True) == (
+        "/p", "-S", "-P", "-c", CODE, "hook"
+    )  # fmt: skip
+    assert HookCommand.launcher_for("/p", CODE) == ("/p", "-P", "-c", CODE, "hook")
     assert HookCommand(HookCommand.launcher_for("/p", CODE)).code == CODE
 
 
