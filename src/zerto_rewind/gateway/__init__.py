@@ -23,7 +23,6 @@ webhooks). The page: ``approvals_web`` (its app and routes), ``approvals_auth``
 ``approvals_pages`` and ``approvals_html`` (what it shows), ``static/`` (its
 style and script).
 
-May import: ``core``, ``config``, ``zvm``, ``scan`` and the base modules,
-``hostconfig``'s package module (the hosts' names, :data:`~zerto_rewind.hostconfig.HOST_NAMES`),
-and the ``mcp`` SDK. Never another door, ``recovery`` or ``cli``.
+May import: ``core``, ``config``, ``zvm``, ``scan`` and the base modules, and
+the ``mcp`` SDK. Never another door, ``recovery`` or ``cli``.
 """

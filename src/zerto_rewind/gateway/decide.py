@@ -32,7 +32,7 @@ from ..core.call_result import RESULTS
 from ..core.decision import ToolCall
 from ..core.record import record
 from ..errors import StateError
-from ..hostconfig import HOST_NAMES
+from ..hook_flags import HOST_NAMES
 from . import tracing
 from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY
 

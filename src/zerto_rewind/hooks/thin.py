@@ -42,7 +42,7 @@ import os
 import sys
 
 from ..core.deadline import timeout_reason
-from ..hostconfig import HOST_NAMES
+from ..hook_flags import HOST_NAMES
 from ..hostconfig.hook_command import HookCommand
 from ..service_client import (
     ServiceError,

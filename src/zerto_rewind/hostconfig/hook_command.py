@@ -27,7 +27,7 @@ table: it costs nothing to whoever imports it.
 
 from __future__ import annotations
 
-from . import FLAGS, REPEATED, SWITCHES, hook_options, read_options
+from ..hook_flags import FLAGS, REPEATED, SWITCHES, hook_options, read_options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class HookCommand:
     def for_hook(cls, args: list[str], takes: frozenset[str]) -> HookCommand:
         """A hook's own options, the words after ``hook``; ValueError naming the words it
         does not take (``takes``: its fields), an unknown word or a value left out
-        (:func:`~zerto_rewind.hostconfig.hook_options`, which a hook can call alone)."""
+        (:func:`~zerto_rewind.hook_flags.hook_options`, which a hook can call alone)."""
         return cls(("hook",), **hook_options(args, takes))
 
     # ------------------------------------------------------------ what it says

@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 
 HEAVY = ("json", "re", "typing", "dataclasses", "httpx", "enum", "pathlib")
-# Project modules kept off the read-only path: the whole hook command (the path reads its
-# options with hostconfig's package module alone) and any other hostconfig module, and
-# the hooks' shared protocol bits as a module of their own (they live in the package's).
-# A secret is read only on the mutating path: its file reader stays off the path too.
+# Project modules kept off the read-only path: the whole hook command and every module of
+# hostconfig, its package included (the path reads its options with the base module
+# hook_flags alone), and the hooks' shared protocol bits as a module of their own (they
+# live in the package's). A secret is read only on the mutating path: its file reader
+# stays off the path too.
 OFF_THE_PATH = (
+    "zerto_rewind.hostconfig",
     "zerto_rewind.hostconfig.hook_command",
     "zerto_rewind.hooks.protocol",
     "zerto_rewind.config.secret_file",
@@ -231,9 +233,10 @@ def test_a_read_only_post_event_is_as_light_as_its_pre_event(
 def test_the_installed_command_loads_no_module_it_can_do_without(
     tool: str, config_file: str, hook_env: dict[str, str], tmp_path: Path
 ) -> None:
-    """The command install writes (``python -S -c …``), for a read-only call and a harmless
-    Bash call: silent, and of hostconfig and the hooks it loads the package modules and
-    the runner's own only. Each module more costs start-up (docs/performance.md)."""
+    """The command install writes (``python -S -P -c …``), for a read-only call and a
+    harmless Bash call: silent; of the hooks it loads the package module and the runner's
+    own only, and nothing of hostconfig (the options' reader is the base module
+    hook_flags). Each module more costs start-up (docs/performance.md)."""
     import shlex
 
     from zerto_rewind.config.loader import file_sha256
@@ -247,10 +250,10 @@ def test_the_installed_command_loads_no_module_it_can_do_without(
     if tool == "Bash":
         call["tool_input"] = {"command": "ls -la"}
     modules = silent_run_modules(shlex.split(command), json.dumps(call).encode(), hook_env)
-    assert {"zerto_rewind.hostconfig", "zerto_rewind.hooks.standalone"} <= modules
+    assert {"zerto_rewind.hook_flags", "zerto_rewind.hooks.standalone"} <= modules
     assert modules.isdisjoint(OFF_THE_PATH), sorted(modules & set(OFF_THE_PATH))
     ours = sorted(
-        m for m in modules if m.startswith(("zerto_rewind.hostconfig.", "zerto_rewind.hooks."))
+        m for m in modules if m.startswith(("zerto_rewind.hostconfig", "zerto_rewind.hooks."))
     )
     assert ours == ["zerto_rewind.hooks.claude_code", "zerto_rewind.hooks.standalone"]
     assert modules.isdisjoint({*HEAVY, "shlex", "inspect", "hashlib"}), sorted(

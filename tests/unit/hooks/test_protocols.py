@@ -302,10 +302,10 @@ def test_copilot_render_every_outcome() -> None:
 
 
 def test_each_host_name_is_its_protocol_modules_own() -> None:
-    """The thin hook's --host values are hostconfig's table (the gateway's result endpoint
+    """The thin hook's --host values are hook_flags' table (the gateway's result endpoint
     takes the same), each naming the protocol module of that host, the default first."""
+    from zerto_rewind.hook_flags import HOST_NAMES
     from zerto_rewind.hooks import thin
-    from zerto_rewind.hostconfig import HOST_NAMES
 
     assert tuple(thin.HOSTS) == HOST_NAMES
     assert {name: module.PROTOCOL.name for name, module in thin.HOSTS.items()} == {

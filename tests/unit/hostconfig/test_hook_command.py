@@ -207,9 +207,9 @@ def test_reading_a_hooks_options_loads_nothing_heavy() -> None:
 
 
 def test_a_hook_reads_its_options_with_the_package_reader_alone() -> None:
-    """hostconfig.hook_options, what the standalone hook reads with on its read-only path:
+    """hook_flags.hook_options, what the standalone hook reads with on its read-only path:
     the fields it takes, absent ones None (False, ()), as for_hook reads them."""
-    from zerto_rewind.hostconfig import hook_options
+    from zerto_rewind.hook_flags import hook_options
 
     takes = frozenset(("config", "config_sha256", "settings", "all_tools", "mcp_server"))
     args = ["--config", "/a", "--all-tools", "--config", "/c", "--settings", "/s"]
