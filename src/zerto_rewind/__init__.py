@@ -19,7 +19,7 @@ between doors (``tests/unit/test_layers.py`` enforces it):
   ``hostconfig`` (agent-host MCP config files: read, checked, moved, written);
   its ``hostconfig.install`` (the installers) sits above the doors, beside ``testing``.
 * ``config``: settings and their parser.
-* base: ``errors``, ``fsutil``, ``fsaccess``, ``netutil``, ``_fastjson``, and
+* base: ``errors``, ``fsutil``, ``fsaccess``, ``netutil``, ``_fastjson``, ``hook_flags``, and
   ``service_client`` (asks the guard service: the thin hooks, install, approvals).
 
 This module stays import-free on purpose: the hook imports the package on

@@ -12,8 +12,10 @@ from __future__ import annotations
 import pytest
 
 from e2e.fake_anthropic import call
-from e2e.harness import E2ESession
-from e2e.test_harness import POWER_OFF, throwaway_hook
+from e2e.harness import E2ESession, mcp_tool
+from e2e.throwaway_hook import throwaway_hook
+
+POWER_OFF = mcp_tool("power_off_vm")
 
 
 @pytest.mark.parametrize("mode", ["bypassPermissions", "default"])

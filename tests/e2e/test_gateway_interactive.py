@@ -27,7 +27,7 @@ import pytest
 from e2e.fake_anthropic import call, delayed
 from e2e.gateway_e2e import UNLISTED_TOOL, VM, GatewayRig, tool
 from e2e.harness import E2ESession, claude_env
-from e2e.test_guard_interactive import Tmux
+from e2e.tmux import Tmux
 
 # The form is the client's own answer: it counts only with approvals.trust_client_answers,
 # which the gateway allows on stdio for a single user (never on HTTP with tokens; there a

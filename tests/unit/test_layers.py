@@ -21,6 +21,7 @@ PACKAGE = "zerto_rewind"
 RANKS: dict[str, int] = {
     "errors": 0,
     "_fastjson": 0,
+    "hook_flags": 0,
     "netutil": 0,
     "fsutil": 1,
     "fsaccess": 1,

@@ -8,7 +8,6 @@ on every call, so nothing here imports ``dataclasses`` or ``typing``.
 from __future__ import annotations
 
 from .record import Record
-from .secret_file import read_secret_source
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -191,6 +190,8 @@ class ApprovalsSettings(Record):
         """The webhook's HMAC key, or None when no notification is configured."""
         if self.notify_secret_source is None:
             return None
+        from .secret_file import read_secret_source  # off the hook's read-only path
+
         return read_secret_source(self.notify_secret_source, "approvals.notify.secret_env", env)
 
     def __repr__(self) -> str:
@@ -208,6 +209,8 @@ class StateRedisSettings(Record):
         """``url`` with the password and CA bundle added to its query (never logged:
         messages show ``redis_conn.redacted_url``, which drops the query)."""
         from urllib.parse import urlencode
+
+        from .secret_file import read_secret_source
 
         extra: dict[str, str] = {}
         if self.password_source is not None:

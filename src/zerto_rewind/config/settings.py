@@ -33,7 +33,6 @@ from .catalog_settings import (
     VmMap,
     VmPath,
 )
-from .secret_file import read_secret_file
 from .sections import (
     DEFAULT_GUARD_TIMEOUT_S,
     DEFAULT_MAX_TAGS_PER_MINUTE,
@@ -178,6 +177,8 @@ class ZvmSettings:
                 msg = f"names environment variable {value}, which is empty or unset"
                 raise ConfigError(msg, path=path, key=key)
             return found
+        from .secret_file import read_secret_file  # a file's secret: the mutating path only
+
         try:
             return read_secret_file(value)
         except ConfigError as exc:

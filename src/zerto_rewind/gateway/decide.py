@@ -32,6 +32,7 @@ from ..core.call_result import RESULTS
 from ..core.decision import ToolCall
 from ..core.record import record
 from ..errors import StateError
+from ..hook_flags import HOST_NAMES
 from . import tracing
 from .proxy import CLIENT_SCOPE_KEY, PEER_USER_KEY
 
@@ -43,8 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = ["decide_endpoint", "result_endpoint"]
 
-# The hosts a result line may name (the thin hook's --host values).
-_HOSTS = ("claude-code", "codex", "gemini", "copilot")
 # The refusals of /v1/result: (HTTP status, what the human reads).
 _REFUSED = {
     call_lookup.NO_DECISION: (404, "no decision of this service for this call in its log"),
@@ -124,8 +123,8 @@ async def result_endpoint(gateway: Gateway, request: Request) -> Response:
     result, host = payload.get("result"), payload.get("host")
     if result not in RESULTS:
         return JSONResponse({"error": f"result must be one of {', '.join(RESULTS)}"}, 400)
-    if host not in _HOSTS:
-        return JSONResponse({"error": f"host must be one of {', '.join(_HOSTS)}"}, 400)
+    if host not in HOST_NAMES:  # the thin hook's --host values
+        return JSONResponse({"error": f"host must be one of {', '.join(HOST_NAMES)}"}, 400)
     principal = _principal(request)
     call = _call(payload, principal)
     try:

@@ -31,14 +31,14 @@ the host's name, event, prompt forms, the thin hook's budget), ``EVENT``,
 ``parse(data, servers) -> Call``, ``render(outcome, reason, context, prompt_as=…) -> str``
 and ``blocking(reason) -> (stdout, stderr, exit code)``. Both runners read their command
 line with the table that install writes it with and doctor reads it back with
-(:data:`zerto_rewind.hostconfig.FLAGS`): the thin runner with
+(:data:`zerto_rewind.hook_flags.FLAGS`): the thin runner with
 :class:`~zerto_rewind.hostconfig.hook_command.HookCommand`, the standalone one with
-its reader alone, :func:`zerto_rewind.hostconfig.hook_options`.
+its reader alone, :func:`zerto_rewind.hook_flags.hook_options`.
 
 May import ``core``, ``config``, ``zvm``, ``service_client``, ``hostconfig`` (its
-package module and ``hook_command``) and the base modules. Never another door or ``cli``.
+``hook_command``) and the base modules. Never another door or ``cli``.
 It imports only ``_fastjson`` and ``errors`` itself, and every module on the read-only
-path (``claude_code``, ``calls``, ``standalone``, ``thin``, ``hostconfig``,
+path (``claude_code``, ``calls``, ``standalone``, ``thin``, ``hook_flags``,
 ``hostconfig.hook_command``) only such import-free modules:
 ``tests/unit/hooks/test_fast_path.py`` and ``test_thin_fast_path.py`` guard it.
 """

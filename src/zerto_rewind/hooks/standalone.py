@@ -26,7 +26,7 @@ from ..config.loader import load_settings
 from ..config.settings import LEGACY_LOG_NAME, Settings, default_log_path
 from ..core.catalog import READ_ONLY, UNLISTED, classify
 from ..errors import ConfigError
-from ..hostconfig import hook_options
+from ..hook_flags import hook_options
 from . import claude_code
 
 TYPE_CHECKING = False
@@ -62,7 +62,7 @@ so an unlisted Bash/Write/Edit call gets the unlisted rule.
 install --with-mcp-server): the rewind hint then names its tool
 mcp__NAME__zerto_recovery_plan instead of the CLI.
 """
-# The options the standalone hook takes (its flags: hostconfig.FLAGS, the table
+# The options the standalone hook takes (its flags: hook_flags.FLAGS, the table
 # HookCommand writes and reads every hook's command with).
 _TAKES = frozenset(("config", "config_sha256", "settings", "all_tools", "mcp_server"))
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")

@@ -42,6 +42,7 @@ import os
 import sys
 
 from ..core.deadline import timeout_reason
+from ..hook_flags import HOST_NAMES
 from ..hostconfig.hook_command import HookCommand
 from ..service_client import (
     ServiceError,
@@ -68,10 +69,11 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_BUDGET_S", "HOSTS", "LAUNCH_CODE", "main", "protected_items", "run"]
 
 LAUNCH_CODE = "from zerto_rewind.hooks.thin import run; run()"
-HOSTS: dict[str, ModuleType] = {
-    "claude-code": claude_code, "codex": codex, "gemini": gemini, "copilot": copilot,
-}  # fmt: skip
-DEFAULT_HOST = "claude-code"  # the thin hook `install claude-code --service` writes has no --host
+# --host NAME -> its protocol module, in the order of the one table of hosts.
+HOSTS: dict[str, ModuleType] = dict(
+    zip(HOST_NAMES, (claude_code, codex, gemini, copilot), strict=True)
+)
+DEFAULT_HOST = HOST_NAMES[0]  # the thin hook `install claude-code --service` writes has no --host
 DEFAULT_BUDGET_S = codex.PROTOCOL.budget_s  # the other hosts' (Codex, Gemini, Copilot)
 # How long the post event waits for the service to record a result.
 RESULT_TIMEOUT_S = 10.0

@@ -1,6 +1,6 @@
 """The hook's command line, written and read in one place: :class:`HookCommand`.
 
-Every hook zerto-rewind installs is one shell command, ``PYTHON [-S] -c CODE hook
+Every hook zerto-rewind installs is one shell command, ``PYTHON [-S] -P -c CODE hook
 OPTIONS``, in three shapes:
 
 =================  =====================================================================
@@ -27,7 +27,7 @@ table: it costs nothing to whoever imports it.
 
 from __future__ import annotations
 
-from . import FLAGS, REPEATED, SWITCHES, hook_options, read_options
+from ..hook_flags import FLAGS, REPEATED, SWITCHES, hook_options, read_options
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -118,12 +118,16 @@ class HookCommand:
 
     @staticmethod
     def launcher_for(python: str, code: str, *, isolated: bool = False) -> tuple[str, ...]:
-        """``python [-S] -c code hook``: how every hook install writes starts.
+        """``python [-S] -P -c code hook``: how every hook install writes starts.
 
-        ``isolated`` adds ``-S`` (no ``site``: the standalone hook runs it itself,
-        off its read-only path).
+        ``-P``: the host runs the hook in the agent's working directory, which the agent
+        can write; without it ``-c`` puts that directory on ``sys.path``, and a
+        ``__future__.py`` or ``_json.py`` (or, for a hook found through ``site``, a
+        ``zerto_rewind/``) left there would run as the guard. It also spares the
+        read-only path a look through that directory. ``isolated`` adds ``-S`` (no
+        ``site``: the standalone hook runs it itself, off its read-only path).
         """
-        return (python, *(["-S"] if isolated else []), "-c", code, "hook")
+        return (python, *(["-S"] if isolated else []), "-P", "-c", code, "hook")
 
     def argv(self) -> list[str]:
         """The command's words (its environment left out), options in :data:`FLAGS` order."""
@@ -181,7 +185,7 @@ class HookCommand:
     def for_hook(cls, args: list[str], takes: frozenset[str]) -> HookCommand:
         """A hook's own options, the words after ``hook``; ValueError naming the words it
         does not take (``takes``: its fields), an unknown word or a value left out
-        (:func:`~zerto_rewind.hostconfig.hook_options`, which a hook can call alone)."""
+        (:func:`~zerto_rewind.hook_flags.hook_options`, which a hook can call alone)."""
         return cls(("hook",), **hook_options(args, takes))
 
     # ------------------------------------------------------------ what it says

@@ -44,7 +44,7 @@ def test_codex_user_and_project_files_keep_the_users_other_hooks(
     assert first == theirs
     handler = ours["hooks"][0]
     words = shlex.split(handler["command"])
-    assert words[:4] == [os.path.abspath(sys.executable), "-c", LAUNCH_CODE, "hook"]
+    assert words[:5] == [os.path.abspath(sys.executable), "-P", "-c", LAUNCH_CODE, "hook"]
     assert words[words.index("--host") + 1] == "codex"
     assert words[words.index("--service-user") + 1] == str(os.stat(service[5:]).st_uid)
     assert words[words.index("--servers") + 1] == "vsphere"

@@ -3,7 +3,7 @@
 ``approvals.max_open_per_principal`` caps the open requests of one principal;
 ``MAX_OPEN_TOTAL`` caps them for everyone, and ``MAX_KEPT_ENDED`` the ended ones
 kept for the page, so the store stays bounded whatever the number of calls.
-The fixtures are the store suite's (test_approval_stores.py).
+The fixtures are the store suite's (conftest.py).
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ import os
 
 import pytest
 
+from integration.core.approval_stores_helpers import (
+    EXPIRES_S,
+    Stores,
+    a_request,
+    run_together,
+)
 from zerto_rewind.core import approvals_redis, approvals_store
 from zerto_rewind.core.approvals import ApprovalLimitError, FileApprovalStore
 from zerto_rewind.core.approvals_redis import RedisApprovalStore
-
-from .test_approval_stores import EXPIRES_S, Stores, a_request, run_together, stores
-
-__all__ = ["stores"]  # the fixture, imported for pytest
 
 
 def test_past_the_cap_a_new_request_is_refused_and_nothing_is_stored(stores: Stores) -> None:

@@ -8,91 +8,21 @@ on the same Redis. Time is a fake clock shared by the replicas.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.fakes import FakeClock
+from integration.core.approval_stores_helpers import (
+    EXPIRES_S,
+    Stores,
+    a_request,
+    run_together,
+)
 from zerto_rewind.core.approvals import (
     RETENTION_S,
     ApprovalError,
     ApprovalRequest,
-    ApprovalStore,
-    FileApprovalStore,
-    new_request,
 )
-from zerto_rewind.core.approvals_redis import RedisApprovalStore
-from zerto_rewind.core.record_mac import RecordMac
-
-# The replicas' shared MAC key, as each reads it from its state directory.
-MAC = RecordMac(b"k" * 32)
-
-EXPIRES_S = 600.0
-
-
-class Stores:
-    """The store under test, its kind, and more replicas of it on the same state."""
-
-    def __init__(self, kind: str, make: Callable[[], Any], clock: FakeClock) -> None:
-        self.kind = kind
-        self.clock = clock
-        self._make = make
-        self._made: list[Any] = []
-        self.store: ApprovalStore = self.replica()
-
-    def replica(self) -> ApprovalStore:
-        store = self._make()
-        self._made.append(store)
-        return store  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        for store in self._made:
-            if isinstance(store, RedisApprovalStore):
-                store.close()
-
-
-@pytest.fixture(params=["file", "redis"])
-def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
-    clock = FakeClock(time.time())
-    if request.param == "file":
-        state_dir = str(tmp_path / "state")
-
-        def make() -> Any:
-            return FileApprovalStore(state_dir, clock=clock)
-    else:
-        url = request.getfixturevalue("redis_url")
-
-        def make() -> Any:
-            return RedisApprovalStore(url, mac=MAC, clock=clock)
-
-    made = Stores(request.param, make, clock)
-    yield made
-    made.close()
-
-
-def a_request(
-    clock: FakeClock,
-    *,
-    principal: str = "token:agent-a",
-    tool: str = "power_off_vm",
-    args: Any = None,
-    expires_s: float = EXPIRES_S,
-) -> ApprovalRequest:
-    return new_request(
-        tool=tool,
-        tool_input={"vm": "web-01"} if args is None else args,
-        vms=["web-01"],
-        row="vm_unknown",
-        why="web-01 is not in a VPG",
-        principal=principal,
-        expires_s=expires_s,
-        host="gw-1",
-        now=clock(),
-    )
 
 
 def approved(stores: Stores, **kwargs: Any) -> ApprovalRequest:
@@ -100,31 +30,6 @@ def approved(stores: Stores, **kwargs: Any) -> ApprovalRequest:
     assert created
     stores.store.decide(request.id, True, "unix:alice", "ok")
     return request
-
-
-def run_together(count: int, work: Callable[[int], Any]) -> list[Any]:
-    """``work(i)`` in ``count`` threads released at once; their results (an exception fails)."""
-    barrier = threading.Barrier(count)
-    results: list[Any] = [None] * count
-    errors: list[BaseException] = []
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            results[i] = work(i)
-        except BaseException as exc:  # reported below, in the test's thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors, errors
-    return results
-
-
-# --------------------------------------------------------------------------- opening
 
 
 def test_open_twice_is_one_request(stores: Stores) -> None:

@@ -26,7 +26,7 @@ from integration.gateway.gateway_helpers import (
     gateway_process,
     text_of,
 )
-from integration.gateway.test_notify import SECRET, Receiver
+from support.webhook_receiver import SECRET, Receiver
 from zerto_rewind.gateway.approvals_web import hash_password
 from zerto_rewind.gateway.notify import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify_signature
 from zerto_rewind.testing import Sandbox

@@ -36,8 +36,8 @@ from integration.gateway.gateway_helpers import (
     gateway_process,
     text_of,
 )
-from integration.gateway.test_notify import SECRET, Receiver
 from support.users import unix_user
+from support.webhook_receiver import SECRET, Receiver
 from zerto_rewind.gateway.approvals_web import hash_password
 from zerto_rewind.testing import Sandbox
 

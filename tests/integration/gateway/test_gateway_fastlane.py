@@ -16,6 +16,8 @@ import httpx
 import pytest
 
 from integration.gateway.gateway_helpers import (
+    CALLER_SPAN,
+    CALLER_TRACE,
     METRICS_HEADERS,
     TOKENS,
     actions,
@@ -24,9 +26,12 @@ from integration.gateway.gateway_helpers import (
     gateway_config,
     gateway_process,
     text_of,
+    traced_upstream,
 )
-from integration.gateway.test_gateway_pins import _configure, _ran, _scan, _wait_metric
-from integration.gateway.test_gateway_tracing import CALLER_SPAN, CALLER_TRACE, traced_upstream
+from integration.gateway.gateway_helpers import configure_rug_pull as _configure
+from integration.gateway.gateway_helpers import ran_tools as _ran
+from integration.gateway.gateway_helpers import scan_rug_pull as _scan
+from integration.gateway.gateway_helpers import wait_metric as _wait_metric
 from support.otlp_receiver import otlp_receiver
 from zerto_rewind.testing import Sandbox
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import resource
-import select
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -24,42 +23,16 @@ from integration.gateway.gateway_helpers import (
     TOKENS,
     GatewayProcess,
     actions,
+    closed_by_gateway,
+    connect,
     gateway_config,
     gateway_process,
+    port_of,
+    read_until_closed,
 )
 from zerto_rewind.testing import Sandbox
 
 HALF_HEAD = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
-
-
-def port_of(gw: GatewayProcess) -> int:
-    port = urlsplit(gw.url).port
-    assert port is not None
-    return port
-
-
-def connect(gw: GatewayProcess, source: str = "127.0.0.1") -> socket.socket:
-    return socket.create_connection(
-        ("127.0.0.1", port_of(gw)), timeout=5, source_address=(source, 0)
-    )
-
-
-def read_until_closed(sock: socket.socket, seconds: float) -> tuple[bytes, bool]:
-    """What the gateway sent, and whether it closed the connection within ``seconds``."""
-    data = b""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        sock.settimeout(max(deadline - time.monotonic(), 0.01))
-        try:
-            chunk = sock.recv(65536)
-        except TimeoutError:
-            break
-        except ConnectionResetError:
-            return data, True
-        if not chunk:
-            return data, True
-        data += chunk
-    return data, False
 
 
 def drip(sock: socket.socket, byte: bytes) -> tuple[bytes, bool, float]:
@@ -79,32 +52,6 @@ def drip(sock: socket.socket, byte: bytes) -> tuple[bytes, bool, float]:
     elapsed = time.monotonic() - started
     sock.close()
     return data, closed, elapsed
-
-
-def closed_by_gateway(socks: list[socket.socket], seconds: float) -> dict[int, bytes]:
-    """Which of ``socks`` (by index) the gateway closed within ``seconds``, and what it sent."""
-    poller = select.poll()
-    by_fd = {s.fileno(): n for n, s in enumerate(socks)}
-    for fd in by_fd:
-        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-    closed: dict[int, bytes] = {}
-    data: dict[int, bytes] = {}
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and len(closed) < len(socks):
-        for fd, _ in poller.poll(100):
-            n = by_fd[fd]
-            try:
-                chunk = socks[n].recv(65536, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                continue
-            except ConnectionResetError:
-                chunk = b""
-            if chunk:
-                data[n] = data.get(n, b"") + chunk
-                continue
-            closed[n] = data.get(n, b"")
-            poller.unregister(fd)
-    return closed
 
 
 def fds_of(gw: GatewayProcess) -> int:

@@ -16,10 +16,12 @@ import pytest
 from integration.gateway.gateway_helpers import (
     GatewayProcess,
     actions,
+    connect,
     gateway_config,
     gateway_process,
+    port_of,
+    read_until_closed,
 )
-from integration.gateway.test_gateway_listener import connect, port_of, read_until_closed
 from zerto_rewind.gateway.listener import MAX_HEAD_BYTES
 from zerto_rewind.testing import Sandbox
 

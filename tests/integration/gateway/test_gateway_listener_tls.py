@@ -23,10 +23,11 @@ from integration.gateway.gateway_helpers import (
     METRICS_HEADERS,
     TOKENS,
     GatewayProcess,
+    closed_by_gateway,
+    connect,
     gateway_config,
     gateway_process,
 )
-from integration.gateway.test_gateway_listener import closed_by_gateway, connect
 from zerto_rewind.sim.certs import write_certs
 from zerto_rewind.testing import Sandbox
 

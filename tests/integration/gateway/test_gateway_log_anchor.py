@@ -24,8 +24,8 @@ from integration.gateway.gateway_helpers import (
     gateway_config,
     gateway_process,
 )
-from integration.gateway.test_notify import Receiver
 from support.redis_server import RedisServer
+from support.webhook_receiver import Receiver
 from zerto_rewind.core.decisions_log import write_record
 from zerto_rewind.core.log_anchor import redis_key
 from zerto_rewind.gateway.notify import verify_signature

@@ -12,124 +12,57 @@ from __future__ import annotations
 
 import getpass
 import json
-import os
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from integration.gateway.gateway_helpers import (
-    METRICS_HEADERS,
+    RUG_PASSWORD,
     TOKENS,
     approvals_cli,
     client,
+    configure_rug_pull,
     decisions,
-    gateway_config,
     gateway_process,
+    metric,
+    ran_tools,
+    scan_rug_pull,
     text_of,
+    wait_metric,
 )
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 
-SERVER = Path(__file__).with_name("rug_pull_server.py")
-PASSWORD = "vc-Pa55-rug-7f3e9c"  # the stand-in's credential, to be redacted
 NOTE = "note-value-5b1d7a"
-
-
-def _upstream(actions_log: Path) -> dict[str, Any]:
-    return {
-        "command": [sys.executable, str(SERVER)],
-        "env": {
-            "RUG_ACTIONS": str(actions_log),
-            "RUG_PASSWORD": PASSWORD,
-            "PYTHONDONTWRITEBYTECODE": "1",
-        },
-        "timeout_s": 10,
-    }
-
-
-def _scan(actions_log: Path) -> dict[str, Any]:
-    """`zerto-rewind catalog scan` of the stand-in, as an operator runs it before review."""
-    env = {**os.environ, "RUG_ACTIONS": str(actions_log), "RUG_PASSWORD": PASSWORD}
-    done = subprocess.run(
-        [sys.executable, "-m", "zerto_rewind", "catalog", "scan", "--server", "vsphere",
-         "--quiet", "--", sys.executable, str(SERVER)],
-        env=env, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    scanned: dict[str, Any] = json.loads(done.stdout)
-    return scanned
-
-
-def _configure(box: Sandbox, actions_log: Path, pins: dict[str, str] | None, **extra: Any) -> None:
-    catalog = {"pins": pins} if pins is not None else {}
-    gateway_config(
-        box,
-        upstream=_upstream(actions_log),
-        # The review: the glob that a rug pull would slip list_and_delete_vms under.
-        read_only_tools=[
-            "mcp__vsphere__list_*",
-            "mcp__vsphere__upgrade",
-            "mcp__vsphere__inventory",
-        ],
-        tools={"mcp__vsphere__power_off_vm": {"vm_arg": "name"}},
-        catalog=catalog,
-        **extra,
-    )
-
-
-def _ran(actions_log: Path) -> list[str]:
-    if not actions_log.exists():
-        return []
-    return [json.loads(line)["tool"] for line in actions_log.read_text().splitlines()]
-
-
-def _metric(url: str, name: str, **labels: str) -> float | None:
-    text = httpx.get(f"{url}/metrics", headers=METRICS_HEADERS, timeout=10).text
-    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    for line in text.splitlines():
-        if line.startswith(f"{name}{{{want}}} "):
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
-def _wait_metric(url: str, name: str, value: float, **labels: str) -> None:
-    deadline = time.monotonic() + 15
-    while _metric(url, name, **labels) != value:
-        assert time.monotonic() < deadline, f"{name}{labels} never became {value}"
-        time.sleep(0.1)
 
 
 async def test_a_tool_changed_after_review_is_unlisted(box: Sandbox, tmp_path: Path) -> None:
     """Before the change: guarded and read-only calls as reviewed. After: the changed tool and
     the new one are refused (no approver) and never run; the unchanged ones still run."""
     actions_log = tmp_path / "actions.jsonl"
-    scanned = _scan(actions_log)
+    scanned = scan_rug_pull(actions_log)
     pins = scanned["catalog"]["pins"]
     assert set(pins) == {f"mcp__vsphere__{t}" for t in ("list_vms", "power_off_vm", "upgrade",
                                                         "inventory")}  # fmt: skip
     actions_log.unlink(missing_ok=True)
-    _configure(box, actions_log, pins)
+    configure_rug_pull(box, actions_log, pins)
     with gateway_process(box, tmp_path) as gw:
         async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
             await c.list_tools()
             before = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
             assert not before.is_error, text_of(before)
             assert (before.meta or {})["zerto-rewind/checkpoints"][0]["vpg"] == "jp-local"
-            assert _metric(gw.url, "zerto_rewind_unreviewed_tools", upstream="vsphere") == 0
+            assert metric(gw.url, "zerto_rewind_unreviewed_tools", upstream="vsphere") == 0
             upgraded = await c.call_tool("upgrade", {})
             assert not upgraded.is_error, text_of(upgraded)
-            _wait_metric(gw.url, "zerto_rewind_unreviewed_tools", 2, upstream="vsphere")
+            wait_metric(gw.url, "zerto_rewind_unreviewed_tools", 2, upstream="vsphere")
             pulled = await c.call_tool("list_and_delete_vms", {"name": "jp-ubuntu"})
             changed = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
             listed = await c.call_tool("list_vms", {})
         metrics = {
-            kind: _metric(gw.url, "zerto_rewind_tool_pin_mismatches_total",
+            kind: metric(gw.url, "zerto_rewind_tool_pin_mismatches_total",
                           upstream="vsphere", kind=kind)
             for kind in ("new", "changed")
         }  # fmt: skip
@@ -142,7 +75,7 @@ async def test_a_tool_changed_after_review_is_unlisted(box: Sandbox, tmp_path: P
     assert "no approver configured" in text_of(pulled)
     assert "changed since the catalog was reviewed" in text_of(changed)
     assert not listed.is_error, text_of(listed)
-    assert _ran(actions_log) == ["power_off_vm", "upgrade", "list_vms"]
+    assert ran_tools(actions_log) == ["power_off_vm", "upgrade", "list_vms"]
     assert metrics == {"new": 1.0, "changed": 1.0}
     assert "tool mcp__vsphere__list_and_delete_vms is not pinned" in stderr
     assert "tool mcp__vsphere__power_off_vm changed since it was pinned" in stderr
@@ -157,9 +90,9 @@ async def test_a_changed_tool_runs_only_once_a_person_approved_it(
     """With an approver, the changed tool's call waits for a person; refused while it waits,
     the same call retried after approval runs, once."""
     actions_log = tmp_path / "actions.jsonl"
-    pins = _scan(actions_log)["catalog"]["pins"]
+    pins = scan_rug_pull(actions_log)["catalog"]["pins"]
     actions_log.unlink(missing_ok=True)
-    _configure(box, actions_log, pins)
+    configure_rug_pull(box, actions_log, pins)
     config = json.loads(Path(box.config_path).read_text())
     config["approvals"] = {"approvers": {"users": [getpass.getuser()]}, "wait_s": 1}
     Path(box.config_path).write_text(json.dumps(config))
@@ -168,18 +101,18 @@ async def test_a_changed_tool_runs_only_once_a_person_approved_it(
         async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
             await c.list_tools()
             await c.call_tool("upgrade", {})
-            _wait_metric(gw.url, "zerto_rewind_unreviewed_tools", 2, upstream="vsphere")
+            wait_metric(gw.url, "zerto_rewind_unreviewed_tools", 2, upstream="vsphere")
             waiting = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
             assert waiting.is_error
             assert "is waiting for an approver" in text_of(waiting), text_of(waiting)
-            assert "power_off_vm" not in _ran(actions_log)
+            assert "power_off_vm" not in ran_tools(actions_log)
             found = re.search(r"request (\S+) is waiting", text_of(waiting))
             assert found is not None
             approved = approvals_cli("--service", f"unix:{sock}", "approve", found.group(1))
             assert approved.returncode == 0, approved.stderr
             ran = await c.call_tool("power_off_vm", {"name": "jp-ubuntu"})
     assert not ran.is_error, text_of(ran)
-    assert _ran(actions_log) == ["upgrade", "power_off_vm"]
+    assert ran_tools(actions_log) == ["upgrade", "power_off_vm"]
     asked = [d for d in decisions(box) if d["tool"] == "mcp__vsphere__power_off_vm"]
     assert {d["row"] for d in asked} == {"unlisted"}
     assert asked[-1]["answer"] == "approved"
@@ -188,7 +121,7 @@ async def test_a_changed_tool_runs_only_once_a_person_approved_it(
 async def test_no_pins_behaves_as_before(box: Sandbox, tmp_path: Path) -> None:
     """A server with no pins: the catalog's patterns decide, as before pins (and it is logged)."""
     actions_log = tmp_path / "actions.jsonl"
-    _configure(box, actions_log, None)
+    configure_rug_pull(box, actions_log, None)
     with gateway_process(box, tmp_path) as gw:
         async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
             await c.list_tools()
@@ -205,7 +138,7 @@ async def test_upstream_stderr_goes_to_its_own_redacted_log(box: Sandbox, tmp_pa
     """The server prints its password and a traceback quoting an argument: the gateway's stderr
     has neither; the upstream's log (0600) has the traceback with the password redacted."""
     actions_log = tmp_path / "actions.jsonl"
-    _configure(box, actions_log, None)
+    configure_rug_pull(box, actions_log, None)
     with gateway_process(box, tmp_path) as gw:
         async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
             await c.list_tools()
@@ -216,11 +149,11 @@ async def test_upstream_stderr_goes_to_its_own_redacted_log(box: Sandbox, tmp_pa
     assert failed.is_error
     log_path = Path(box.state_dir) / "upstreams" / "vsphere.log"
     upstream_log = log_path.read_text()
-    assert PASSWORD not in stderr
+    assert RUG_PASSWORD not in stderr
     assert NOTE not in stderr
     assert "rug-pull starting" not in stderr
     assert "Traceback" not in stderr
-    assert PASSWORD not in upstream_log
+    assert RUG_PASSWORD not in upstream_log
     assert "password=[redacted]" in upstream_log
     assert "connecting with [redacted]" in upstream_log
     assert "Traceback" in upstream_log

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,31 +20,23 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from integration.gateway.gateway_helpers import (
+    CALLER_SPAN,
+    CALLER_TRACE,
     TOKENS,
     client,
     decisions,
     gateway_config,
     gateway_process,
     text_of,
+    traced_upstream,
 )
 from support.otlp_receiver import ReceivedSpan, otlp_receiver
 from zerto_rewind.testing import Sandbox
 
 pytestmark = pytest.mark.anyio
 
-TRACED_SERVER = Path(__file__).with_name("traced_server.py")
-CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
-CALLER_SPAN = "00f067aa0ba902b7"
 HOOK_TRACE = "0af7651916cd43dd8448eb211c80319c"
 HOOK_SPAN = "b7ad6b7169203331"
-
-
-def traced_upstream(record: Path) -> dict[str, Any]:
-    return {
-        "command": [sys.executable, str(TRACED_SERVER)],
-        "env": {"TRACED_ACTIONS": str(record), "PYTHONDONTWRITEBYTECODE": "1"},
-        "timeout_s": 10,
-    }
 
 
 def by_name(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:

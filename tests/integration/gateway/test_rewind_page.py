@@ -27,10 +27,10 @@ from integration.gateway.gateway_helpers import (
     gateway_config,
     gateway_process,
 )
-from integration.recovery.test_rewind_sim import log_change as log_change_to
-from integration.recovery.test_rewind_sim import sim_requests
 from support.browser import browser_errors, chrome, login, missing_browser, wait_until
 from support.sim import sim_config, sim_settings
+from support.sim_changes import log_change as log_change_to
+from support.sim_changes import sim_requests
 from zerto_rewind.core.decisions_log import iter_records
 from zerto_rewind.gateway.approvals_web import hash_password
 from zerto_rewind.sim import recovery as sim_recovery

@@ -89,7 +89,7 @@ def test_install_service_writes_a_thin_hook_matched_on_the_services_catalog(
     assert is_thin_hook(handler)
     assert entry["matcher"] == compile_matcher(box.settings().catalog)
     words = shlex.split(handler["command"])
-    assert words[:3] == [os.path.abspath(sys.executable), "-c", LAUNCH_CODE]
+    assert words[:4] == [os.path.abspath(sys.executable), "-P", "-c", LAUNCH_CODE]
     assert words[words.index("--service") + 1] == service
     # The service's uid, as its socket's owner: the service runs as this test's user here.
     assert words[words.index("--service-user") + 1] == str(os.stat(service[5:]).st_uid)

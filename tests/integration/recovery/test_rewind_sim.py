@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import getpass
 import json
-import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from support.config import write_sim_config
 from support.sim import sim_fixture, sim_settings
+from support.sim_changes import log_change, sim_http, sim_requests
 from zerto_rewind.cli import main
 from zerto_rewind.core.decision import fmt_time
 from zerto_rewind.core.decisions_log import iter_records, write_record
@@ -63,57 +62,11 @@ def config(sim: SimServer, tmp_path: Path, approvers: list[str]) -> Path:
     )
 
 
-def tagged(zvm: ZvmClient, vpg_id: str, name: str) -> str:
-    """Tag a checkpoint through the simulator's API and return its id once it landed."""
-    zvm.tag_checkpoint(vpg_id, name)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        found = [c for c in zvm.list_checkpoints(vpg_id) if c.tag == name]
-        if found:
-            return found[0].cp_id
-        time.sleep(0.2)
-    raise AssertionError(f"tag {name!r} did not land")
-
-
-def log_change(log: Path, zvm: ZvmClient, session: str, vm: str) -> tuple[str, str]:
-    """A change to ``vm`` by ``session``, after a tagged checkpoint: (VM id, checkpoint id)."""
-    (ref,) = zvm.find_vms(vm)
-    checkpoint = tagged(zvm, ref.vpg_id, f"zr {session} {vm}")
-    write_record(
-        str(log),
-        {
-            "time": fmt_time(time.time()),
-            "session_id": session,
-            "tool": "vm_reconfigure",
-            "row": "mutating",
-            "decision": "context",
-            "vms": [vm],
-            "vpgs": [ref.vpg_name],
-            "vpg_ids": [ref.vpg_id],
-            "checkpoint_ids": [checkpoint],
-            "tags": [f"zr {session} {vm}"],
-        },
-    )
-    return ref.vm_id, checkpoint
-
-
 def rewind(capsys: pytest.CaptureFixture[str], cfg: Path, *args: str) -> tuple[int, Any, str]:
     """Run ``zerto-rewind rewind ARGS --json``: (exit code, its JSON or None, stderr)."""
     code = main(["rewind", *args, "--json", "--config", str(cfg)])
     out, err = capsys.readouterr()
     return code, json.loads(out) if out.strip() else None, err
-
-
-def sim_http(sim: SimServer) -> httpx.Client:
-    """An HTTP client of the simulator's control plane, trusting its CA."""
-    return httpx.Client(verify=ssl.create_default_context(cafile=sim.ca_bundle))
-
-
-def sim_requests(sim: SimServer) -> dict[str, int]:
-    """The simulator's request counters by route."""
-    with sim_http(sim) as http:
-        counters: dict[str, int] = http.get(f"{sim.url}/_sim/stats").json()["requests"]
-    return counters
 
 
 def test_dry_run_then_run_restores_each_vm(

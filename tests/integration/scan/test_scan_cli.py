@@ -10,22 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+from integration.scan.scan_helpers import scan
 from support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 STAND_IN = ROOT / "tests" / "e2e" / "vm_mcp_server.py"
-CLI = [sys.executable, "-m", "zerto_rewind"]
-
-
-def scan(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, "catalog", "scan", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
 
 
 def test_scan_stand_in_over_stdio() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from integration.scan.test_scan_cli import scan
+from integration.scan.scan_helpers import scan
 from support.config import OFFLINE_ZVM, write_config
 
 PASSWORD = "vc-Pa55-scan-out"

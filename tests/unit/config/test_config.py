@@ -14,32 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from support.config import write_config
+from unit.config.config_helpers import ENV, ZVM, config_error, load
 from zerto_rewind.config import (
-    Settings,
     config_path,
     default_log_path,
     load_settings,
     validate_patterns,
 )
 from zerto_rewind.errors import ConfigError
-
-ZVM = {"url": "https://127.0.0.1:9", "client_id": "rewind", "client_secret_env": "ZS"}
-ENV = {"HOME": "/home/op", "ZS": "from-env"}
-
-
-def load(directory: Path, raw: Any, env: dict[str, str] | None = None, **kw: Any) -> Settings:
-    """Write a config and load it with an explicit environment."""
-    return load_settings({**ENV, **(env or {})}, path=str(write_config(directory, raw, **kw)))
-
-
-def config_error(directory: Path, raw: Any, env: dict[str, str] | None = None) -> ConfigError:
-    """The ConfigError loading ``raw`` raises."""
-    with pytest.raises(ConfigError) as info:
-        load(directory, raw, env)
-    return info.value
-
-
-# ----------------------------------------------------------------- the file itself
 
 
 def test_minimal_config_loads_with_defaults(tmp_path: Path) -> None:

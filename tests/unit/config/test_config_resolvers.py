@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from unit.config.test_config import ZVM, config_error, load
+from unit.config.config_helpers import ZVM, config_error, load
 from zerto_rewind.config.settings import DEFAULT_ZERTO_ID_PATTERN
 
 RESOLVER = {"tool": "get_vm_info", "arg": "name", "id_path": "moid"}

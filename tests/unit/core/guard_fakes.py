@@ -288,3 +288,24 @@ class EstateRig:
     def tags(self, site: str) -> list[str]:
         """The VPGs that site's ZVM was asked to tag, in order."""
         return [c.removeprefix("tag ") for c in self.zvms[site].calls if c.startswith("tag ")]
+
+
+def rig_with(tmp_path: Path, tools: dict[str, Any], **top: Any) -> Rig:
+    """A rig whose catalog is ``tools`` (plus the usual power_off) and top-level ``top``."""
+    rig = Rig(tmp_path, timeout_s=20.0)
+    config = {
+        "zvm": {"url": URL, "username": "u", "password": "p"},
+        "tools": {TOOL: {"vm_arg": ["name", "names[]"]}, **tools},
+        "guard": {"timeout_s": 20.0},
+        "state_dir": str(tmp_path / "state"),
+        **top,
+    }
+    rig.settings = load_written_settings(tmp_path, config, name="tools.json")
+    return rig
+
+
+def decide(rig: Rig, tool: str, tool_input: Any) -> Any:
+    """The rig's guard's decision on ``tool`` called with ``tool_input`` (session s1)."""
+    return rig.guard().decide(
+        ToolCall(tool, tool_input, session_id="s1", started_at=rig.clock.wall())
+    )

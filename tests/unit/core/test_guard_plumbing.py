@@ -74,7 +74,7 @@ def test_every_zvm_request_carries_the_guards_deadline(
 def test_a_catalog_named_vpg_is_looked_up_within_the_deadline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from unit.core.test_guard_reasons import rig_with
+    from unit.core.guard_fakes import rig_with
 
     rig = rig_with(tmp_path, {"mcp__v__host_op": {"vpgs": ["jp-local"]}})
     seen = record_deadlines(rig, monkeypatch)
@@ -322,7 +322,7 @@ def test_the_rewind_tool_is_named_in_the_context(rig: Rig) -> None:
 
 
 def test_a_no_vm_allow_names_the_catalog_entry_that_allowed_it(tmp_path: Path) -> None:
-    from unit.core.test_guard_reasons import decide, rig_with
+    from unit.core.guard_fakes import decide, rig_with
 
     rig = rig_with(tmp_path, {"mcp__v__create_*": {"decision": "allow"}})
     decision = decide(rig, "mcp__v__create_vm", {})

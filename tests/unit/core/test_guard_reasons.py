@@ -7,36 +7,14 @@ what was (not) done, what to do. test_guard.py pins the rows; this pins the text
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from support.config import load_written_settings
-from unit.core.guard_fakes import TOOL, URL, Rig
+from unit.core.guard_fakes import TOOL, URL, Rig, decide, rig_with
 from zerto_rewind.core.decision import Outcome, Row, ToolCall, fmt_time
 from zerto_rewind.core.guard import no_vm_decision
 
 HOST = "mcp__vsphere__reconfigure_host"
-
-
-def rig_with(tmp_path: Path, tools: dict[str, Any], **top: Any) -> Rig:
-    """A rig whose catalog is ``tools`` (plus the usual power_off) and top-level ``top``."""
-    rig = Rig(tmp_path, timeout_s=20.0)
-    config = {
-        "zvm": {"url": URL, "username": "u", "password": "p"},
-        "tools": {TOOL: {"vm_arg": ["name", "names[]"]}, **tools},
-        "guard": {"timeout_s": 20.0},
-        "state_dir": str(tmp_path / "state"),
-        **top,
-    }
-    rig.settings = load_written_settings(tmp_path, config, name="tools.json")
-    return rig
-
-
-def decide(rig: Rig, tool: str, tool_input: Any) -> Any:
-    return rig.guard().decide(
-        ToolCall(tool, tool_input, session_id="s1", started_at=rig.clock.wall())
-    )
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from unit.gateway.test_calls import (
+from unit.gateway.calls_fakes import (
     HOST_TOOL,
     TOOL,
     FakeMetrics,

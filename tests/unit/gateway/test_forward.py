@@ -17,7 +17,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
 
-from unit.gateway.test_calls import (
+from unit.gateway.calls_fakes import (
     HOST_TOOL,
     TOOL,
     FakeGateway,

@@ -11,10 +11,17 @@ from pathlib import Path
 import pytest
 
 HEAVY = ("json", "re", "typing", "dataclasses", "httpx", "enum", "pathlib")
-# Project modules kept off the read-only path: the whole hook command (the path reads its
-# options with hostconfig's package module alone) and any other hostconfig module, and
-# the hooks' shared protocol bits as a module of their own (they live in the package's).
-OFF_THE_PATH = ("zerto_rewind.hostconfig.hook_command", "zerto_rewind.hooks.protocol")
+# Project modules kept off the read-only path: the whole hook command and every module of
+# hostconfig, its package included (the path reads its options with the base module
+# hook_flags alone), and the hooks' shared protocol bits as a module of their own (they
+# live in the package's). A secret is read only on the mutating path: its file reader
+# stays off the path too.
+OFF_THE_PATH = (
+    "zerto_rewind.hostconfig",
+    "zerto_rewind.hostconfig.hook_command",
+    "zerto_rewind.hooks.protocol",
+    "zerto_rewind.config.secret_file",
+)
 READ_ONLY_CALL = {
     "session_id": "0f3c9a1e-77aa-4bd0-9d8e-123456789abc",
     "transcript_path": "/tmp/t.jsonl",
@@ -71,7 +78,9 @@ def imported_modules(importtime_stderr: str) -> set[str]:
     }
 
 
-def silent_run_modules(argv: list[str], payload: bytes, env: dict[str, str]) -> set[str]:
+def silent_run_modules(
+    argv: list[str], payload: bytes, env: dict[str, str], cwd: Path | None = None
+) -> set[str]:
     """Run a hook command (``argv[0]`` the interpreter) under ``-X importtime``: it must exit
     0 and print nothing; the modules it imported."""
     proc = subprocess.run(
@@ -80,6 +89,7 @@ def silent_run_modules(argv: list[str], payload: bytes, env: dict[str, str]) -> 
         capture_output=True,
         env=env,
         timeout=60,
+        cwd=cwd,
     )
     stderr = proc.stderr.decode()
     assert (proc.returncode, proc.stdout) == (0, b""), stderr
@@ -223,9 +233,10 @@ def test_a_read_only_post_event_is_as_light_as_its_pre_event(
 def test_the_installed_command_loads_no_module_it_can_do_without(
     tool: str, config_file: str, hook_env: dict[str, str], tmp_path: Path
 ) -> None:
-    """The command install writes (``python -S -c …``), for a read-only call and a harmless
-    Bash call: silent, and of hostconfig and the hooks it loads the package modules and
-    the runner's own only. Each module more costs start-up (docs/performance.md)."""
+    """The command install writes (``python -S -P -c …``), for a read-only call and a
+    harmless Bash call: silent; of the hooks it loads the package module and the runner's
+    own only, and nothing of hostconfig (the options' reader is the base module
+    hook_flags). Each module more costs start-up (docs/performance.md)."""
     import shlex
 
     from zerto_rewind.config.loader import file_sha256
@@ -239,13 +250,38 @@ def test_the_installed_command_loads_no_module_it_can_do_without(
     if tool == "Bash":
         call["tool_input"] = {"command": "ls -la"}
     modules = silent_run_modules(shlex.split(command), json.dumps(call).encode(), hook_env)
-    assert {"zerto_rewind.hostconfig", "zerto_rewind.hooks.standalone"} <= modules
+    assert {"zerto_rewind.hook_flags", "zerto_rewind.hooks.standalone"} <= modules
     assert modules.isdisjoint(OFF_THE_PATH), sorted(modules & set(OFF_THE_PATH))
     ours = sorted(
-        m for m in modules if m.startswith(("zerto_rewind.hostconfig.", "zerto_rewind.hooks."))
+        m for m in modules if m.startswith(("zerto_rewind.hostconfig", "zerto_rewind.hooks."))
     )
     assert ours == ["zerto_rewind.hooks.claude_code", "zerto_rewind.hooks.standalone"]
     assert modules.isdisjoint({*HEAVY, "shlex", "inspect", "hashlib"}), sorted(
         modules & {*HEAVY, "shlex", "inspect", "hashlib"}
     )
     assert not os.path.exists(hook_env["ZERTO_HOOK_LOG"])
+
+
+def test_the_installed_command_runs_nothing_from_the_working_directory(
+    config_file: str, hook_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The host runs the hook in the agent's working directory, which the agent can write:
+    a ``__future__.py``, ``_json.py`` or ``zerto_rewind/`` there is never imported (``-P``),
+    so it cannot answer in the guard's place."""
+    import shlex
+
+    from zerto_rewind.config.loader import file_sha256
+    from zerto_rewind.hostconfig.install.settings_file import hook_command
+
+    planted = tmp_path / "project"
+    (planted / "zerto_rewind").mkdir(parents=True)
+    marker = tmp_path / "ran.txt"
+    body = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    for name in ("__future__.py", "_json.py", "zerto_rewind/__init__.py"):
+        (planted / name).write_text(body)
+    command = hook_command(sys.executable, config_file, config_sha256=file_sha256(config_file))
+    modules = silent_run_modules(
+        shlex.split(command), json.dumps(READ_ONLY_CALL).encode(), hook_env, cwd=planted
+    )
+    assert "zerto_rewind.hooks.standalone" in modules
+    assert not marker.exists(), marker.read_text()

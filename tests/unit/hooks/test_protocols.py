@@ -296,3 +296,19 @@ def test_copilot_render_every_outcome() -> None:
         assert "why" in out["permissionDecisionReason"]
     prompt = json.loads(copilot.render("prompt", "why", "", prompt_as="ask"))
     assert prompt["permissionDecision"] == "deny"  # Copilot's ask does not hold
+
+
+# ------------------------------------------------------------------ the one table of hosts
+
+
+def test_each_host_name_is_its_protocol_modules_own() -> None:
+    """The thin hook's --host values are hook_flags' table (the gateway's result endpoint
+    takes the same), each naming the protocol module of that host, the default first."""
+    from zerto_rewind.hook_flags import HOST_NAMES
+    from zerto_rewind.hooks import thin
+
+    assert tuple(thin.HOSTS) == HOST_NAMES
+    assert {name: module.PROTOCOL.name for name, module in thin.HOSTS.items()} == {
+        name: name for name in HOST_NAMES
+    }
+    assert thin.DEFAULT_HOST == "claude-code"

@@ -66,8 +66,11 @@ def test_each_written_shape_renders_and_parses_back(text: str, command: HookComm
 
 
 def test_launcher_for_is_the_launch_line_install_writes() -> None:
-    assert HookCommand.launcher_for("/p", CODE, isolated=True) == ("/p", "-S", "-c", CODE, "hook")
-    assert HookCommand.launcher_for("/p", CODE) == ("/p", "-c", CODE, "hook")
+    # -P: the working directory (the agent's) is never on the hook's sys.path
+    assert HookCommand.launcher_for("/p", CODE, isolated=True) == (
+        "/p", "-S", "-P", "-c", CODE, "hook"
+    )  # fmt: skip
+    assert HookCommand.launcher_for("/p", CODE) == ("/p", "-P", "-c", CODE, "hook")
     assert HookCommand(HookCommand.launcher_for("/p", CODE)).code == CODE
 
 
@@ -204,9 +207,9 @@ def test_reading_a_hooks_options_loads_nothing_heavy() -> None:
 
 
 def test_a_hook_reads_its_options_with_the_package_reader_alone() -> None:
-    """hostconfig.hook_options, what the standalone hook reads with on its read-only path:
+    """hook_flags.hook_options, what the standalone hook reads with on its read-only path:
     the fields it takes, absent ones None (False, ()), as for_hook reads them."""
-    from zerto_rewind.hostconfig import hook_options
+    from zerto_rewind.hook_flags import hook_options
 
     takes = frozenset(("config", "config_sha256", "settings", "all_tools", "mcp_server"))
     args = ["--config", "/a", "--all-tools", "--config", "/c", "--settings", "/s"]

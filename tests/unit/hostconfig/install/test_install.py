@@ -104,7 +104,8 @@ def test_build_entry_has_the_fields_claude_code_needs() -> None:
     assert handler["timeout"] == 180
     assert handler["statusMessage"] == "zerto-rewind: checkpoint before change"
     assert shlex.split(handler["command"]) == [
-        "/opt/my venv/bin/python", "-S", "-c", launch_code(), "hook", "--config", "/etc/z r.json",
+        "/opt/my venv/bin/python", "-S", "-P", "-c", launch_code(), "hook",
+        "--config", "/etc/z r.json",
     ]  # fmt: skip
     assert launch_code().endswith(LAUNCH_CODE)
 
