@@ -284,6 +284,33 @@ def test_relative_interpreter_fails_the_command_check(
     assert "not an absolute path" in checks["hook command"].detail
 
 
+def test_a_hook_started_without_dash_p_fails_and_install_rewrites_it(
+    sim: SimServer, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A command installed before -P imports from the agent's working directory first: a
+    module planted there would run as the guard. doctor fails it; install writes -P."""
+    import shlex
+
+    from zerto_rewind.cli.install_claude_code import main as install_main
+    from zerto_rewind.hooks.standalone import LAUNCH_CODE
+
+    config = write_config(sim, tmp_path)
+    old = shlex.join([sys.executable, "-S", "-c", LAUNCH_CODE, "hook", "--config", str(config)])
+    settings = write_host_settings(tmp_path, config, command=old)
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["hook command"].status == "fail"
+    assert "without -P" in checks["hook command"].detail
+    assert "zerto-rewind install claude-code" in checks["hook command"].fix
+
+    assert (
+        install_main(["claude-code", "--project", str(tmp_path), "--config", str(config)], env) == 0
+    )
+    (entry,) = json.loads(settings.read_text())["hooks"]["PreToolUse"]
+    assert "-P" in shlex.split(entry["hooks"][0]["command"])
+    checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
+    assert checks["hook command"].status == "pass"
+
+
 def test_no_hook_installed_fails_with_the_install_command(
     sim: SimServer, tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -380,7 +407,7 @@ def test_an_unpinned_hook_warns_and_install_rewrites_it_with_the_pin(
     from zerto_rewind.hooks.standalone import LAUNCH_CODE
 
     config = write_config(sim, tmp_path)
-    old = shlex.join([sys.executable, "-c", LAUNCH_CODE, "hook", "--config", str(config)])
+    old = shlex.join([sys.executable, "-P", "-c", LAUNCH_CODE, "hook", "--config", str(config)])
     settings = write_host_settings(tmp_path, config, command=old)
     checks = by_name(run_checks(config=str(config), settings_files=[str(settings)], env=env))
     assert checks["hook command"].status == "warn"

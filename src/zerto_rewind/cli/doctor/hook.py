@@ -13,7 +13,7 @@ import os
 import re
 import shlex
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,8 +203,7 @@ def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
             "no longer has: the hook cannot start, and guards nothing"
         )
         return Check(name, "fail", detail, reinstall)
-    program = parsed.program
-    problems = interpreter_problems(program)
+    problems = interpreter_problems(parsed.launcher)
     if config_used is not None and not os.path.isabs(config_used):
         problems.append(f"the config {config_used!r} is not an absolute path")
     elif config_used is not None and not os.path.isfile(config_used):
@@ -231,13 +230,30 @@ def _command_check(path: str, handler: dict[str, Any], config: str) -> Check:
     return Check(name, "pass", detail)
 
 
-def interpreter_problems(program: str) -> list[str]:
-    """Why the hook command's interpreter cannot start the hook, if it cannot (else none)."""
+def interpreter_problems(launcher: Sequence[str]) -> list[str]:
+    """Why the hook command's interpreter cannot start the hook safely, if it cannot (else none).
+
+    ``launcher``: the command's words before its options (``python -S -P -c CODE hook``).
+    """
+    program = launcher[0] if launcher else ""
     if not os.path.isabs(program):
         return [f"the interpreter {program!r} is not an absolute path (it depends on PATH)"]
     if not os.access(program, os.X_OK):
         return [f"the interpreter {program} does not exist or is not executable"]
+    if "-c" in launcher and not _safe_path(launcher[1 : launcher.index("-c")]):
+        # The host runs the hook in the agent's working directory; without -P (or -I)
+        # Python imports from there first, so a file the agent plants runs as the guard.
+        return [
+            "the interpreter starts without -P, so a module in the agent's working "
+            "directory would be imported before the guard's own"
+        ]
     return []
+
+
+def _safe_path(flags: Sequence[str]) -> bool:
+    """Whether Python's short flags include -P or -I (no working directory on sys.path)."""
+    short = (flag[1:] for flag in flags if flag.startswith("-") and not flag.startswith("--"))
+    return any("P" in letters or "I" in letters for letters in short)
 
 
 def _pin_check(path: str, config: str, pin: str | None) -> Check | None:

@@ -153,7 +153,7 @@ def _command_check(path: str, handler: Mapping[str, Any], command: HookCommand |
     argv = command.argv()
     opts = command.service_options()
     program = command.program
-    problems = interpreter_problems(program)
+    problems = interpreter_problems(command.launcher)
     service = opts.get("service", "")
     if not service:
         problems.append("it names no --service")
