@@ -192,6 +192,16 @@ class Decision:
         shown = "; ".join(f"{arg} = {value!r}" for arg, value in self.host_paths.items())
         return f"{self.reason} The call names: {shown}."
 
+    @property
+    def vpg_names(self) -> list[str]:
+        """The VPGs the decision covers, by name: what its log lines and trace name."""
+        return [v.vpg_name for v in self.vpgs]
+
+    @property
+    def checkpoint_ids(self) -> list[str]:
+        """The checkpoints the decision's VPGs hold (those that have one)."""
+        return [v.checkpoint_id for v in self.vpgs if v.checkpoint_id]
+
     def log_record(self, call: ToolCall) -> dict[str, Any]:
         """The decision-log line: ids, names, times; never an argument value but VM names."""
         return {
@@ -203,10 +213,10 @@ class Decision:
             "row": self.row,
             "decision": self.outcome,
             "vms": list(self.vms),
-            "vpgs": [v.vpg_name for v in self.vpgs],
+            "vpgs": self.vpg_names,
             "vpg_ids": [v.vpg_id for v in self.vpgs],
             "site_types": [v.site_kind for v in self.vpgs],
-            "checkpoint_ids": [v.checkpoint_id for v in self.vpgs if v.checkpoint_id],
+            "checkpoint_ids": self.checkpoint_ids,
             "tags": [v.tag for v in self.vpgs if v.tag],
             "requested_at": _first_time(v.requested_at for v in self.vpgs),
             "expected_at": _first_time(v.expected_at for v in self.vpgs),

@@ -114,8 +114,8 @@ def record_result(
     if decision.row == Row.READ_ONLY:
         return
     line = result_record(call, decision.vms, result)
-    line["vpgs"] = [v.vpg_name for v in decision.vpgs]
-    line["checkpoint_ids"] = [v.checkpoint_id for v in decision.vpgs if v.checkpoint_id]
+    line["vpgs"] = decision.vpg_names
+    line["checkpoint_ids"] = decision.checkpoint_ids
     try:
         write_record(log_path, _completed(line, decision, extra or {}, stamp))
     except (StateError, OSError) as exc:

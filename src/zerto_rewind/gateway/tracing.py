@@ -252,9 +252,9 @@ def decided(decision: Decision, answer: str | None = None) -> None:
         return
     facts: dict[str, Any] = {"zerto.decision": decision.outcome, "zerto.row": decision.row}
     if decision.vpgs:
-        facts["zerto.vpg"] = [v.vpg_name for v in decision.vpgs]
+        facts["zerto.vpg"] = decision.vpg_names
         facts["zerto.vpg_id"] = [v.vpg_id for v in decision.vpgs]
-    checkpoints = [v.checkpoint_id for v in decision.vpgs if v.checkpoint_id]
+    checkpoints = decision.checkpoint_ids
     if checkpoints:
         facts["zerto.checkpoint_id"] = checkpoints
     delays = [

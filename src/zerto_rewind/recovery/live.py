@@ -132,6 +132,17 @@ def _forget(settings: Settings, kind: str, target: Target) -> None:
         os.unlink(_record_path(settings, kind, _record_key(kind, target)))
 
 
+def _started(
+    settings: Settings, kind: str, target: Target, found: Checkpoint, task_id: str, summary: str
+) -> OperationResult:
+    """A live operation of ``kind`` the ZVM took: recorded for its commit or rollback, then
+    followed, with the steps that finish it (confirmed by the same token)."""
+    _remember(settings, kind, target, found.cp_id)
+    finish_steps = failover_finish_steps if kind == "failover" else restore_finish_steps
+    steps = finish_steps(target, confirm_token(target.vm, found.cp_id))
+    return target.result(kind, task_id, found, summary, steps)
+
+
 def _finishing(
     zvms: Guard | ZvmClient,
     settings: Settings,
@@ -202,14 +213,12 @@ def failover(
         reverse_protection=reverse_protection,
         deadline=deadline,
     )
-    _remember(settings, "failover", target, found.cp_id)
     summary = (
         f"Live failover of VPG {v.name!r} to checkpoint {found.cp_id} started (commit policy "
         f"{commit_policy}, shutdown policy {shutdown_policy}): its VMs come up at "
         f"{recovery_site(v)}. Check them, then commit or roll back."
     )
-    steps = failover_finish_steps(target, confirm_token(vm, found.cp_id))
-    return target.result("failover", task_id, found, summary, steps)
+    return _started(settings, "failover", target, found, task_id, summary)
 
 
 def finish_failover(
@@ -261,14 +270,12 @@ def restore_vm(
     task_id = target.client.restore_vm(
         vm_id, v.vpg_id, found.cp_id, restored_vm_name=restored_vm_name, deadline=deadline
     )
-    _remember(settings, "restore", target, found.cp_id)
     name = restored_vm_name or "the ZVM's default name"
     summary = (
         f"Journal restore of {vm} from checkpoint {found.cp_id} started as {name}. It waits for "
         "commit or rollback (commit policy rollback: left alone, Zerto rolls it back)."
     )
-    steps = restore_finish_steps(target, confirm_token(vm, found.cp_id))
-    return target.result("restore", task_id, found, summary, steps)
+    return _started(settings, "restore", target, found, task_id, summary)
 
 
 def finish_restore(
