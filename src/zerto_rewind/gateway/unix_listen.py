@@ -50,12 +50,14 @@ def check_socket_directory(path: str, option: str) -> None:
 def bind_unix(path: str, mode: int, option: str) -> socket.socket:
     """A unix stream socket bound at ``path``, its file made with ``mode``; not yet listening.
 
-    A stale socket file is replaced (never any other kind of file). UsageError when
-    the directory is not the gateway's (:func:`check_socket_directory`) or the bind fails.
+    A stale socket file is replaced (never any other kind of file, nor a socket that
+    something still listens on). UsageError when the directory is not the gateway's
+    (:func:`check_socket_directory`), the socket is in use, or the bind fails.
     """
     check_socket_directory(path, option)
     with contextlib.suppress(FileNotFoundError):
         if stat.S_ISSOCK(os.lstat(path).st_mode):
+            _refuse_if_listening(path, option)
             os.unlink(path)  # unlink does not follow a symlink: only that name goes
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     # The kernel makes the file with 0777 & ~umask: with this umask, exactly ``mode``.
@@ -72,3 +74,21 @@ def bind_unix(path: str, mode: int, option: str) -> socket.socket:
     finally:
         os.umask(old)
     return listener
+
+
+def _refuse_if_listening(path: str, option: str) -> None:
+    """UsageError when a process accepts connections at ``path``: unlinking its socket
+    would take its callers over silently (a second gateway on one ``--socket``)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(path)
+    except OSError:
+        return  # refused (no listener: a stale file) or unreachable: replace it
+    finally:
+        probe.close()
+    msg = (
+        f"{option} {path}: already in use (a process listens there); stop it "
+        f"(`ss -lxp` shows it) or give {option} another path"
+    )
+    raise UsageError(msg)

@@ -106,6 +106,10 @@ def _failure(where: str, exc: BaseException, stderr: str, timeout_s: float) -> s
     lines = _without_warnings(stderr)
     described = _describe(exc, timeout_s).replace("; ", ", ")
     cause = _exception_line(lines)
+    if not cause and not _timed_out(exc):
+        # No traceback: a server that exits with a message of its own (argparse, click,
+        # sys.exit("…")) says why on its last line.
+        cause = next((ln.strip() for ln in reversed(lines) if ln.strip()), "")[:300]
     head = f"the server stopped: {cause.replace('; ', ', ')} ({described})" if cause else described
     msg = (
         f"could not list the tools of `{where}`: {head}; check the command and the "
@@ -161,6 +165,11 @@ def _exception_line(lines: list[str]) -> str:
         if line.strip() and not line.startswith((" ", "\t")):
             return line.strip()
     return ""
+
+
+def _timed_out(exc: BaseException) -> bool:
+    inner = getattr(exc, "exceptions", None)
+    return isinstance(exc, TimeoutError) or any(_timed_out(e) for e in inner or ())
 
 
 def _describe(exc: BaseException, timeout_s: float) -> str:

@@ -55,3 +55,26 @@ def test_a_busy_port_is_one_line_saying_what_to_do(
         "address"
     ], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_socket_path_another_process_serves_is_one_line_and_left_alone(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    """--socket where a live listener is: refused in one line; that listener keeps its path."""
+    gateway_config(box, tmp_path / "actions.jsonl")
+    path = tmp_path / "gw.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as other:
+        other.bind(str(path))
+        other.listen(1)
+        done = _gateway(box, "--socket", str(path))
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as caller:
+            caller.connect(str(path))  # still the other process's
+            accepted, _ = other.accept()
+            accepted.close()
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if "zerto-rewind gateway" in line]
+    assert lines == [
+        f"zerto-rewind gateway: UsageError: --socket {path}: already in use (a process "
+        "listens there) — stop it (`ss -lxp` shows it) or give --socket another path"
+    ], done.stderr
+    assert "Traceback" not in done.stderr

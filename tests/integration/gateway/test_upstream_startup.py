@@ -27,8 +27,10 @@ from integration.gateway.gateway_helpers import (
     gateway_process,
 )
 from support.users import reachable_command, reachable_dir, unix_user
+from zerto_rewind.cli import run_command
 from zerto_rewind.cli.doctor.gateway_health import gateway_health_checks
 from zerto_rewind.cli.doctor.upstreams import upstream_start_checks
+from zerto_rewind.cli.install_mcp_host import main as install_mcp_host
 from zerto_rewind.config.loader import load_config
 from zerto_rewind.hostconfig.specs import HOSTS, HostFile
 from zerto_rewind.netutil import token_digest
@@ -112,6 +114,37 @@ def test_doctor_tries_the_upstream_as_its_user_and_names_the_path(
     assert started["detail"] == (
         f"started as {user.pw_name} (uid {user.pw_uid}) and answered initialize (confined)"
     )
+
+
+def test_install_tries_the_upstream_as_its_user_and_names_the_path(
+    box: Sandbox,
+    tmp_path: Path,
+    hidden_python: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`install mcp-host --upstream-user` moves a server whose interpreter its user cannot
+    reach: the install's trial start as that user names the directory and the link, on
+    stdout and stderr, before anyone starts the gateway."""
+    python, home = hidden_python
+    box.write_config(state_dir=box.state_dir, log=box.log_path)
+    cursor = tmp_path / "home" / ".cursor" / "mcp.json"
+    cursor.parent.mkdir(parents=True)
+    entry = {"command": str(python), "args": [str(PROBE)]}
+    cursor.write_text(json.dumps({"mcpServers": {"vsphere": entry}}))
+    env = {"HOME": str(tmp_path / "home"), "PATH": os.environ.get("PATH", ""), "USER": "alice"}
+    with unix_user("zr-start-") as user:
+        argv = ["cursor", "--server", "vsphere", "--user", "--gateway-config", box.config_path,
+                "--upstream-user", user.pw_name]  # fmt: skip
+        code = run_command("install mcp-host", lambda: install_mcp_host(argv, env))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    (warning,) = [line for line in out.splitlines() if line.startswith("WARNING")]
+    assert warning.startswith(
+        f"WARNING:     the VM server cannot start: as {user.pw_name} (uid {user.pw_uid}), "
+        f"it exited (126): cannot run {python}"
+    )
+    assert f"{home} is not searchable, on the way through {python} -> {home / 'python'}" in warning
+    assert warning in err
 
 
 def wait_for(condition: object, timeout: float = 20) -> None:

@@ -337,8 +337,8 @@ def test_an_invalid_config_denies_every_call_naming_the_key(box: Sandbox) -> Non
 
 def test_an_unset_secret_denies_though_a_token_is_cached(box: Sandbox) -> None:
     """A first call caches a ZVM token; with the secret's variable then unset, a mutating
-    call is denied as a config error naming the variable (no tag), and a read-only one
-    still passes in silence."""
+    call and an unlisted one are denied as a config error naming the variable (no tag),
+    and a read-only one still passes in silence."""
     assert box.run_hook(POWER_OFF, {"name": "jp-ubuntu"}).returncode == 0
     tags = box.tag_requests()
     assert tags == 1
@@ -350,6 +350,12 @@ def test_an_unset_secret_denies_though_a_token_is_cached(box: Sandbox) -> None:
     assert "ZERTO_REWIND_SANDBOX_SECRET, which is empty or unset" in reason
     assert "zvm.client_secret_env" in reason
     assert box.tag_requests() == tags
+    assert box.log_records()[-1]["row"] == "config_error"
+    unlisted = box.run_hook("mcp__vsphere__mystery_tool", {"name": "jp-ubuntu"}, env=env)
+    assert unlisted.decision == "deny"
+    assert unlisted.output is not None
+    why = unlisted.output["permissionDecisionReason"]
+    assert "ZERTO_REWIND_SANDBOX_SECRET, which is empty or unset" in why
     assert box.log_records()[-1]["row"] == "config_error"
     quiet = box.run_hook("mcp__vsphere__get_vm", {"name": "jp-ubuntu"}, env=env)
     assert (quiet.returncode, quiet.stdout) == (0, "")

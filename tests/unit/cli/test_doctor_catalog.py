@@ -45,7 +45,11 @@ def test_tools_naming_no_vm_pass_with_vpgs_or_decision() -> None:
     )
     check = vm_arg_check(s)
     assert check.status == "pass"
-    assert "2 name no VM and set vpgs or decision" in check.detail
+    assert check.detail == (
+        "1 of 3 tools name their VM argument; 2 name no VM and set vpgs or decision"
+    )
+    only_vms = settings(tools={"mcp__v__power_off": {"vm_arg": "name"}})
+    assert vm_arg_check(only_vms).detail == "all 1 tools name their VM argument"
 
 
 def test_advice_names_the_key_that_fits_each_kind_of_tool() -> None:

@@ -127,3 +127,15 @@ def test_a_directory_others_can_write_is_refused(tmp_path: Path) -> None:
 
 def test_a_directory_only_we_can_write_is_accepted(own_dir: Path) -> None:
     check_socket_directory(str(own_dir / "gw.sock"), "--socket")
+
+
+def test_a_socket_something_listens_on_is_in_use_not_replaced(own_dir: Path) -> None:
+    """A second gateway on one --socket must not take the first one's callers over."""
+    path = own_dir / "gw.sock"
+    with bind_unix(str(path), 0o660, "--socket") as first:
+        first.listen(1)
+        inode = os.lstat(path).st_ino
+        with pytest.raises(UsageError, match=r"--socket .*gw\.sock: already in use") as info:
+            bind_unix(str(path), 0o660, "--socket")
+        assert "another path" in str(info.value)
+        assert os.lstat(path).st_ino == inode  # the first one's socket is still there

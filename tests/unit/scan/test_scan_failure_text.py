@@ -70,3 +70,20 @@ def test_a_failed_http_scan_says_what_to_do() -> None:
     )
     assert error.advice.startswith("check that the server answers MCP at that URL")
     assert " — check that the server answers MCP" in describe(error)
+
+
+def test_without_a_traceback_the_servers_last_line_is_the_cause() -> None:
+    """A server that exits with a message of its own (sys.exit, argparse) leads with it."""
+    stderr = (
+        "/venv/x.py:3: DeprecationWarning: old module\n  import old\n"
+        "starting mcvsphere\nVCENTER_HOST is required\n"
+    )
+    text = _failure("srv", ConnectionError("Connection closed"), stderr, 60)
+    assert text.startswith(
+        "could not list the tools of `srv`: the server stopped: VCENTER_HOST is required "
+        "(ConnectionError: Connection closed); check the command"
+    )
+    assert text.endswith("starting mcvsphere\nVCENTER_HOST is required")
+    # A server still running when the time was up did not stop: its log is no cause.
+    slow = _failure("srv", TimeoutError(), "starting mcvsphere\n", 5)
+    assert slow.startswith("could not list the tools of `srv`: no answer within 5 s; check")

@@ -57,8 +57,14 @@ def vm_arg_check(settings: Settings) -> Check:
             f"else (no vpgs, no decision), so every call is prompted: {_names(undecided)}"
         )
         return Check("vm_arg", "fail", detail, _advice(undecided))
-    said = f"; {len(missing)} name no VM and set vpgs or decision" if missing else ""
-    return Check("vm_arg", "pass", f"all {len(tools)} tools name their VM argument{said}")
+    if not missing:
+        return Check("vm_arg", "pass", f"all {len(tools)} tools name their VM argument")
+    named = len(tools) - len(missing)
+    detail = (
+        f"{named} of {len(tools)} tools name their VM argument; "
+        f"{len(missing)} name no VM and set vpgs or decision"
+    )
+    return Check("vm_arg", "pass", detail)
 
 
 def _advice(names: Sequence[str]) -> str:
