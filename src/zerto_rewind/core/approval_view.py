@@ -314,8 +314,9 @@ def timing(request: ApprovalRequest, now: float) -> list[tuple[str, str, float |
         elif request.wait_until > now:
             out.append(("caller waits", "until", request.wait_until))
         else:
+            # Said of a pending request: "approved" alone would read as if it were.
             out.append(
-                ("caller", "stopped waiting (approved, a retry runs once)", request.wait_until)
+                ("caller", "stopped waiting (if approved, its retry runs once)", request.wait_until)
             )
         out.append(("open until", "", request.expires))
         return out

@@ -174,7 +174,8 @@ def _publish(path: str, anchor: dict[str, Any] | None) -> None:
 
 
 def anchor_now(policy: AnchorPolicy) -> dict[str, Any] | None:
-    """Anchor the log's current head if it moved since the last anchor (a clean shutdown)."""
+    """Anchor the log's current head if it moved since the last anchor (a clean shutdown,
+    the gateway's timer)."""
     from ..config.loader import sha256_hex
     from . import log_anchor
 
@@ -191,7 +192,7 @@ def anchor_now(policy: AnchorPolicy) -> dict[str, Any] | None:
             return None
         anchor = log_anchor.anchor_head(policy, seq, sha256_hex(last), time.time())
     except (StateError, OSError, ValueError) as exc:
-        log.warning("decision log not anchored at shutdown: %s", exc)
+        log.warning("decision log head not anchored: %s", exc)
         return None
     finally:
         os.close(fd)

@@ -2,8 +2,10 @@
 
 Every process that logs anchors to the anchor file under the state directory
 (core.log_anchor). The gateway also copies each anchor to Redis (``state.url``)
-and to the approvals webhook (a ``log.anchor`` event), and anchors the log's head
-once more when it stops cleanly. A copy that fails is a warning: the decision
+and to the approvals webhook (a ``log.anchor`` event), anchors the log's head every
+``log_anchor.every_s`` seconds while it runs (a line is otherwise anchored only when
+a later one is written, so the tail of an idle gateway's log could be cut unseen),
+and once more when it stops cleanly. A copy that fails is a warning: the decision
 stands, and ``log --verify`` still has the file.
 """
 
@@ -53,6 +55,16 @@ class LogWitness:
 
         self._loop, self._tg = asyncio.get_running_loop(), tg
         self._notify = make_anchor_notifier(self.settings.approvals)
+        tg.start_soon(self._keep_anchored)
+
+    async def _keep_anchored(self) -> None:
+        """Anchor the head every ``every_s`` seconds if it moved (anchor_now checks),
+        in a worker thread: it locks and reads the log file."""
+        import anyio
+
+        while True:
+            await anyio.sleep(self.policy.every_s)
+            await anyio.to_thread.run_sync(anchor_now, self.policy)
 
     def publish(self, anchor: dict[str, Any]) -> None:
         """Copy one anchor out; any thread (the log is written from workers too)."""

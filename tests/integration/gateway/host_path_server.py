@@ -2,8 +2,10 @@
 
 ``download_from_datastore(datastore, path, save_to=None)`` is marked read-only, as
 mcvsphere marks it; with ``save_to`` it writes the "downloaded" bytes to that local
-path, with the server's rights. Each call that reaches it is recorded as a JSON line
-in the file named by ``E2E_VM_ACTIONS_LOG``.
+path, with the server's rights. ``set_guest_recovery`` takes two values its input
+schema marks secret (``writeOnly``, ``format: password``) under names that do not look
+like secrets. Each call that reaches it is recorded as a JSON line in the file named
+by ``E2E_VM_ACTIONS_LOG``.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
+from pydantic import Field
 
 server = MCPServer("vsphere", instructions="Stand-in with a tool that writes local files.")
 
@@ -25,16 +28,29 @@ server = MCPServer("vsphere", instructions="Stand-in with a tool that writes loc
     annotations=ToolAnnotations(readOnlyHint=True),
 )
 def download_from_datastore(datastore: str, path: str, save_to: str | None = None) -> Any:
-    entry = {"tool": "download_from_datastore", "arguments": {"save_to": save_to}}
-    log = os.environ.get("E2E_VM_ACTIONS_LOG")
-    if log:
-        with Path(log).open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry) + "\n")
+    record("download_from_datastore", {"save_to": save_to})
     content = f"contents of [{datastore}] {path}\n"
     if save_to:
         Path(save_to).write_text(content, encoding="utf-8")
         return {"saved_to": save_to}
     return {"content": content}
+
+
+@server.tool(description="Set a guest's recovery phrase and unlock code.")
+def set_guest_recovery(
+    vm_name: str,
+    recovery_phrase: Annotated[str, Field(json_schema_extra={"writeOnly": True})],
+    unlock_code: Annotated[str, Field(json_schema_extra={"format": "password"})],
+) -> str:
+    record("set_guest_recovery", {"vm_name": vm_name})
+    return f"recovery set on {vm_name}"
+
+
+def record(tool: str, arguments: dict[str, Any]) -> None:
+    log = os.environ.get("E2E_VM_ACTIONS_LOG")
+    if log:
+        with Path(log).open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"tool": tool, "arguments": arguments}) + "\n")
 
 
 if __name__ == "__main__":

@@ -242,3 +242,39 @@ def page_check(process: GatewayProcess, ids: tuple[str, ...], target: str) -> No
         for raw in ("\u202e", "\u2066", "\x1b", "\x9b", "\r"):
             assert raw not in source, repr(raw)
         assert browser_errors(driver) == []
+
+
+PHRASE, CODE = "correct-staple-recovery-4417", "unlock-90210-code"
+
+
+async def test_values_the_tools_schema_marks_secret_are_masked_for_the_approver_and_in_state(
+    gw: tuple[GatewayProcess, str], approver: str, box: Sandbox, actions_log: Path
+) -> None:
+    """``set_guest_recovery``'s schema marks ``recovery_phrase`` writeOnly and ``unlock_code``
+    ``format: password``; their names look like no secret. The agent calls it at once, with
+    no tools/list of its own: the approver sees each by length and digest only, and the
+    values are in no file of the state directory and not in the log."""
+    process, sock = gw
+    async with client(process.endpoint(), TOKENS["agent-a"]) as c:
+        asked = await c.call_tool(
+            "set_guest_recovery",
+            {"vm_name": "scratch-01", "recovery_phrase": PHRASE, "unlock_code": CODE},
+        )
+    assert asked.is_error
+    assert "waiting for an approver" in text_of(asked)
+    assert actions(actions_log) == []
+    (request,) = pending_ids(approver, sock)
+    shown = raw_cli(approver, sock, "show", request["id"], "--full").decode()
+    assert "argument  recovery_phrase = <secret: 28 characters, sha256 " in shown
+    assert "argument  unlock_code = <secret: 17 characters, sha256 " in shown
+    assert 'argument  vm_name = "scratch-01"' in shown
+    listed = raw_cli(approver, sock, "list", "--json").decode()
+    for text in (shown, listed):
+        assert PHRASE not in text
+        assert CODE not in text
+    kept = [p for p in Path(box.state_dir).rglob("*") if p.is_file()]
+    assert kept, "the request is kept in the state directory"
+    for path in [*kept, Path(box.log_path)]:
+        raw = path.read_bytes()
+        assert PHRASE.encode() not in raw, path
+        assert CODE.encode() not in raw, path

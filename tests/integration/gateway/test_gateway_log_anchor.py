@@ -13,9 +13,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from integration.gateway.gateway_helpers import (
@@ -168,3 +170,27 @@ async def test_a_rewritten_chain_fails_verify(
     assert rewritten.stdout.startswith(
         "log REWRITTEN: the line with seq 6 is not the one anchored at "
     ), rewritten.stdout
+
+
+async def test_an_idle_gateways_tail_is_anchored_and_cutting_it_fails_verify(
+    box: Sandbox, tmp_path: Path, actions_log: Path
+) -> None:
+    """No clean stop, no later line: the head is anchored within ``every_s`` all the same,
+    so cutting the last lines of a running, idle gateway's log is seen."""
+    gateway_config(box, actions_log, log_anchor={"every_s": 1})
+    with gateway_process(box, tmp_path) as gw:
+        async with client(gw.endpoint(), TOKENS["agent-a"]) as c:
+            for _ in range(3):
+                await c.call_tool("mystery_tool", {"name": "jp-ubuntu"})  # unlisted: denied
+        lines = Path(box.log_path).read_bytes().splitlines()
+        anchors = Path(box.state_dir, "log-anchors")
+        deadline = time.monotonic() + 20
+        while json.loads(next(anchors.iterdir()).read_text())["seq"] != len(lines):
+            assert time.monotonic() < deadline, "the idle gateway did not anchor its head"
+            await anyio.sleep(0.2)
+        assert Path(box.log_path).read_bytes().splitlines() == lines  # nothing logged since
+        Path(box.log_path).write_bytes(b"".join(line + b"\n" for line in lines[:-1]))
+        cut = run_verify(box)
+    assert cut.returncode == 1, cut.stdout
+    assert cut.stdout.startswith(f"log CUT: the log ends at seq {len(lines) - 1}, but the anchor")
+    assert f"vouches for seq {len(lines)}: 1 line cut from its end" in cut.stdout

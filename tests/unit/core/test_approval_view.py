@@ -303,6 +303,9 @@ def test_timing_says_until_when_the_caller_waits_and_never_expires_once_decided(
     assert labels == ["asked", "caller waits", "open until"]
     assert timing(request, now + 10)[1][2] == now + 60
     assert timing(request, now + 100)[1][0] == "caller"  # it stopped waiting
+    stopped = dict(timing_text(request, now + 100))["caller"]
+    assert stopped.startswith("stopped waiting (if approved, its retry runs once) ")
+    assert "(approved," not in stopped  # pending: nothing reads as if it were approved
     hook = new_request(tool="t", tool_input={}, vms=[], row="no_vm", why="w", principal="p")
     assert "does not wait" in dict(timing_text(hook, now))["caller"]
     for state in (APPROVED, DENIED, USED):
