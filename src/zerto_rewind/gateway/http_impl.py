@@ -21,7 +21,7 @@ import importlib.util
 from typing import Any
 
 from ..errors import ConfigError
-from .listener import MAX_HEAD_BYTES, ConnectionGate, _Guarded, _raw_response, guarded_protocol
+from .listener import MAX_HEAD_BYTES, ConnectionGate, Guarded, guarded_protocol, raw_response
 
 __all__ = ["http_impl", "listener_options", "protocol_base"]
 
@@ -96,7 +96,7 @@ def _framing_parser_class() -> type:
     return FramingParser
 
 
-class _GuardedLlhttp(_Guarded):
+class _GuardedLlhttp(Guarded):
     """The gate's deadlines over uvicorn's httptools protocol (mixed in before it)."""
 
     parser: Any
@@ -116,7 +116,7 @@ class _GuardedLlhttp(_Guarded):
             self._arm("header", self.gate.header_timeout_s)  # a next request begins
         if self._state in ("idle", "head"):
             self._head_bytes += len(data)
-        super(_Guarded, self).data_received(data)  # uvicorn's, past the h11 mixin's
+        super(Guarded, self).data_received(data)  # uvicorn's, past the h11 mixin's
         if self._state in ("idle", "head") and self._head_bytes > MAX_HEAD_BYTES:
             if not self.transport.is_closing():
                 self.send_400_response("Request head too large.")
@@ -125,7 +125,7 @@ class _GuardedLlhttp(_Guarded):
 
     def send_400_response(self, msg: str) -> None:
         if "can't be present with" in self.parser.error:  # llhttp's Content-Length/TE refusal
-            self.transport.write(_raw_response(400, "Bad Request", _FRAMING_REFUSAL))
+            self.transport.write(raw_response(400, "Bad Request", _FRAMING_REFUSAL))
             self.transport.close()
             return
         super().send_400_response(msg)
