@@ -112,15 +112,19 @@ class _GuardedLlhttp(Guarded):
         self.parser = _framing_parser(self)
 
     def data_received(self, data: bytes) -> None:
-        if self._deadline is None and self._state == "idle":
-            self._arm("header", self.gate.header_timeout_s)  # a next request begins
         if self._state in ("idle", "head"):
             self._head_bytes += len(data)
         super(Guarded, self).data_received(data)  # uvicorn's, past the h11 mixin's
-        if self._state in ("idle", "head") and self._head_bytes > MAX_HEAD_BYTES:
-            if not self.transport.is_closing():
-                self.send_400_response("Request head too large.")
-            return
+        if self._state in ("idle", "head"):
+            if self._head_bytes > MAX_HEAD_BYTES:
+                if not self.transport.is_closing():
+                    self.send_400_response("Request head too large.")
+                return
+            # A request's head begun and not whole: its deadline runs from these first
+            # bytes. Armed after they are parsed, not before: a request that arrives whole
+            # (most do) arms no timer at all.
+            if self._deadline is None:
+                self._arm("header", self.gate.header_timeout_s)
         self._track()
 
     def send_400_response(self, msg: str) -> None:
