@@ -128,6 +128,9 @@ class _GuardedLlhttp(Guarded):
         self._track()
 
     def send_400_response(self, msg: str) -> None:
+        cycle = self.cycle
+        if cycle is not None and isinstance(cycle.transport, _HeadHeld):
+            cycle.transport.flush()  # an answer's head held back goes out before the 400
         if "can't be present with" in self.parser.error:  # llhttp's Content-Length/TE refusal
             self.transport.write(raw_response(400, "Bad Request", _FRAMING_REFUSAL))
             self.transport.close()
@@ -141,6 +144,9 @@ class _GuardedLlhttp(Guarded):
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
         self._state, self._head_bytes = "body", 0
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:  # the request's, new
+            cycle.transport = _HeadHeld(self.transport, self.loop)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -161,3 +167,53 @@ class _GuardedLlhttp(Guarded):
     def _nothing_answered(self) -> bool:
         cycle = self.cycle
         return cycle is None or cycle.response_complete or not cycle.response_started
+
+
+# A body up to this size goes out in one write with its response's head.
+_JOINED_MAX_BYTES = 64 * 1024
+
+
+class _HeadHeld:
+    """One request's view of its connection's transport: the response's head is held
+    until its body follows, and both go out in one write.
+
+    uvicorn writes a response's head and its body in two ``send`` calls: two syscalls
+    here, two segments, and two wake-ups of the client. An answer of known length (the
+    fast lane's, the SDK's JSON answers) sends its body in the same step as its head; a
+    streamed one (SSE) may not, so a head is never held past the current turn of the
+    loop (``call_soon``), nor past a close.
+    """
+
+    __slots__ = ("_head", "_loop", "_started", "transport")
+
+    def __init__(self, transport: Any, loop: Any) -> None:
+        self.transport = transport
+        self._loop = loop
+        self._head: bytes | None = None
+        self._started = False
+
+    def write(self, data: bytes) -> None:
+        if not self._started:  # the first write: the response's head (or a 100 Continue)
+            self._started = True
+            self._head = data
+            self._loop.call_soon(self.flush)
+            return
+        head, self._head = self._head, None
+        if head is not None:
+            if len(data) <= _JOINED_MAX_BYTES:
+                data = head + data
+            else:
+                self.transport.write(head)
+        self.transport.write(data)
+
+    def flush(self) -> None:
+        head, self._head = self._head, None
+        if head is not None:
+            self.transport.write(head)
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def is_closing(self) -> bool:
+        return bool(self.transport.is_closing())
