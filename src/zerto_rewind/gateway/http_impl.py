@@ -128,9 +128,7 @@ class _GuardedLlhttp(Guarded):
         self._track()
 
     def send_400_response(self, msg: str) -> None:
-        cycle = self.cycle
-        if cycle is not None and isinstance(cycle.transport, _HeadHeld):
-            cycle.transport.flush()  # an answer's head held back goes out before the 400
+        self._flush_head()  # an answer's head held back goes out before the 400
         if "can't be present with" in self.parser.error:  # llhttp's Content-Length/TE refusal
             self.transport.write(raw_response(400, "Bad Request", _FRAMING_REFUSAL))
             self.transport.close()
@@ -153,6 +151,7 @@ class _GuardedLlhttp(Guarded):
         self._state = "done"
 
     def on_response_complete(self) -> None:
+        self._flush_head()  # a response without a body written (HEAD): its head is out now
         if self._state == "done":
             self._state = "idle"
         super().on_response_complete()
@@ -163,6 +162,11 @@ class _GuardedLlhttp(Guarded):
                 self._arm("body", self.gate.body_timeout_s)
         elif self._state == "done" or self._phase == "body":
             self._disarm()  # the request is in: the app and keep-alive take over
+
+    def _flush_head(self) -> None:
+        cycle = self.cycle
+        if cycle is not None and isinstance(cycle.transport, _HeadHeld):
+            cycle.transport.flush()
 
     def _nothing_answered(self) -> bool:
         cycle = self.cycle
