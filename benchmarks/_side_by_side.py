@@ -1,7 +1,8 @@
 """bench_gateway.py, part 5: this gateway and its peers side by side, in both protocol eras.
 
 Every path is reached by the same SDK client, in front of the same upstream
-(``_gw_upstream.py``): the upstream's own streamable HTTP ("direct") in each era,
+(``_gw_upstream.py``): the upstream's own streamable HTTP ("direct", answering JSON as
+the fast lane does, in both eras) in each era,
 this gateway in each era (2026-07-28 single requests; 2025-11-25 sessions), with its
 read-only fast lane on and off (``gateway.fast_lane``, two gateway processes), and each
 peer of ``_peers.py`` in the era the client negotiates with it.

@@ -4,7 +4,7 @@ On the full path a read-only call crosses the SDK's server (transport, dispatche
 models), the guard, and the SDK's client to the upstream, and back: about 1.5 ms
 of CPU, of which the guard's own decision is 0.1 ms. Here, for a call that is
 read-only by the catalog, the body that :class:`~.limits.TokenLimits` already
-read is parsed once, strictly (:mod:`.fastlane_wire`), classified, and forwarded
+read, and parsed once, strictly (:mod:`.fastlane_wire`), is classified and forwarded
 through the upstream's SDK session as a request built from that parse; the
 result goes back re-serialized, with no model built, in the client's protocol era
 (the upstream's may be the other one: ``fastlane_wire.in_clients_era``).
@@ -54,7 +54,7 @@ from ..core.decision import Decision, Outcome, Row
 from . import tracing
 from .calls import host_tool_name
 from .fastlane_sdk import in_flight, open_session, sessions_readable
-from .fastlane_wire import LaneCall, in_clients_era, lane_call, strict_json, takes
+from .fastlane_wire import STRICT_MESSAGE_KEY, LaneCall, in_clients_era, lane_call, takes
 from .proxy import PEER_USER_KEY
 from .result_notes import error_result
 from .upstream import UpstreamError
@@ -128,14 +128,17 @@ class FastLane:
             self.routes = {path: _Route(*pair) for path, pair in routes.items()}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # TokenLimits' strict parse of a tools/call body: taken, so the full path holds
+        # no second copy of a declined call's arguments while it runs.
+        message = scope.pop(STRICT_MESSAGE_KEY, None)
         route = self.routes.get(scope.get("path", "")) if scope["type"] == "http" else None
-        if route is None or scope.get("method") != "POST" or not route.upstream.raw_calls:
+        if message is None or route is None or not route.upstream.raw_calls:
             await self.app(scope, receive, send)
             return
         first = await receive()  # TokenLimits hands the whole body over as one message
         admitted = None
         if first["type"] == "http.request" and not first.get("more_body", False):
-            admitted = await self._admit(scope, first.get("body", b""), route)
+            admitted = await self._admit(scope, message, route)
         if admitted is None:
             await self.app(scope, _replay(first, receive), send)
             return
@@ -148,10 +151,14 @@ class FastLane:
 
     # ------------------------------------------------------------------ admission
 
-    async def _admit(self, scope: Scope, body: bytes, route: _Route) -> _Admitted | None:
-        """The call, if every gate of the full path passes and it is read-only; else None."""
+    async def _admit(self, scope: Scope, message: Any, route: _Route) -> _Admitted | None:
+        """The call, if every gate of the full path passes and it is read-only; else None.
+
+        ``message``: the body as TokenLimits parsed it, strictly (duplicated keys refused).
+        """
         started = time.monotonic()
-        if b'"tools/call"' not in body:  # an opening, a list, a notification: not parsed here
+        call = lane_call(message)
+        if call is None or scope.get("method") != "POST":
             return None
         request = Request(scope)
         headers = request.headers
@@ -161,12 +168,6 @@ class FastLane:
         version = headers.get(_VERSION_HEADER)
         session_id = headers.get(_SESSION_HEADER)
         if not (has_json and has_sse) or version is None:
-            return None
-        try:
-            call = lane_call(strict_json(body))
-        except ValueError:
-            return None
-        if call is None:
             return None
         upstream = route.upstream
         transport = None

@@ -27,7 +27,22 @@ if TYPE_CHECKING:
     from ..config.settings import CatalogSettings
     from .pins import PinGate
 
-__all__ = ["LaneCall", "StrictJsonError", "in_clients_era", "lane_call", "strict_json", "takes"]
+__all__ = [
+    "CALL_MARKER",
+    "STRICT_MESSAGE_KEY",
+    "LaneCall",
+    "StrictJsonError",
+    "in_clients_era",
+    "lane_call",
+    "strict_json",
+    "takes",
+]
+
+# Where TokenLimits leaves a ``tools/call`` body it parsed strictly, for the fast lane to
+# take (it pops it): one parse of a read-only call's body, not one per layer.
+STRICT_MESSAGE_KEY = "zerto_rewind.strict_message"
+# A body without this cannot be a tools/call: not parsed strictly (nor by the lane).
+CALL_MARKER = b'"tools/call"'
 
 # What a plain call may carry; anything else (inputResponses, requestState, a task)
 # is the full path's to read.

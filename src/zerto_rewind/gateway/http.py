@@ -394,7 +394,7 @@ def build_app(gateway: Gateway, *, host: str, unix_only: bool = False) -> ASGIAp
     # Read-only calls take the fast lane, behind every gate before it (auth, caps), unless
     # gateway.fast_lane is false.
     lane = FastLane(app, gateway, lanes, security) if settings.fast_lane else app
-    limited = TokenLimits(lane, ledger, settings.max_body_bytes)
+    limited = TokenLimits(lane, ledger, settings.max_body_bytes, strict_calls=settings.fast_lane)
     return _BearerAuth(limited, settings.clients, settings.max_body_bytes, _bindings_for(managers))
 
 

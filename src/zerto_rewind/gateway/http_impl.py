@@ -21,7 +21,7 @@ import importlib.util
 from typing import Any
 
 from ..errors import ConfigError
-from .listener import MAX_HEAD_BYTES, ConnectionGate, _Guarded, _raw_response, guarded_protocol
+from .listener import MAX_HEAD_BYTES, ConnectionGate, Guarded, guarded_protocol, raw_response
 
 __all__ = ["http_impl", "listener_options", "protocol_base"]
 
@@ -96,7 +96,7 @@ def _framing_parser_class() -> type:
     return FramingParser
 
 
-class _GuardedLlhttp(_Guarded):
+class _GuardedLlhttp(Guarded):
     """The gate's deadlines over uvicorn's httptools protocol (mixed in before it)."""
 
     parser: Any
@@ -112,20 +112,25 @@ class _GuardedLlhttp(_Guarded):
         self.parser = _framing_parser(self)
 
     def data_received(self, data: bytes) -> None:
-        if self._deadline is None and self._state == "idle":
-            self._arm("header", self.gate.header_timeout_s)  # a next request begins
         if self._state in ("idle", "head"):
             self._head_bytes += len(data)
-        super(_Guarded, self).data_received(data)  # uvicorn's, past the h11 mixin's
-        if self._state in ("idle", "head") and self._head_bytes > MAX_HEAD_BYTES:
-            if not self.transport.is_closing():
-                self.send_400_response("Request head too large.")
-            return
+        super(Guarded, self).data_received(data)  # uvicorn's, past the h11 mixin's
+        if self._state in ("idle", "head"):
+            if self._head_bytes > MAX_HEAD_BYTES:
+                if not self.transport.is_closing():
+                    self.send_400_response("Request head too large.")
+                return
+            # A request's head begun and not whole: its deadline runs from these first
+            # bytes. Armed after they are parsed, not before: a request that arrives whole
+            # (most do) arms no timer at all.
+            if self._deadline is None:
+                self._arm("header", self.gate.header_timeout_s)
         self._track()
 
     def send_400_response(self, msg: str) -> None:
+        self._flush_head()  # an answer's head held back goes out before the 400
         if "can't be present with" in self.parser.error:  # llhttp's Content-Length/TE refusal
-            self.transport.write(_raw_response(400, "Bad Request", _FRAMING_REFUSAL))
+            self.transport.write(raw_response(400, "Bad Request", _FRAMING_REFUSAL))
             self.transport.close()
             return
         super().send_400_response(msg)
@@ -137,12 +142,16 @@ class _GuardedLlhttp(_Guarded):
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
         self._state, self._head_bytes = "body", 0
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:  # the request's, new
+            cycle.transport = _HeadHeld(self.transport, self.loop)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._state = "done"
 
     def on_response_complete(self) -> None:
+        self._flush_head()  # a response without a body written (HEAD): its head is out now
         if self._state == "done":
             self._state = "idle"
         super().on_response_complete()
@@ -154,6 +163,61 @@ class _GuardedLlhttp(_Guarded):
         elif self._state == "done" or self._phase == "body":
             self._disarm()  # the request is in: the app and keep-alive take over
 
+    def _flush_head(self) -> None:
+        cycle = self.cycle
+        if cycle is not None and isinstance(cycle.transport, _HeadHeld):
+            cycle.transport.flush()
+
     def _nothing_answered(self) -> bool:
         cycle = self.cycle
         return cycle is None or cycle.response_complete or not cycle.response_started
+
+
+# A body up to this size goes out in one write with its response's head.
+_JOINED_MAX_BYTES = 64 * 1024
+
+
+class _HeadHeld:
+    """One request's view of its connection's transport: the response's head is held
+    until its body follows, and both go out in one write.
+
+    uvicorn writes a response's head and its body in two ``send`` calls: two syscalls
+    here, two segments, and two wake-ups of the client. An answer of known length (the
+    fast lane's, the SDK's JSON answers) sends its body in the same step as its head; a
+    streamed one (SSE) may not, so a head is never held past the current turn of the
+    loop (``call_soon``), nor past a close.
+    """
+
+    __slots__ = ("_head", "_loop", "_started", "transport")
+
+    def __init__(self, transport: Any, loop: Any) -> None:
+        self.transport = transport
+        self._loop = loop
+        self._head: bytes | None = None
+        self._started = False
+
+    def write(self, data: bytes) -> None:
+        if not self._started:  # the first write: the response's head (or a 100 Continue)
+            self._started = True
+            self._head = data
+            self._loop.call_soon(self.flush)
+            return
+        head, self._head = self._head, None
+        if head is not None:
+            if len(data) <= _JOINED_MAX_BYTES:
+                data = head + data
+            else:
+                self.transport.write(head)
+        self.transport.write(data)
+
+    def flush(self) -> None:
+        head, self._head = self._head, None
+        if head is not None:
+            self.transport.write(head)
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def is_closing(self) -> bool:
+        return bool(self.transport.is_closing())

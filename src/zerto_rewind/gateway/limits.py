@@ -35,6 +35,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from .fastlane_wire import CALL_MARKER, STRICT_MESSAGE_KEY, strict_json
 from .ledger import LIMITED, OPENING, Hold, Ledger, Refusal
 from .proxy import CLIENT_SCOPE_KEY
 
@@ -65,12 +66,17 @@ class TokenLimits:
 
     The body is read here (counted as it arrives, at most ``max_body`` bytes) and
     handed on as one chunk, so the SDK's own read takes the same bytes, not a copy.
+    With ``strict_calls`` (the fast lane on), a ``tools/call`` body is parsed here
+    strictly, once, and the parse left in the scope for the lane (``STRICT_MESSAGE_KEY``).
     """
 
-    def __init__(self, app: ASGIApp, ledger: Ledger, max_body: int) -> None:
+    def __init__(
+        self, app: ASGIApp, ledger: Ledger, max_body: int, *, strict_calls: bool = False
+    ) -> None:
         self.app = app
         self.ledger = ledger
         self.max_body = max_body
+        self.strict_calls = strict_calls
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         client = scope.get(CLIENT_SCOPE_KEY)
@@ -110,7 +116,7 @@ class TokenLimits:
     async def _dispatch(
         self, scope: Scope, receive: Receive, send: Send, hold: Hold, box: list[bytes]
     ) -> None:
-        method, request_id = _jsonrpc(box[0], scope)
+        method, request_id = _jsonrpc(box[0], scope, strict=self.strict_calls)
         session = _header(scope, _SESSION_HEADER)
         replay = _replay(box, receive)
         if session is None and method != "initialize" and _handshake_opening(scope):
@@ -181,7 +187,7 @@ def _replay(box: list[bytes], receive: Receive) -> Receive:
     return replay
 
 
-def _jsonrpc(body: bytes, scope: Scope) -> tuple[str | None, Any]:
+def _jsonrpc(body: bytes, scope: Scope, *, strict: bool = False) -> tuple[str | None, Any]:
     """(method, id) of a JSON-RPC request; (None, None) for a notification or response.
 
     ``/v1/decide`` bodies are hook payloads: each is a call. A body that is not JSON
@@ -189,11 +195,17 @@ def _jsonrpc(body: bytes, scope: Scope) -> tuple[str | None, Any]:
     parses it (``pydantic_core.from_json``): the same reading of the same bytes, and on
     the event loop a 900 kB argument takes 0.07 ms instead of ``json.loads``' 0.96 ms
     (5.6 ms instead of 8.1 for 855 kB of small objects).
+
+    ``strict``: a body that may be a ``tools/call`` is parsed strictly instead, once, and
+    the parse left in the scope for the fast lane, which parsed it a second time before
+    (without duplicated keys or NaN the two readings agree; with them, the SDK's reading).
     """
     if not str(scope.get("path", "")).startswith("/mcp"):
         return "decide", None
     try:
-        message = pydantic_core.from_json(body)
+        message = _strict_call(body, scope) if strict and CALL_MARKER in body else None
+        if message is None:
+            message = pydantic_core.from_json(body)
     except ValueError:
         return "unparsed", None
     if not isinstance(message, dict):
@@ -202,6 +214,17 @@ def _jsonrpc(body: bytes, scope: Scope) -> tuple[str | None, Any]:
     if "id" not in message or not isinstance(method, str):
         return None, None
     return method, message.get("id")
+
+
+def _strict_call(body: bytes, scope: Scope) -> Any:
+    """The body parsed strictly and left in ``scope`` for the fast lane; None when the
+    strict parse refuses it (the lane then declines it too)."""
+    try:
+        message = strict_json(body)
+    except ValueError:
+        return None
+    scope[STRICT_MESSAGE_KEY] = message
+    return message
 
 
 def _handshake_opening(scope: Scope) -> bool:

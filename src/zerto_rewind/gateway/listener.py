@@ -49,9 +49,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConnectionGate",
+    "Guarded",
     "guarded_protocol",
     "process_gate",
     "raise_fd_limit",
+    "raw_response",
     "source_of",
 ]
 
@@ -273,7 +275,7 @@ class _GatedListener(socket.socket):
         try:
             if not self.tls:
                 conn.setblocking(False)
-                conn.send(_raw_response(503, "Service Unavailable", f"refused: {why}"))
+                conn.send(raw_response(503, "Service Unavailable", f"refused: {why}"))
         except OSError:
             pass  # the client is gone or its buffer full: closing says enough
         finally:
@@ -322,7 +324,7 @@ class _Admitted(socket.socket):
 
 
 @functools.lru_cache(maxsize=32)  # a flood's refusals say the same few things
-def _raw_response(status: int, reason: str, text: str) -> bytes:
+def raw_response(status: int, reason: str, text: str) -> bytes:
     body = json.dumps({"error": text}).encode()
     head = (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
@@ -364,7 +366,7 @@ def _refuse_ambiguous_framing(app: Any) -> Any:
 _ProtocolBase: Any = object
 
 
-class _Guarded(_ProtocolBase):  # type: ignore[misc]
+class Guarded(_ProtocolBase):  # type: ignore[misc]
     """The caps and deadlines, mixed in before uvicorn's h11 protocol (:func:`guarded_protocol`)."""
 
     gate: ConnectionGate
@@ -425,7 +427,7 @@ class _Guarded(_ProtocolBase):  # type: ignore[misc]
         self.gate.refused.labels(phase).inc()
         if phase == "header" and self._nothing_answered():
             text = f"no complete request head within {self.gate.header_timeout_s:g} s"
-            self.transport.write(_raw_response(408, "Request Timeout", text))
+            self.transport.write(raw_response(408, "Request Timeout", text))
         self.transport.close()
 
 
@@ -434,4 +436,4 @@ def guarded_protocol(gate: ConnectionGate, base: type | None = None) -> type:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     parent = base if base is not None else H11Protocol
-    return type("GuardedProtocol", (_Guarded, parent), {"gate": gate})
+    return type("GuardedProtocol", (Guarded, parent), {"gate": gate})

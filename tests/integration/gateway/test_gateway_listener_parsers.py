@@ -81,3 +81,21 @@ def test_requests_kept_alive_on_one_connection_are_each_answered(
     assert first.startswith(b"HTTP/1.1 ")
     assert second.startswith(b"HTTP/1.1 ")
     assert b"ready" in second
+
+
+def test_a_head_request_and_the_next_one_are_each_answered_in_full(
+    parsed_by: GatewayProcess,
+) -> None:
+    """An answer without body bytes (HEAD) still sends its head (httptools' listener holds a
+    head back until its body is written), and the connection serves the next request."""
+    sock = connect(parsed_by)
+    host = f"Host: 127.0.0.1:{port_of(parsed_by)}\r\n\r\n"
+    sock.sendall(f"HEAD /healthz HTTP/1.1\r\n{host}".encode())
+    first, _ = read_until_closed(sock, 0.5)
+    sock.sendall(f"GET /healthz HTTP/1.1\r\n{host}".encode())
+    second, _ = read_until_closed(sock, 0.5)
+    sock.close()
+    assert first.startswith(b"HTTP/1.1 ")
+    assert first.endswith(b"\r\n\r\n")  # the head, whole, and no body
+    assert second.startswith(b"HTTP/1.1 ")
+    assert b"ready" in second

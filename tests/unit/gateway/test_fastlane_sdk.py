@@ -15,6 +15,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from zerto_rewind.gateway.fastlane import FastLane
 from zerto_rewind.gateway.fastlane_sdk import in_flight, sessions_readable
+from zerto_rewind.gateway.fastlane_wire import STRICT_MESSAGE_KEY
 
 
 def _manager() -> StreamableHTTPSessionManager:
@@ -53,7 +54,9 @@ def test_without_the_session_tables_the_lane_is_off_with_one_warning(
     async def receive() -> dict[str, Any]:
         raise AssertionError("the lane read the body: it is not off")
 
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_vm"}}
     scope = {"type": "http", "method": "POST", "path": "/mcp/esxi", "headers": []}
+    scope[STRICT_MESSAGE_KEY] = call  # TokenLimits' parse of a read-only call
     anyio.run(lane, scope, receive, None)
     assert reached == [scope]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 from pathlib import Path
 
@@ -73,3 +74,61 @@ def test_the_key_parses_with_its_default_and_refuses_another_value(tmp_path: Pat
     with pytest.raises(ConfigError) as info:
         load_settings(env, path=str(bad))
     assert info.value.key == "gateway.http_impl"
+
+
+class _Transport:
+    """What the head-holding writer writes through to: the writes, in order."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def test_a_response_head_goes_out_with_its_body_in_one_write() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        transport = _Transport()
+        held = module._HeadHeld(transport, loop)
+        held.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+        assert transport.writes == []
+        held.write(b"{}")
+        assert transport.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"]
+        held.write(b"more")  # past the head: written through
+        await asyncio.sleep(0)
+        assert transport.writes[1:] == [b"more"]
+
+    asyncio.run(main())
+
+
+def test_a_head_is_not_held_past_the_loop_turn_a_close_or_a_large_body() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        streamed = _Transport()  # an SSE answer: its head, then events later
+        module._HeadHeld(streamed, loop).write(b"HEAD")
+        await asyncio.sleep(0)
+        assert streamed.writes == [b"HEAD"]
+        closed = _Transport()
+        held = module._HeadHeld(closed, loop)
+        held.write(b"HEAD")
+        held.close()
+        assert closed.writes == [b"HEAD"]
+        assert held.is_closing()
+        large = _Transport()
+        held = module._HeadHeld(large, loop)
+        held.write(b"HEAD")
+        body = b"x" * (module._JOINED_MAX_BYTES + 1)
+        held.write(body)  # not copied to be joined
+        assert large.writes == [b"HEAD", body]
+        await asyncio.sleep(0)
+        assert large.writes == [b"HEAD", body]  # the turn's flush finds nothing held
+
+    asyncio.run(main())

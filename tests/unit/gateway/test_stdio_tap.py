@@ -151,3 +151,28 @@ async def test_a_request_times_out_and_fails_when_the_pipes_close() -> None:
             await session_read.receive()  # the session hears the end too
     assert len(failed) == 1
     assert not tap.open
+
+
+@pytest.mark.parametrize("writer_waits", [True, False])
+async def test_a_request_reaches_a_waiting_or_a_busy_writer(writer_waits: bool) -> None:
+    """The SDK's writer stream holds nothing (size 0): a writer waiting takes the request at
+    once; one busy writing (nobody receiving yet) gets it when it comes back for it."""
+    tap = LaneTap()
+    write, to_server = anyio.create_memory_object_stream[SessionMessage](0)
+    tap.attach(write)
+    got: list[Any] = []
+
+    async def server() -> None:
+        if not writer_waits:
+            await anyio.sleep(0.05)  # writing something else meanwhile
+        sent = (await to_server.receive()).message
+        got.append(sent)
+        assert tap.claim(_answer(sent.id, content=[]))
+
+    with write, to_server:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server)
+            await anyio.sleep(0.01)
+            answer = await tap.request("tools/call", {"name": "get_vm"}, 5.0)
+    assert isinstance(answer, JSONRPCResponse)
+    assert [m.method for m in got] == ["tools/call"]

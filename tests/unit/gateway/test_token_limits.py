@@ -10,6 +10,7 @@ import anyio
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from zerto_rewind.config.settings import LimitsSettings
+from zerto_rewind.gateway.fastlane_wire import STRICT_MESSAGE_KEY
 from zerto_rewind.gateway.ledger import Ledger
 from zerto_rewind.gateway.limits import TokenLimits
 from zerto_rewind.gateway.proxy import CLIENT_SCOPE_KEY
@@ -49,8 +50,12 @@ class Exchange:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"{}"})
 
-    def run(self, ledger: Ledger) -> None:
-        door = TokenLimits(self.app, ledger, MAX_BODY)
+    async def app_keeping_scope(self, scope: Any, receive: Any, send: Any) -> None:
+        self.seen_scope = dict(scope)
+        await self.app(scope, receive, send)
+
+    def run(self, ledger: Ledger, *, strict_calls: bool = False) -> None:
+        door = TokenLimits(self.app_keeping_scope, ledger, MAX_BODY, strict_calls=strict_calls)
         anyio.run(door, self.scope, self.receive, self.send)
 
     @property
@@ -101,6 +106,36 @@ def test_a_modern_request_without_a_session_is_the_sdks_to_judge() -> None:
     exchange = Exchange(call("tools/call"), **{"mcp-protocol-version": "2099-01-01"})
     exchange.run(Ledger(LimitsSettings()))
     assert exchange.reached == [exchange.body]
+
+
+def test_with_the_fast_lane_a_call_is_parsed_once_strictly_and_handed_down() -> None:
+    """The lane's strict parse is the door's: the parsed call is left in the scope, the
+    same bytes go on, and the call is counted by the method it names."""
+    ledger = Ledger(LimitsSettings())
+    exchange = Exchange(call("tools/call"), session="s-1")
+    exchange.run(ledger, strict_calls=True)
+    assert exchange.reached == [exchange.body]
+    assert exchange.seen_scope[STRICT_MESSAGE_KEY] == json.loads(exchange.body)
+    assert ledger.sessions_total == 0
+    assert ledger.held_total == 0
+
+
+def test_a_body_the_strict_parse_refuses_is_counted_as_the_sdk_reads_it() -> None:
+    """A duplicated key: nothing for the lane (it declines), and the door reads the method
+    as the SDK will (the last ``method`` wins), so an initialize in disguise is still one."""
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"initialize","params":{}}'
+    exchange = Exchange(body)
+    exchange.run(Ledger(LimitsSettings()), strict_calls=True)
+    assert STRICT_MESSAGE_KEY not in exchange.seen_scope
+    assert exchange.reached == [body]  # an opening, reserved as one
+
+
+def test_without_the_fast_lane_nothing_is_parsed_for_it() -> None:
+    for body in (call("tools/call"), call("tools/list")):
+        exchange = Exchange(body, session="s-1")
+        exchange.run(Ledger(LimitsSettings()))
+        assert STRICT_MESSAGE_KEY not in exchange.seen_scope
+        assert exchange.reached == [body]
 
 
 def test_a_large_opening_is_refused_before_its_body_is_read() -> None:
