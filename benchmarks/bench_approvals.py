@@ -42,7 +42,6 @@ from bench_gateway import (
 )
 from mcp import Client
 
-from zerto_rewind.core.call_result import RESULT_EVENT
 from zerto_rewind.gateway.http import token_digest
 
 CONFIRMED_TARGET_S = 0.05
@@ -87,7 +86,7 @@ async def confirmed_overhead(box: _bench.Sandbox, gateway: Client, runs: int) ->
         if not (result.meta or {}).get("zerto-rewind/checkpoints"):
             raise RuntimeError("the confirmed call names no checkpoint")
         # the decision line, not the result line written after the call returned
-        record = [r for r in box.log_records() if r.get("event_type") != RESULT_EVENT][-1]
+        record = box.decision_records()[-1]
         lag = _bench.epoch(record["landed_at"]) - _bench.epoch(record["requested_at"])
         overheads.append(wall - lag)
     return _bench.median(overheads)

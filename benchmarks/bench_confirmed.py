@@ -48,7 +48,7 @@ def measure(box: _bench.Sandbox, runs: int) -> int:
             used = _bench.diff(_bench.zvm_requests(box), before)
             if run.decision != "context":
                 raise RuntimeError(f"{vm}: expected a confirmed decision, got {run.decision}")
-            record = box.log_records()[-1]
+            record = box.decision_records()[-1]
             requested, landed = (
                 _bench.epoch(record["requested_at"]),
                 _bench.epoch(record["landed_at"]),

@@ -82,7 +82,7 @@ class Estate:
 
     def landing(self) -> float:
         """The last decision's L: from its tag request to the checkpoint landing."""
-        record = self.box.log_records()[-1]
+        record = self.box.decision_records()[-1]
         return _bench.epoch(record["landed_at"]) - _bench.epoch(record["requested_at"])
 
     def confirmed(self, label: str, **kwargs: Any) -> tuple[float, float]:
@@ -95,7 +95,7 @@ class Estate:
     def prompted(self, label: str, **kwargs: Any) -> tuple[float, float]:
         """A site_unknown decision's wall time, twice (no tag, so no L to take off)."""
         run = self.decide(label, **kwargs)
-        row = self.box.log_records()[-1].get("row")
+        row = self.box.decision_records()[-1].get("row")
         if run.decision != "ask" or row != "site_unknown" or "site azure" not in run.reason:
             raise RuntimeError(f"{label}: expected site_unknown naming azure, got {run.reason}")
         return run.elapsed_s, run.elapsed_s

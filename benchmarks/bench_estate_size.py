@@ -55,7 +55,7 @@ def measure(boxes: dict[int, _bench.Sandbox], runs: int) -> int:
             if run.decision != "context":
                 raise RuntimeError(f"{size} VMs: expected a confirmed decision, got {run.decision}")
             used = _bench.diff(_bench.zvm_requests(box), before)
-            record = box.log_records()[-1]
+            record = box.decision_records()[-1]
             lag = _bench.epoch(record["landed_at"]) - _bench.epoch(record["requested_at"])
             if n > 0:
                 times[size].append(run.elapsed_s)

@@ -53,7 +53,6 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from zerto_rewind.core.call_result import RESULT_EVENT
 from zerto_rewind.gateway.http import token_digest
 
 UPSTREAM = str(Path(__file__).resolve().with_name("_gw_upstream.py"))
@@ -270,7 +269,7 @@ async def confirmed(
             if not (result.meta or {}).get("zerto-rewind/checkpoints"):
                 raise RuntimeError(f"{name}: the result names no checkpoint")
             # the decision line, not the result line written after the call returned
-            record = [r for r in box.log_records() if r.get("event_type") != RESULT_EVENT][-1]
+            record = box.decision_records()[-1]
             if record["row"] != "confirmed":
                 raise RuntimeError(f"{name}: expected confirmed, logged {record['row']}")
             requested = _bench.epoch(record["requested_at"])

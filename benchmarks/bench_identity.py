@@ -35,6 +35,7 @@ from bench_gateway import UPSTREAM, http_session, spawn_ready, stop
 from mcp import Client
 
 from zerto_rewind.gateway.http import token_digest
+from zerto_rewind.sim.models import stable_guid
 from zerto_rewind.testing import DEMO_CATALOG, fast_sim_config
 
 VM, VPG = "jp-ubuntu", "jp-local"
@@ -50,7 +51,15 @@ def catalog() -> dict[str, Any]:
     kept["read_only_tools"] = [*kept["read_only_tools"], "mcp__plain__get_*"]
     kept["tools"]["mcp__plain__power_off_vm"] = {"vm_arg": "name"}
     kept["catalog"] = {
-        "resolvers": {"vsphere": {"tool": "get_vm_id", "arg": "name", "id_path": "moid"}}
+        # The simulator's VmIdentifier is <site identifier>.<moref>: its site is the vCenter.
+        "resolvers": {
+            "vsphere": {
+                "tool": "get_vm_id",
+                "arg": "name",
+                "id_path": "moid",
+                "vcenter": stable_guid("site", "zvm-local"),
+            }
+        }
     }
     return kept
 
@@ -71,7 +80,7 @@ async def one(box: _bench.Sandbox, client: Client) -> tuple[float, float]:
     wall = time.perf_counter() - started
     if result.is_error or not (result.meta or {}).get("zerto-rewind/checkpoints"):
         raise RuntimeError(f"expected a confirmed call, got {result.content}")
-    record = box.log_records()[-1]
+    record = box.decision_records()[-1]
     if record["row"] != "confirmed":
         raise RuntimeError(f"expected confirmed, logged {record['row']}")
     return wall, _bench.epoch(record["landed_at"]) - _bench.epoch(record["requested_at"])
@@ -81,7 +90,8 @@ async def run(box: _bench.Sandbox, runs: int, tmp: str) -> int:
     env = box.env()
     gw, info = spawn_ready(
         [sys.executable, "-m", "zerto_rewind", "gateway", "--listen", "127.0.0.1:0",
-         "--ready-file", f"{tmp}/gw.json"], f"{tmp}/gw.json", env, f"{tmp}/gw.err",
+         "--ready-file", f"{tmp}/gw.json", "--allow-privileged-upstream"],
+        f"{tmp}/gw.json", env, f"{tmp}/gw.err",
     )  # fmt: skip
     try:
         async with AsyncExitStack() as stack:

@@ -29,7 +29,6 @@ import anyio.to_thread
 from bench_gateway import VPG, checked, http_session, spawn_ready, stop, tokens
 from mcp import Client
 
-from zerto_rewind.core.call_result import RESULT_EVENT
 from zerto_rewind.core.record_mac import RecordMac
 from zerto_rewind.core.state import TagRecord, VpgRecord
 from zerto_rewind.gateway.http import token_digest
@@ -77,7 +76,7 @@ async def confirmed(
             if not (result.meta or {}).get("zerto-rewind/checkpoints"):
                 raise RuntimeError(f"{name}: the confirmed call names no checkpoint")
             # the decision line, not the result line written after the call returned
-            record = [r for r in box.log_records() if r.get("event_type") != RESULT_EVENT][-1]
+            record = box.decision_records()[-1]
             lag = _bench.epoch(record["landed_at"]) - _bench.epoch(record["requested_at"])
             overheads[name].append(wall - lag)
     return {name: _bench.median(values) for name, values in overheads.items()}

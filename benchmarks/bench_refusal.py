@@ -31,7 +31,7 @@ def main() -> int:
                 before = _bench.zvm_requests(box)
                 run = box.run_hook(_bench.POWER_OFF, {"name": vm}, tool_use_id=f"toolu_{n}")
                 used = sum(_bench.diff(_bench.zvm_requests(box), before).values())
-                if run.decision != "deny" or box.log_records()[-1]["row"] != "failed":
+                if run.decision != "deny" or box.decision_records()[-1]["row"] != "failed":
                     raise RuntimeError(f"{vm}: expected a refusal, got {run.decision}")
                 if n == 0:
                     rows.append([vpg, "cold", run.elapsed_s, used, box.tag_requests(vpg)])

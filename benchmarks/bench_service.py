@@ -210,7 +210,7 @@ def confirmed(box: _bench.Sandbox, thin: list[str], standalone: list[str], runs:
             used = sum(_bench.diff(_bench.zvm_requests(box), before).values())
             if "a Zerto checkpoint protects" not in out.get("additionalContext", ""):
                 raise RuntimeError(f"{name}: expected a confirmed decision, got {out}")
-            record = box.log_records()[-1]
+            record = box.decision_records()[-1]
             if record["row"] != "confirmed":
                 raise RuntimeError(f"{name}: expected confirmed, logged {record['row']}")
             requested = _bench.epoch(record["requested_at"])

@@ -399,3 +399,10 @@ class Sandbox:
             return []
         with open(self.log_path, encoding="utf-8") as fh:
             return [json.loads(line) for line in fh if line.strip()]
+
+    def decision_records(self) -> list[dict[str, Any]]:
+        """The decision log's decision lines, parsed: its result lines (a change's outcome,
+        written after it ran) left out."""
+        from ..core.call_result import RESULT_EVENT
+
+        return [r for r in self.log_records() if r.get("event_type") != RESULT_EVENT]
