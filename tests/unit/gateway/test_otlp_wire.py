@@ -7,6 +7,7 @@ sent for the same spans; the spans here are the ones the tracing hooks make.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -121,13 +122,15 @@ def test_what_the_gateway_never_makes_goes_to_the_sdks_encoder() -> None:
     assert otlp_wire.encode(batch) == sdk_bytes(batch)
 
 
-def test_the_exporter_posts_the_encoding_where_otel_points(
+def test_the_exporter_posts_the_encoding_as_the_otel_variables_say(
     spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     received: list[bytes] = []
+    headers: list[dict[str, str]] = []
 
     class Receiver(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
+            headers.append(dict(self.headers))
             received.append(self.rfile.read(int(self.headers["Content-Length"])))
             self.send_response(200)
             self.send_header("Content-Length", "0")
@@ -141,6 +144,8 @@ def test_the_exporter_posts_the_encoding_where_otel_points(
     try:
         port = server.server_address[1]
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"http://127.0.0.1:{port}/v1/t")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=ops")
         exporter = otlp_wire.FastOTLPSpanExporter()
 
         def sdk_encoder(batch: Any) -> Any:
@@ -156,4 +161,6 @@ def test_the_exporter_posts_the_encoding_where_otel_points(
         server.shutdown()
         server.server_close()
     (body,) = received
-    assert decoded(body) == decoded(sdk_bytes(batch))
+    (sent,) = headers
+    assert (sent["Content-Encoding"], sent["x-team"]) == ("gzip", "ops")
+    assert decoded(gzip.decompress(body)) == decoded(sdk_bytes(batch))
