@@ -234,3 +234,28 @@ def test_the_guard_service_takes_the_bodys_meta_before_the_http_headers() -> Non
     assert _trace_meta(in_body, request) == {"traceparent": TRACEPARENT}
     assert _trace_meta({"tool_name": "t"}, request) == {"traceparent": other}
     assert _trace_meta({"tool_name": "t"}, Request({"type": "http", "headers": []})) == {}
+
+
+def test_a_caller_that_does_not_sample_gets_no_span_and_its_flag_forwarded(
+    spans: InMemorySpanExporter,
+) -> None:
+    upstream = SimpleNamespace(transport="pipe")
+    carried: list[dict[str, str] | None] = []
+
+    async def run() -> dict[str, Any]:
+        tracing.decided(CONFIRMED, "approved")
+        tracing.approval_waited("ab12", "approved", 1.0, 30.0)
+        with tracing.forwarding("power_off_vm", upstream) as meta:  # type: ignore[arg-type]
+            carried.append(meta)
+        record: dict[str, Any] = {}
+        tracing.stamp(record)
+        return record
+
+    meta = {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-00"}
+    record = anyio.run(lambda: tracing.serving("power_off_vm", run, meta=meta, transport="tcp"))
+    assert spans.get_finished_spans() == ()
+    (sent,) = carried
+    assert sent is not None
+    assert sent["traceparent"].startswith(f"00-{TRACE_ID}-")
+    assert sent["traceparent"].endswith("-00")
+    assert record == {"trace_id": TRACE_ID}  # the log line still finds the caller's trace
