@@ -152,11 +152,11 @@ def _exporter(name: str, env: Mapping[str, str]) -> Any:
 
         return ConsoleSpanExporter()
     try:
-        from .otlp_wire import FastOTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError:
         msg = "OTLP export needs opentelemetry-exporter-otlp-proto-http: install zerto-rewind[otel]"
         raise ConfigError(msg) from None
-    return FastOTLPSpanExporter()  # endpoint, headers, timeout: from OTEL_EXPORTER_OTLP_*
+    return OTLPSpanExporter()  # endpoint, headers, timeout: from OTEL_EXPORTER_OTLP_*
 
 
 def install(provider: TracerProvider) -> None:
