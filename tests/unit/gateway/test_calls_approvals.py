@@ -7,8 +7,6 @@ principal and the same call.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,17 +18,15 @@ import pytest
 from unit.gateway.calls_fakes import (
     HOST_TOOL,
     TOOL,
-    FakeMetrics,
+    FakeGateway,
     FakeUpstream,
     assert_ran_approved,
-    execute_once,
     prompt,
     texts,
 )
 from zerto_rewind.config.settings import ApprovalsSettings, GatewaySettings
 from zerto_rewind.core.approvals import Approver
 from zerto_rewind.core.decision import Decision, ToolCall
-from zerto_rewind.core.pipeline import Policy, decide_async
 from zerto_rewind.gateway.approvals import ApprovalsService
 from zerto_rewind.gateway.calls import CallContext, handle_call
 from zerto_rewind.gateway.request_state import RequestStates
@@ -38,14 +34,11 @@ from zerto_rewind.gateway.request_state import RequestStates
 APPROVER = Approver("unix", "olivia")
 
 
-class ApprovalGateway:
+class ApprovalGateway(FakeGateway):
     """The parts of the Gateway a call uses, with a real approvals service on files."""
 
     def __init__(self, tmp_path: Path, decision: Decision, **approvals: Any) -> None:
-        self.decision = decision
-        self.calls: list[ToolCall] = []
-        self.metrics = FakeMetrics()
-        self.log_path = str(tmp_path / "decisions.log")
+        super().__init__(tmp_path, decision)
         config = ApprovalsSettings(**{"approver_users": ("olivia",), "wait_s": 0.3, **approvals})
         self.settings = SimpleNamespace(
             log_path=self.log_path,
@@ -56,20 +49,6 @@ class ApprovalGateway:
             state_dir=str(tmp_path / "state"),
         )
         self.approvals = ApprovalsService(self.settings)  # type: ignore[arg-type]
-        self.states = RequestStates(60.0)
-        self.outcomes, self.execute_once = execute_once(tmp_path)
-
-    async def decide(self, call: ToolCall, after: Sequence[Policy] = ()) -> Decision:
-        """The table's answer is ``self.decision``; the door's own steps run after it."""
-        self.calls.append(call)
-        return await decide_async(call, after, start=self.decision)
-
-    def call_timeout_s(self, upstream: Any) -> float:
-        return 7.0
-
-    def log(self) -> list[dict[str, Any]]:
-        with open(self.log_path, encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh]
 
 
 def ctx(client: str = "agent-a", **fields: Any) -> CallContext:
