@@ -127,6 +127,7 @@ class Guard:
     ready: dict[str, Any]
     stderr: Path
     socket: Path | None
+    config: Path
 
     @property
     def mcp_url(self) -> str:
@@ -179,7 +180,7 @@ def guard(
                 raise AssertionError(f"gateway did not start: {stderr.read_text()}")
             time.sleep(0.05)
         ready = json.loads(ready_file.read_text())
-        yield Guard(proc, ready, stderr, socket)
+        yield Guard(proc, ready, stderr, socket, config_path)
     finally:
         proc.terminate()
         try:
@@ -462,6 +463,86 @@ def test_two_calls_that_differ_in_one_value_look_different_and_only_the_approved
     folders = datastore_folders(rig.vcenter, DATASTORE)
     assert meant in folders, (folders, text_of(ran[0]))
     assert not [f for f in folders if f.startswith("zr-keep-")], folders
+
+
+def test_past_the_cap_a_padded_path_and_a_key_with_escapes_on_mcvsphere(
+    rig: GatewayRig, people: People
+) -> None:
+    """The rest of the issue's blind spots, on mcvsphere and vcsim, as the real approver:
+
+    * ``download_from_datastore`` with a ``save_to`` padded by 300 ``./`` before a ``../``:
+      ``show`` names the file it would really write, and ``show --full`` gives the value whole;
+    * a call whose argument *key* holds ESC and CR reaches the approver's terminal only as
+      visible text;
+    * with ``max_open_per_principal: 2``, the third call is refused at once, naming the cap,
+      and logged ``capped``;
+    * nothing ran: vcsim has neither folder, the padded target was never written;
+    * the gateway stopped, its log's last lines cut: ``log --verify`` fails, naming the cut.
+    """
+    socket = people.run_dir / "bounds.sock"
+    suffix = os.urandom(3).hex()
+    target = rig.root / f"outside-{suffix}.txt"
+    padded = f"{rig.root}/downloads-{suffix}/" + "./" * 300 + f"../outside-{suffix}.txt"
+    key = "note\x1b[2K\rpath"
+    folders = (f"zr-key-{suffix}", f"zr-capped-{suffix}")
+
+    async def ask(url: str) -> list[types.CallToolResult]:
+        async with sdk_client(url) as c:
+            download = {"datastore": DATASTORE, "path": "x.txt", "save_to": padded}
+            return [
+                await c.call_tool("download_from_datastore", download),
+                await c.call_tool(
+                    "create_datastore_folder",
+                    {"datastore": DATASTORE, "path": folders[0], key: "x"},
+                ),
+                await c.call_tool(
+                    "create_datastore_folder", {"datastore": DATASTORE, "path": folders[1]}
+                ),
+            ]
+
+    approvals = {**socket_approvals(people, wait_s=0.5), "max_open_per_principal": 2}
+    with guard(rig, approvals, socket=socket) as g:
+        started = time.monotonic()
+        opened_download, opened_key, capped = anyio.run(ask, g.mcp_url)
+        assert time.monotonic() - started < 20
+        for opened in (opened_download, opened_key):
+            assert opened.is_error
+            assert "waiting for an approver" in text_of(opened), text_of(opened)
+        assert capped.is_error
+        assert "approvals.max_open_per_principal: 2" in text_of(capped), text_of(capped)
+        pending = {r["tool"]: r["id"] for r in pending_as(people.approver, socket)}
+        assert set(pending) == {tool("download_from_datastore"), MKDIR}, pending
+        shown = approvals_as(
+            people.approver, socket, "show", pending[tool("download_from_datastore")]
+        )
+        whole = approvals_as(
+            people.approver, socket, "show", pending[tool("download_from_datastore")], "--full"
+        )
+        keyed = approvals_as(people.approver, socket, "show", pending[MKDIR])
+        listing = approvals_as(people.approver, socket, "list")
+        config = g.config
+    for done in (shown, whole, keyed, listing):
+        assert done.returncode == 0, done.stderr
+        assert not set(done.stdout) & {"\x1b", "\r", "\x07", "\u202e"}, done.stdout
+    assert f"resolves to {target}" in shown.stdout, shown.stdout
+    assert "characters not shown" in shown.stdout
+    assert padded in whole.stdout
+    assert '["note\\x1b[2K\\rpath"] = "x"' in keyed.stdout, keyed.stdout
+    assert not target.exists()
+    made = datastore_folders(rig.vcenter, DATASTORE)
+    assert not [f for f in made if f in folders], made
+
+    records = rig.log()
+    assert [r for r in records if r.get("answer") == "capped" and r.get("tool") == MKDIR]
+    lines = Path(rig.box.log_path).read_bytes().splitlines(keepends=True)
+    Path(rig.box.log_path).write_bytes(b"".join(lines[:-2]))
+    verify = subprocess.run(
+        [PYTHON, "-m", "zerto_rewind", "log", "--verify", "--config", str(config)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    assert verify.stdout.startswith("log CUT:"), verify.stdout
+    assert "2 lines cut from its end" in verify.stdout, verify.stdout
 
 
 @pytest.mark.skipif(missing_browser() is not None, reason=missing_browser() or "")
