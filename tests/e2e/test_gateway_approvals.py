@@ -191,19 +191,22 @@ def guard(
 
 
 def approvals_as(who: Agent, socket: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``zerto-rewind approvals --service unix:SOCKET ARGS`` run as ``who`` (a real user)."""
+    """``zerto-rewind approvals --service unix:SOCKET ARGS`` run as ``who`` (a real user).
+
+    Its output is decoded without newline translation, so a raw CR would stay a CR."""
     argv = [PYTHON, "-m", "zerto_rewind", "approvals", "--service", f"unix:{socket}", *args]
-    return subprocess.run(
+    done = subprocess.run(
         who.command(argv),
         env={"PATH": "/usr/bin:/bin", "HOME": str(who.home), "LANG": "C.UTF-8",
              "PYTHONDONTWRITEBYTECODE": "1"},
         cwd=who.home,
         capture_output=True,
-        text=True,
         timeout=60,
         stdin=subprocess.DEVNULL,
         check=False,
     )  # fmt: skip
+    out, err = done.stdout.decode(), done.stderr.decode(errors="replace")
+    return subprocess.CompletedProcess(done.args, done.returncode, out, err)
 
 
 def pending_as(who: Agent, socket: Path) -> list[dict[str, Any]]:
