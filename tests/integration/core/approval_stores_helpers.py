@@ -18,9 +18,6 @@ from zerto_rewind.core.record_mac import RecordMac
 
 # The replicas' shared MAC key, as each reads it from its state directory.
 MAC = RecordMac(b"k" * 32)
-
-# The replicas' shared MAC key, as each reads it from its state directory.
-MAC = RecordMac(b"k" * 32)
 EXPIRES_S = 600.0
 
 
@@ -46,7 +43,7 @@ class Stores:
 
 
 def a_request(
-    clock: FakeClock,
+    now: float,
     *,
     principal: str = "token:agent-a",
     tool: str = "power_off_vm",
@@ -62,7 +59,7 @@ def a_request(
         principal=principal,
         expires_s=expires_s,
         host="gw-1",
-        now=clock(),
+        now=now,
     )
 
 

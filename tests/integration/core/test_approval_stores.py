@@ -26,7 +26,7 @@ from zerto_rewind.core.approvals import (
 
 
 def approved(stores: Stores, **kwargs: Any) -> ApprovalRequest:
-    request, created = stores.store.open_request(a_request(stores.clock, **kwargs))
+    request, created = stores.store.open_request(a_request(stores.clock(), **kwargs))
     assert created
     stores.store.decide(request.id, True, "unix:alice", "ok")
     return request
@@ -34,10 +34,10 @@ def approved(stores: Stores, **kwargs: Any) -> ApprovalRequest:
 
 def test_open_twice_is_one_request(stores: Stores) -> None:
     """A retried call joins its own open request; it is listed once, as pending."""
-    first, created = stores.store.open_request(a_request(stores.clock))
+    first, created = stores.store.open_request(a_request(stores.clock()))
     assert created
     stores.clock.advance(5)
-    again, created_again = stores.replica().open_request(a_request(stores.clock))
+    again, created_again = stores.replica().open_request(a_request(stores.clock()))
     assert not created_again
     assert again.id == first.id
     assert again.to_json() == first.to_json()
@@ -47,11 +47,11 @@ def test_open_twice_is_one_request(stores: Stores) -> None:
 
 def test_a_retry_that_waits_again_moves_the_callers_deadline(stores: Stores) -> None:
     """The approver is told until when the caller waits: the latest caller's, never past expiry."""
-    template = a_request(stores.clock)
+    template = a_request(stores.clock())
     template.wait_until = stores.clock() + 30
     first, _ = stores.store.open_request(template)
     stores.clock.advance(60)  # the first caller stopped waiting
-    retry = a_request(stores.clock)
+    retry = a_request(stores.clock())
     retry.wait_until = stores.clock() + 30
     joined, created = stores.replica().open_request(retry)
     assert not created
@@ -59,7 +59,7 @@ def test_a_retry_that_waits_again_moves_the_callers_deadline(stores: Stores) -> 
     shown = stores.store.get(first.id)
     assert shown is not None
     assert shown.wait_until == pytest.approx(stores.clock() + 30)
-    hook = a_request(stores.clock)  # a hook's retry does not wait: the deadline stays
+    hook = a_request(stores.clock())  # a hook's retry does not wait: the deadline stays
     stores.store.open_request(hook)
     again = stores.store.get(first.id)
     assert again is not None
@@ -68,11 +68,11 @@ def test_a_retry_that_waits_again_moves_the_callers_deadline(stores: Stores) -> 
 
 def test_another_principal_tool_or_arguments_is_another_request(stores: Stores) -> None:
     """Only the same principal, tool and arguments join: anything else opens its own."""
-    base, _ = stores.store.open_request(a_request(stores.clock))
+    base, _ = stores.store.open_request(a_request(stores.clock()))
     others = [
-        a_request(stores.clock, principal="token:agent-b"),
-        a_request(stores.clock, tool="delete_vm"),
-        a_request(stores.clock, args={"vm": "web-02"}),
+        a_request(stores.clock(), principal="token:agent-b"),
+        a_request(stores.clock(), tool="delete_vm"),
+        a_request(stores.clock(), args={"vm": "web-02"}),
     ]
     ids = {base.id}
     for template in others:
@@ -87,17 +87,17 @@ def test_a_request_that_is_no_longer_live_is_not_joined(stores: Stores) -> None:
     """Once used, denied or expired, the same call opens a fresh request."""
     used = approved(stores)
     assert stores.store.consume(used.principal, used.tool, used.args_digest) is not None
-    after_use, created = stores.store.open_request(a_request(stores.clock))
+    after_use, created = stores.store.open_request(a_request(stores.clock()))
     assert created
     assert after_use.id != used.id
 
     stores.store.decide(after_use.id, False, "unix:alice")
-    after_denial, created = stores.store.open_request(a_request(stores.clock))
+    after_denial, created = stores.store.open_request(a_request(stores.clock()))
     assert created
     assert after_denial.id not in (used.id, after_use.id)
 
     stores.clock.advance(EXPIRES_S + 1)
-    after_expiry, created = stores.store.open_request(a_request(stores.clock))
+    after_expiry, created = stores.store.open_request(a_request(stores.clock()))
     assert created
     assert after_expiry.id != after_denial.id
 
@@ -105,7 +105,7 @@ def test_a_request_that_is_no_longer_live_is_not_joined(stores: Stores) -> None:
 def test_replicas_racing_to_open_the_same_call_make_one_request(stores: Stores) -> None:
     """Many threads on two replicas open the same call at once: one request, all joined."""
     replicas = [stores.store, stores.replica()]
-    templates = [a_request(stores.clock) for _ in range(8)]
+    templates = [a_request(stores.clock()) for _ in range(8)]
     results = run_together(8, lambda i: replicas[i % 2].open_request(templates[i]))
     assert sum(created for _, created in results) == 1
     assert len({request.id for request, _ in results}) == 1
@@ -115,7 +115,7 @@ def test_replicas_racing_to_open_the_same_call_make_one_request(stores: Stores) 
 def test_pending_is_oldest_first(stores: Stores) -> None:
     ids = []
     for n in range(3):
-        request, _ = stores.store.open_request(a_request(stores.clock, args={"vm": f"v{n}"}))
+        request, _ = stores.store.open_request(a_request(stores.clock(), args={"vm": f"v{n}"}))
         ids.append(request.id)
         stores.clock.advance(1)
     assert [r.id for r in stores.replica().pending()] == ids
@@ -126,7 +126,7 @@ def test_pending_is_oldest_first(stores: Stores) -> None:
 
 def test_decide_approves_once(stores: Stores) -> None:
     """Approve records who, when and the note; a second decision is refused."""
-    request, _ = stores.store.open_request(a_request(stores.clock))
+    request, _ = stores.store.open_request(a_request(stores.clock()))
     stores.clock.advance(3)
     decided = stores.store.decide(request.id, True, "unix:alice", "  looks fine  ")
     assert (decided.state, decided.decided_by, decided.note) == (
@@ -144,7 +144,7 @@ def test_decide_approves_once(stores: Stores) -> None:
 
 
 def test_deny(stores: Stores) -> None:
-    request, _ = stores.store.open_request(a_request(stores.clock))
+    request, _ = stores.store.open_request(a_request(stores.clock()))
     denied = stores.store.decide(request.id, False, "web:carol", None)
     assert (denied.state, denied.decided_by, denied.note) == ("denied", "web:carol", None)
     assert stores.store.consume(request.principal, request.tool, request.args_digest) is None
@@ -165,7 +165,7 @@ def test_decide_unknown_or_malformed_id(stores: Stores) -> None:
 
 def test_decide_on_an_expired_request_changes_nothing_until_the_sweep(stores: Stores) -> None:
     """Expired: decide raises and writes nothing; reads show it expired; the sweep records it."""
-    request, _ = stores.store.open_request(a_request(stores.clock))
+    request, _ = stores.store.open_request(a_request(stores.clock()))
     stores.clock.advance(EXPIRES_S)
     with pytest.raises(ApprovalError, match="is expired, not pending; nothing was changed"):
         stores.store.decide(request.id, True, "unix:alice")
@@ -213,7 +213,7 @@ def test_an_approval_is_for_its_own_call_only(stores: Stores) -> None:
 
 
 def test_a_pending_request_is_not_an_approval(stores: Stores) -> None:
-    request, _ = stores.store.open_request(a_request(stores.clock))
+    request, _ = stores.store.open_request(a_request(stores.clock()))
     assert stores.store.consume(request.principal, request.tool, request.args_digest) is None
     assert (
         stores.store.consume(request.principal, request.tool, request.args_digest, request.id)
@@ -261,12 +261,12 @@ def test_replicas_racing_to_use_one_approval_make_one_winner(stores: Stores) -> 
 
 def test_sweep_reports_each_expiry_once(stores: Stores) -> None:
     """Expired pending and approved requests are recorded once; live and decided ones stay."""
-    waiting, _ = stores.store.open_request(a_request(stores.clock, args={"vm": "a"}))
+    waiting, _ = stores.store.open_request(a_request(stores.clock(), args={"vm": "a"}))
     unused = approved(stores, args={"vm": "b"})
-    denied, _ = stores.store.open_request(a_request(stores.clock, args={"vm": "c"}))
+    denied, _ = stores.store.open_request(a_request(stores.clock(), args={"vm": "c"}))
     stores.store.decide(denied.id, False, "unix:alice")
     later, _ = stores.store.open_request(
-        a_request(stores.clock, args={"vm": "d"}, expires_s=EXPIRES_S * 2)
+        a_request(stores.clock(), args={"vm": "d"}, expires_s=EXPIRES_S * 2)
     )
     assert stores.store.sweep() == []
     stores.clock.advance(EXPIRES_S)
@@ -282,7 +282,7 @@ def test_sweep_reports_each_expiry_once(stores: Stores) -> None:
 
 def test_replicas_sweeping_together_report_each_expiry_once(stores: Stores) -> None:
     ids = {
-        stores.store.open_request(a_request(stores.clock, args={"n": n}))[0].id for n in range(5)
+        stores.store.open_request(a_request(stores.clock(), args={"n": n}))[0].id for n in range(5)
     }
     stores.clock.advance(EXPIRES_S + 1)
     replicas = [stores.store, stores.replica()]
@@ -294,7 +294,7 @@ def test_replicas_sweeping_together_report_each_expiry_once(stores: Stores) -> N
 def test_recent_is_newest_first_and_limited(stores: Stores) -> None:
     ids = []
     for n in range(4):
-        request, _ = stores.store.open_request(a_request(stores.clock, args={"n": n}))
+        request, _ = stores.store.open_request(a_request(stores.clock(), args={"n": n}))
         stores.clock.advance(1)
         stores.store.decide(request.id, n % 2 == 0, "unix:alice")
         ids.append(request.id)
@@ -304,7 +304,7 @@ def test_recent_is_newest_first_and_limited(stores: Stores) -> None:
 
 def test_decided_requests_go_after_the_retention(stores: Stores) -> None:
     """A decided request stays visible for RETENTION_S after its decision, then goes."""
-    request, _ = stores.store.open_request(a_request(stores.clock))
+    request, _ = stores.store.open_request(a_request(stores.clock()))
     stores.store.decide(request.id, False, "unix:alice")
     stores.clock.advance(RETENTION_S - 1)
     assert [r.id for r in stores.store.recent()] == [request.id]

@@ -11,27 +11,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 
+from integration.core.approval_stores_helpers import EXPIRES_S, MAC, a_request
 from support.redis_server import RedisServer
 from zerto_rewind.core.approvals import (
     RETENTION_S,
     ApprovalError,
     ApprovalRequest,
-    new_request,
 )
 from zerto_rewind.core.approvals_redis import RedisApprovalStore
-from zerto_rewind.core.record_mac import RecordMac
 from zerto_rewind.core.state_store import open_approvals
 from zerto_rewind.errors import StateError
-
-# The replicas' shared MAC key, as each reads it from its state directory.
-MAC = RecordMac(b"k" * 32)
-
-EXPIRES_S = 600.0
 
 
 class HookedClock:
@@ -63,19 +56,6 @@ class HookedClock:
                 self._hook = None
             hook()
         return self.now
-
-
-def a_request(now: float, *, args: Any = None, principal: str = "token:agent-a") -> ApprovalRequest:
-    return new_request(
-        tool="power_off_vm",
-        tool_input={"vm": "web-01"} if args is None else args,
-        vms=["web-01"],
-        row="vm_unknown",
-        why="web-01 is not in a VPG",
-        principal=principal,
-        expires_s=EXPIRES_S,
-        now=now,
-    )
 
 
 def keys(url: str) -> set[str]:
