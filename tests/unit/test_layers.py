@@ -23,6 +23,7 @@ RANKS: dict[str, int] = {
     "_fastjson": 0,
     "hook_flags": 0,
     "netutil": 0,
+    "redaction": 0,
     "fsutil": 1,
     "fsaccess": 1,
     "service_client": 1,

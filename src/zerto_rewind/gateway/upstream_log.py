@@ -28,6 +28,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import IO, TextIO
 
+from ..redaction import whole_tokens
 from .confine import LAUNCHER_PREFIX
 
 __all__ = ["REDACTED", "Redactor", "UpstreamLog", "secret_values"]
@@ -63,12 +64,7 @@ class Redactor:
     """Redacts one line of text: the given secret values, then secret-looking patterns."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        values = {s for s in secrets if len(s) >= 4 and s.lower() not in _PLAIN}
-        # Longest first, so a secret that contains another is redacted whole; each
-        # only as a whole token: not inside a longer word or a path component.
-        ordered = sorted(values, key=len, reverse=True)
-        alternatives = "|".join(re.escape(value) for value in ordered)
-        self._secrets = re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)") if ordered else None
+        self._secrets = whole_tokens(s for s in secrets if len(s) >= 4 and s.lower() not in _PLAIN)
 
     def __call__(self, line: str) -> str:
         if self._secrets is not None:

@@ -159,15 +159,16 @@ def redis_errors_as_state_errors(url: str) -> Iterator[None]:
 def _detail(url: str, exc: Exception) -> str:
     """The library's message, without the URL's password should it ever quote it.
 
-    The password is replaced only as a whole token, as the upstream logs' redactor does:
+    The password is replaced only as a whole token (:func:`~zerto_rewind.redaction.whole_tokens`):
     a password ``user`` must not turn ``/home/newuser/redis.sock`` into ``/home/new***/…``.
     """
-    import re
+    from ..redaction import whole_tokens
 
     text = str(exc).strip().rstrip(".") or type(exc).__name__
     with contextlib.suppress(ValueError):
         parts = urlsplit(url)
-        for password in [parts.password, *parse_qs(parts.query).get("password", [])]:
-            if password:
-                text = re.sub(rf"(?<!\w){re.escape(password)}(?!\w)", "***", text)
+        passwords = [parts.password or "", *parse_qs(parts.query).get("password", [])]
+        pattern = whole_tokens(passwords)
+        if pattern is not None:
+            text = pattern.sub("***", text)
     return text
