@@ -406,3 +406,9 @@ class Sandbox:
         from ..core.call_result import RESULT_EVENT
 
         return [r for r in self.log_records() if r.get("event_type") != RESULT_EVENT]
+
+    def result_records(self) -> list[dict[str, Any]]:
+        """The decision log's result lines, parsed: each change's outcome after it ran."""
+        from ..core.call_result import RESULT_EVENT
+
+        return [r for r in self.log_records() if r.get("event_type") == RESULT_EVENT]

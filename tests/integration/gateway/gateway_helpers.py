@@ -25,7 +25,6 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from support.users import as_user
-from zerto_rewind.core.call_result import RESULT_EVENT
 from zerto_rewind.gateway.http import token_digest
 from zerto_rewind.testing import Sandbox
 
@@ -97,20 +96,17 @@ def actions(actions_log: Path) -> list[dict[str, Any]]:
 
 def log_lines(box: Sandbox) -> list[dict[str, Any]]:
     """Every line of the decision log: decisions, approval events, results."""
-    path = Path(box.log_path)
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return box.log_records()
 
 
 def decisions(box: Sandbox) -> list[dict[str, Any]]:
     """The log's lines without the forwarded calls' result lines (``results``)."""
-    return [line for line in log_lines(box) if line.get("event_type") != RESULT_EVENT]
+    return box.decision_records()
 
 
 def results(box: Sandbox) -> list[dict[str, Any]]:
     """The result lines of the calls the gateway forwarded (core/call_result.py)."""
-    return [line for line in log_lines(box) if line.get("event_type") == RESULT_EVENT]
+    return box.result_records()
 
 
 @dataclass

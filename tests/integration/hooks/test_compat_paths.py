@@ -52,7 +52,7 @@ def test_the_old_standalone_command_guards_and_records(box: Sandbox) -> None:
     assert "additionalContext" in json.loads(change.stdout)["hookSpecificOutput"]
     after = run(OLD_STANDALONE, [], {**call, "hook_event_name": "PostToolUse"}, env)
     assert (after.returncode, after.stdout, after.stderr) == (0, b"", b"")
-    results = [r for r in box.log_records() if r.get("event_type") == "tool_call.result"]
+    results = box.result_records()
     assert [(r["tool_use_id"], r["result"]) for r in results] == [("toolu_c1", "succeeded")]
 
 

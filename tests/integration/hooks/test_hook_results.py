@@ -53,10 +53,6 @@ def session_show(box: Sandbox) -> list[dict[str, Any]]:
     return changes
 
 
-def results(box: Sandbox) -> list[dict[str, Any]]:
-    return [r for r in box.log_records() if r.get("event_type") == "tool_call.result"]
-
-
 def test_each_change_shows_its_result_in_session_show(box: Sandbox) -> None:
     """A change that succeeded and one that failed: each has its result line, naming the
     VM, the VPG, the checkpoint, the principal and the host; session show shows both."""
@@ -67,7 +63,7 @@ def test_each_change_shows_its_result_in_session_show(box: Sandbox) -> None:
     bad = post(box, POWER_OFF, {"name": "jp-ubuntu"}, "toolu_bad", event="PostToolUseFailure")
     for run in (ok, bad):
         assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
-    lines = {line["tool_use_id"]: line for line in results(box)}
+    lines = {line["tool_use_id"]: line for line in box.result_records()}
     assert {k: v["result"] for k, v in lines.items()} == {
         "toolu_ok": "succeeded",
         "toolu_bad": "failed",
@@ -91,7 +87,7 @@ def test_an_mcp_error_answer_is_a_failed_result(box: Sandbox) -> None:
     box.run_hook(POWER_OFF, {"name": "jp-ubuntu"}, session_id=SESSION, tool_use_id="toolu_err")
     run = post(box, POWER_OFF, {"name": "jp-ubuntu"}, "toolu_err", response={"isError": True})
     assert run.returncode == 0, run.stderr
-    assert [line["result"] for line in results(box)] == ["failed"]
+    assert [line["result"] for line in box.result_records()] == ["failed"]
 
 
 def test_without_a_tool_use_id_the_call_is_matched_by_its_arguments(box: Sandbox) -> None:
@@ -107,7 +103,7 @@ def test_without_a_tool_use_id_the_call_is_matched_by_its_arguments(box: Sandbox
     assert pre.decision == "context", pre.stderr
     run = post(box, POWER_OFF, {"name": "jp-ubuntu"}, None)
     assert (run.returncode, run.stderr) == (0, "")
-    [line] = results(box)
+    [line] = box.result_records()
     assert line["tool_use_id"].startswith("args-")
     assert "jp-ubuntu" not in line["tool_use_id"]
     assert [e["result"] for e in session_show(box)] == ["succeeded"]
@@ -133,7 +129,9 @@ def test_a_denied_call_gets_no_result_and_an_asked_one_does(box: Sandbox) -> Non
     for use_id, vm in (("toolu_denied", "sql-paused-1"), ("toolu_asked", "ghost-vm")):
         run = post(box, POWER_OFF, {"name": vm}, use_id)
         assert (run.returncode, run.stderr) == (0, "")
-    assert [(r["tool_use_id"], r["result"]) for r in results(box)] == [("toolu_asked", "succeeded")]
+    assert [(r["tool_use_id"], r["result"]) for r in box.result_records()] == [
+        ("toolu_asked", "succeeded")
+    ]
 
 
 def test_a_call_the_log_does_not_hold_is_not_recorded_and_said(box: Sandbox) -> None:
@@ -141,7 +139,7 @@ def test_a_call_the_log_does_not_hold_is_not_recorded_and_said(box: Sandbox) -> 
     run = post(box, POWER_OFF, {"name": "jp-ubuntu"}, "toolu_never_decided")
     assert (run.returncode, run.stdout) == (0, "")
     assert "no decision line" in run.stderr
-    assert results(box) == []
+    assert box.result_records() == []
 
 
 def test_a_failure_to_record_never_blocks_and_is_reported(box: Sandbox) -> None:

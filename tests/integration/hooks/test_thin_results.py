@@ -60,10 +60,6 @@ def session_show(box: Sandbox, session: str) -> list[dict[str, Any]]:
     return entries
 
 
-def results(box: Sandbox) -> list[dict[str, Any]]:
-    return [r for r in box.log_records() if r.get("event_type") == "tool_call.result"]
-
-
 # host -> (its before payload, its after payload, the result that after payload says)
 def host_payloads(host: str, session: str) -> tuple[dict[str, Any], dict[str, Any], str]:
     if host == "claude-code":
@@ -113,24 +109,24 @@ def test_a_change_let_through_then_its_after_event_shows_its_result(
     assert post.stderr == ""
     entries = session_show(box, session)
     assert [(e["tool"], e["result"]) for e in entries] == [(POWER_OFF, expected)]
-    line = next(r for r in results(box) if r["session_id"] == session)
+    line = next(r for r in box.result_records() if r["session_id"] == session)
     assert (line["client"], line["host"], line["vms"]) == (f"unix:{_me()}", host, ["jp-ubuntu"])
     assert line["checkpoint_ids"]
     again = hook(url, host, after)  # the same after event again: refused, nothing written
     assert again.returncode == 0
     assert "already recorded" in again.stderr
-    assert len([r for r in results(box) if r["session_id"] == session]) == 1
+    assert len([r for r in box.result_records() if r["session_id"] == session]) == 1
 
 
 def test_a_shell_call_after_event_posts_nothing(served: tuple[Sandbox, str]) -> None:
     """A host's own shell tool was never asked of the service: nothing to record."""
     box, url = served
-    before = len(results(box))
+    before = len(box.result_records())
     payload = {"session_id": "thin-shell", "hook_event_name": "PostToolUse", "tool_name": "Bash",
                "tool_use_id": "call_sh", "tool_input": {"command": "ls"}}  # fmt: skip
     run = hook(url, "codex", payload)
     assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
-    assert len(results(box)) == before
+    assert len(box.result_records()) == before
 
 
 def post_result(url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -167,7 +163,7 @@ def test_forged_results_are_refused_and_not_written(served: tuple[Sandbox, str])
             "tool_input": VM, "result": "done", "host": "codex"}  # fmt: skip
     with pytest.raises(ServiceError, match="HTTP 400"):
         post_result(url, body)
-    assert [r for r in results(box) if r["session_id"] == session] == []
+    assert [r for r in box.result_records() if r["session_id"] == session] == []
 
 
 def test_another_principal_cannot_record_a_result_for_the_call(
@@ -194,9 +190,11 @@ def test_another_principal_cannot_record_a_result_for_the_call(
         run = as_user(other.pw_name, [sys.executable, "-c", code])
     assert "HTTP 403" in run.stdout, (run.stdout, run.stderr)
     assert "another principal" in run.stdout
-    assert [r for r in results(box) if r["session_id"] == session] == []
+    assert [r for r in box.result_records() if r["session_id"] == session] == []
     assert post_result(url, body) == {"recorded": True}
-    assert [r["result"] for r in results(box) if r["session_id"] == session] == ["succeeded"]
+    assert [r["result"] for r in box.result_records() if r["session_id"] == session] == [
+        "succeeded"
+    ]
 
 
 def _me() -> str:
